@@ -1,0 +1,36 @@
+# Two entry points for a fresh machine (Python 3.11, Java 17, no Docker):
+#   make demo   set up .venv, start the embedded broker, run the router end to end
+#   make test   set up .venv, run ruff, mypy --strict and every test
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m router.demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check expressions router schemas spark tests
+	$(BIN)/ruff format --check expressions router
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict expressions router
+
+pytest: $(STAMP)
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q
+
+test: lint typecheck pytest
+
+bench: $(STAMP)
+	for f in tests/perf/bench_*.py; do $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
