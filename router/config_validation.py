@@ -1,0 +1,236 @@
+"""Validation of configuration model objects: pure, and it reports every error, never only the first.
+
+The CLI runs it before writing anything; the config store runs it on every record it reads, so a record that
+slipped past the CLI (written by hand, by an older or newer tool) is refused instead of breaking the plan.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import expressions
+from router.model import DIALECTS, FAIRNESS_MODELS, PROPERTY_TYPES, AppConfig, Config, GroupConfig
+from router.names import NAME_PATTERN, RESERVED_GROUP_NAMES
+
+# Properties are referenced by name inside expressions, so they must be identifiers of both dialects.
+PROPERTY_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# Kafka's legal topic characters and length.
+TOPIC_NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class ConfigError:
+    """One problem: where it is (``apps.billing.groups.vip.subscriptions[0].expression``) and what it is.
+
+    Expression errors keep the expressions package's rendering: the text with a caret under the fault.
+    """
+
+    location: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.message}"
+
+
+def app_location(app: str) -> str:
+    return f"apps.{app}"
+
+
+def group_location(app: str, group: str) -> str:
+    return f"apps.{app}.groups.{group}"
+
+
+def input_matches(pattern: str, topic: str) -> bool:
+    """Whether an ``inputs`` entry (a topic name, or a regex starting with ``^``) selects ``topic``.
+
+    Regexes use search semantics, like librdkafka's ``^`` subscriptions; write ``$`` to anchor the end.
+    """
+    if pattern.startswith("^"):
+        return re.search(pattern, topic) is not None
+    return pattern == topic
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_name(errors: list[ConfigError], location: str, what: str, name: object) -> None:
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        errors.append(
+            ConfigError(location, f"{what} {name!r} is not valid: use 1 to 100 letters, digits, '_' or '-'")
+        )
+
+
+def _check_int(
+    errors: list[ConfigError], location: str, value: object, low: int, high: int, what: str = "a number"
+) -> None:
+    if not _is_int(value):
+        errors.append(ConfigError(location, f"expected an integer, got {value!r}"))
+    elif not low <= value <= high:  # type: ignore[operator]
+        errors.append(ConfigError(location, f"{value} is out of range: {what} from {low} to {high}"))
+
+
+def _compile(errors: list[ConfigError], location: str, text: object, app: AppConfig) -> None:
+    """Compile and type-check one expression under the app's dialect and declared property types."""
+    if not isinstance(text, str):
+        errors.append(ConfigError(location, f"expected an expression (text), got {text!r}"))
+        return
+    if app.dialect not in DIALECTS:
+        return  # reported once at the app; compiling under an unknown dialect would only add noise
+    types = {
+        name: kind
+        for name, kind in app.properties.items()
+        if kind in PROPERTY_TYPES and not (kind == "float" and app.dialect != "sql92")
+    }
+    try:
+        expressions.compile(text, dialect=app.dialect, types=types)
+    except expressions.ExpressionError as exc:
+        errors.append(ConfigError(location, str(exc)))
+    except Exception as exc:  # an expression must never take the CLI or the config store down
+        errors.append(ConfigError(location, f"could not compile {text!r}: {type(exc).__name__}: {exc}"))
+
+
+def validate_app(app: AppConfig) -> list[ConfigError]:
+    """Every problem of one app record, expressions (filters, priority) included."""
+    errors: list[ConfigError] = []
+    where = app_location(app.name)
+    _check_name(errors, where, "app name", app.name)
+    if app.dialect not in DIALECTS:
+        errors.append(
+            ConfigError(f"{where}.dialect", f"unknown dialect {app.dialect!r}: use one of {DIALECTS}")
+        )
+    if app.fairness not in FAIRNESS_MODELS:
+        errors.append(
+            ConfigError(
+                f"{where}.fairness", f"unknown fairness {app.fairness!r}: use one of {FAIRNESS_MODELS}"
+            )
+        )
+    for prop, kind in app.properties.items():
+        at = f"{where}.properties.{prop}"
+        if not isinstance(prop, str) or not PROPERTY_NAME_PATTERN.match(prop):
+            errors.append(
+                ConfigError(
+                    at,
+                    f"property name {prop!r} is not an identifier (letters, digits, '_'; not first a digit)",
+                )
+            )
+        if kind not in PROPERTY_TYPES:
+            errors.append(ConfigError(at, f"unknown type {kind!r}: use one of {PROPERTY_TYPES}"))
+        elif kind == "float" and app.dialect != "sql92":
+            errors.append(
+                ConfigError(at, "type float needs dialect sql92 (bmq has no floating-point numbers)")
+            )
+    if not app.inputs:
+        errors.append(ConfigError(f"{where}.inputs", "no input topics: list topic names or ^regexes"))
+    seen: set[str] = set()
+    for index, topic in enumerate(app.inputs):
+        at = f"{where}.inputs[{index}]"
+        if not isinstance(topic, str):
+            errors.append(ConfigError(at, f"expected a topic name or ^regex, got {topic!r}"))
+            continue
+        if topic in seen:
+            errors.append(ConfigError(at, f"{topic!r} is listed twice"))
+        seen.add(topic)
+        if topic.startswith("^"):
+            try:
+                re.compile(topic)
+            except re.error as exc:
+                caret = " " * (exc.pos or 0)
+                errors.append(ConfigError(at, f"invalid regex: {exc.msg}\n  {topic}\n  {caret}^"))
+        elif not TOPIC_NAME_PATTERN.match(topic):
+            errors.append(
+                ConfigError(
+                    at,
+                    f"{topic!r} is not a Kafka topic name (letters, digits, '.', '_', '-'); "
+                    "start a regex with ^",
+                )
+            )
+    if app.group_by is not None and (
+        not isinstance(app.group_by, str) or not PROPERTY_NAME_PATTERN.match(app.group_by)
+    ):
+        errors.append(ConfigError(f"{where}.group_by", f"{app.group_by!r} is not a property name"))
+    for index, text in enumerate(app.filter):
+        _compile(errors, f"{where}.filter[{index}]", text, app)
+    if app.priority is not None:
+        _compile(errors, f"{where}.priority", app.priority, app)
+    if app.partitions is not None:
+        _check_int(errors, f"{where}.partitions", app.partitions, 1, 100_000, "partitions")
+    if app.expiration_ms is not None:
+        _check_int(errors, f"{where}.expiration", app.expiration_ms, 1, _INT64_MAX, "milliseconds")
+    for field_name, count in (("max_cancels", app.max_cancels), ("max_deliveries", app.max_deliveries)):
+        if count is not None:
+            _check_int(errors, f"{where}.{field_name}", count, 1, _INT32[1])
+    if app.default_publish is not None:
+        at = f"{where}.default_publish"
+        if not isinstance(app.default_publish, str) or not TOPIC_NAME_PATTERN.match(app.default_publish):
+            errors.append(ConfigError(at, f"{app.default_publish!r} is not a Kafka topic name"))
+        elif not any(isinstance(p, str) and _safe_matches(p, app.default_publish) for p in app.inputs):
+            errors.append(
+                ConfigError(
+                    at,
+                    f"{app.default_publish!r} is not one of the app's inputs, so what is published there would "
+                    "never reach the app: add it to inputs (or make an input regex match it)",
+                )
+            )
+    if not isinstance(app.spillover, bool):
+        errors.append(ConfigError(f"{where}.spillover", f"expected true or false, got {app.spillover!r}"))
+    return errors
+
+
+def _safe_matches(pattern: str, topic: str) -> bool:
+    try:
+        return input_matches(pattern, topic)
+    except re.error:
+        return False  # the bad regex is reported under inputs
+
+
+def validate_group(group: GroupConfig, app: AppConfig | None) -> list[ConfigError]:
+    """Every problem of one group record. Without its app only what does not depend on it is checked."""
+    errors: list[ConfigError] = []
+    where = group_location(group.app, group.name)
+    _check_name(errors, where, "group name", group.name)
+    if group.name in RESERVED_GROUP_NAMES:
+        errors.append(
+            ConfigError(
+                where,
+                f"group name {group.name!r} is reserved (it would collide with the app's {group.name} topic); "
+                "choose another",
+            )
+        )
+    _check_int(errors, f"{where}.order", group.order, 0, _INT32[1], "order")
+    for index, sub in enumerate(group.subscriptions):
+        at = f"{where}.subscriptions[{index}]"
+        _check_int(errors, f"{at}.priority", sub.priority, *_INT32, "priority")
+        if sub.max_unconfirmed is not None:
+            _check_int(errors, f"{at}.max_unconfirmed", sub.max_unconfirmed, 1, _INT64_MAX, "max_unconfirmed")
+        if sub.expression is not None and app is not None:
+            _compile(errors, f"{at}.expression", sub.expression, app)
+    return errors
+
+
+def validate_state(values: Iterable[AppConfig | GroupConfig]) -> list[ConfigError]:
+    """Validate a whole desired state (apps and their groups), e.g. a parsed YAML file."""
+    items = list(values)
+    apps: Mapping[str, AppConfig] = {v.name: v for v in items if isinstance(v, AppConfig)}
+    errors: list[ConfigError] = []
+    for value in items:
+        if isinstance(value, AppConfig):
+            errors.extend(validate_app(value))
+        else:
+            app = apps.get(value.app)
+            if app is None:
+                errors.append(
+                    ConfigError(
+                        group_location(value.app, value.name), f"group of an unknown app {value.app!r}"
+                    )
+                )
+            errors.extend(validate_group(value, app))
+    return errors
+
+
+def validate_config(config: Config) -> list[ConfigError]:
+    return validate_state([*config.apps.values(), *config.groups.values()])

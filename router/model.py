@@ -1,0 +1,84 @@
+"""The configuration model: what users write in YAML and what the config topic stores, as frozen values.
+
+One ``AppConfig`` per ``app/<app>`` record and one ``GroupConfig`` per ``group/<app>/<group>`` record.
+``Config`` is the whole set at one version; it is a plain value, so routing decisions stay pure functions of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+DIALECTS = ("bmq", "sql92")
+FAIRNESS_MODELS = ("round-robin", "proportional", "fast")
+PROPERTY_TYPES = ("int", "string", "bool", "float")
+
+
+def _frozen(mapping: Mapping[str, str] | None) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class SubscriptionConfig:
+    """One consumer subscription of a group: BlazingMQ's {expression, priority, maxUnconfirmed}."""
+
+    expression: str | None = None  # None: any message
+    priority: int = 0
+    max_unconfirmed: int | None = None  # None: unbounded
+
+    @property
+    def label(self) -> str:
+        return self.expression if self.expression is not None else "*"
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    app: str
+    name: str
+    # Empty: the group takes any message of its app at priority 0 (a consumer without subscription).
+    subscriptions: tuple[SubscriptionConfig, ...] = ()
+    # Configuration order among the app's groups ("fast" fairness picks the first with room).
+    order: int = 0
+
+    @property
+    def effective_subscriptions(self) -> tuple[SubscriptionConfig, ...]:
+        return self.subscriptions or (SubscriptionConfig(),)
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    name: str
+    inputs: tuple[str, ...]
+    dialect: str = "bmq"
+    properties: Mapping[str, str] = field(default_factory=lambda: _frozen(None))
+    # App subscriptions, OR'ed; empty means every message passes.
+    filter: tuple[str, ...] = ()
+    group_by: str | None = None
+    fairness: str = "round-robin"
+    spillover: bool = False
+    partitions: int | None = None
+    expiration_ms: int | None = None
+    # AMPS Priority: an integer expression over properties.
+    priority: str | None = None
+    default_publish: str | None = None
+    max_cancels: int | None = None
+    max_deliveries: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.properties, MappingProxyType):
+            object.__setattr__(self, "properties", _frozen(self.properties))
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every app and group at one config version."""
+
+    version: int = 0
+    apps: Mapping[str, AppConfig] = field(default_factory=lambda: MappingProxyType({}))
+    groups: Mapping[tuple[str, str], GroupConfig] = field(default_factory=lambda: MappingProxyType({}))
+
+    def groups_of(self, app: str) -> tuple[GroupConfig, ...]:
+        """The app's groups in configuration order."""
+        mine = [g for (a, _), g in self.groups.items() if a == app]
+        return tuple(sorted(mine, key=lambda g: (g.order, g.name)))

@@ -1,0 +1,115 @@
+"""Settings shared by every command: where Kafka is, the topic prefix, and librdkafka pass-through properties.
+
+Every setting is a flag or an environment variable ``SUBROUTE_*``. Kafka client properties keep librdkafka's
+own names: ``--kafka-config security.protocol=SASL_SSL`` or ``SUBROUTE_KAFKA_SECURITY_PROTOCOL=SASL_SSL``
+(in the variable name ``_`` stands for ``.`` and ``__`` for a literal ``_``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from router import names
+
+ENV_BOOTSTRAP = "SUBROUTE_BOOTSTRAP_SERVERS"
+ENV_PREFIX = "SUBROUTE_TOPIC_PREFIX"
+ENV_KAFKA = "SUBROUTE_KAFKA_"
+DEFAULT_BOOTSTRAP = "localhost:9092"
+
+# Substrings of librdkafka property names whose values must never be printed, logged or exported.
+_SECRET_MARKERS = ("password", "secret", "sasl.username", "key.pem", "keystore", "token", "private")
+REDACTED = "[redacted]"
+
+
+def is_secret(key: str) -> bool:
+    lowered = key.lower()
+    return any(marker in lowered for marker in _SECRET_MARKERS)
+
+
+def redact(config: Mapping[str, object]) -> dict[str, object]:
+    """A copy safe to print: secret values replaced."""
+    return {key: (REDACTED if is_secret(key) else value) for key, value in config.items()}
+
+
+def kafka_config_from_env(environ: Mapping[str, str]) -> dict[str, str]:
+    config: dict[str, str] = {}
+    for variable, value in environ.items():
+        if variable.startswith(ENV_KAFKA) and len(variable) > len(ENV_KAFKA):
+            raw = variable[len(ENV_KAFKA) :].lower()
+            key = ".".join(part.replace("\0", "_") for part in raw.replace("__", "\0").split("_"))
+            config[key] = value
+    return config
+
+
+def parse_key_values(items: list[str] | None, what: str) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SettingsError(f"{what} wants KEY=VALUE, got {item!r}")
+        result[key.strip()] = value
+    return result
+
+
+class SettingsError(ValueError):
+    """A flag or environment variable has a value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    bootstrap_servers: str = DEFAULT_BOOTSTRAP
+    topic_prefix: str = names.DEFAULT_TOPIC_PREFIX
+    kafka_config: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def client_config(self, defaults: Mapping[str, object] | None = None, **overrides: object) -> dict[str, object]:
+        """librdkafka configuration: ``defaults`` < pass-through properties < the caller's mandatory settings."""
+        config: dict[str, object] = {"bootstrap.servers": self.bootstrap_servers}
+        config.update(defaults or {})
+        config.update(self.kafka_config)
+        config.update(overrides)
+        return config
+
+    @property
+    def config_topic(self) -> str:
+        return names.config_topic(self.topic_prefix)
+
+    def __repr__(self) -> str:  # never show secrets, even in tracebacks
+        return (
+            f"Settings(bootstrap_servers={self.bootstrap_servers!r}, topic_prefix={self.topic_prefix!r}, "
+            f"kafka_config={redact(self.kafka_config)!r})"
+        )
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        kafka_config = kafka_config_from_env(env)
+        kafka_config.update(parse_key_values(getattr(args, "kafka_config", None), "--kafka-config"))
+        bootstrap = getattr(args, "bootstrap_servers", None) or env.get(ENV_BOOTSTRAP) or DEFAULT_BOOTSTRAP
+        prefix = getattr(args, "topic_prefix", None) or env.get(ENV_PREFIX) or names.DEFAULT_TOPIC_PREFIX
+        if not names.NAME_PATTERN.match(prefix.replace(".", "_")):
+            raise SettingsError(f"--topic-prefix {prefix!r}: use letters, digits, '.', '_' and '-'")
+        return cls(bootstrap, prefix, MappingProxyType(kafka_config))
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags every command takes."""
+    parser.add_argument(
+        "--bootstrap-servers",
+        metavar="HOSTS",
+        help=f"Kafka bootstrap servers (env {ENV_BOOTSTRAP}, default {DEFAULT_BOOTSTRAP})",
+    )
+    parser.add_argument(
+        "--topic-prefix",
+        metavar="PREFIX",
+        help=f"prefix of every subroute topic (env {ENV_PREFIX}, default {names.DEFAULT_TOPIC_PREFIX})",
+    )
+    parser.add_argument(
+        "--kafka-config",
+        action="append",
+        metavar="KEY=VALUE",
+        help="librdkafka property, repeatable (env SUBROUTE_KAFKA_<NAME>, e.g. SUBROUTE_KAFKA_SASL_MECHANISM)",
+    )

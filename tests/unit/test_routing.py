@@ -1,0 +1,231 @@
+"""Routing decisions without Kafka: the seeds' examples as pure functions of (properties, table, lag)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from router.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from router.routing import Action, MessageView, Router, build_table, rendezvous
+
+TYPES = {"CustomerId": "int", "Amount": "int", "OrderType": "string"}
+
+
+def config(*apps: AppConfig, groups: list[GroupConfig], version: int = 1) -> Config:
+    return Config(
+        version=version,
+        apps={a.name: a for a in apps},
+        groups={(g.app, g.name): g for g in groups},
+    )
+
+
+def group(app: str, name: str, *subs: SubscriptionConfig, order: int = 0) -> GroupConfig:
+    return GroupConfig(app=app, name=name, subscriptions=tuple(subs), order=order)
+
+
+def sub(expression: str | None, priority: int = 0, max_unconfirmed: int | None = None) -> SubscriptionConfig:
+    return SubscriptionConfig(expression, priority, max_unconfirmed)
+
+
+def headers(**props: object) -> list[tuple[str, bytes | None]]:
+    return [(k, str(v).lower().encode() if isinstance(v, bool) else str(v).encode()) for k, v in props.items()]
+
+
+def route(cfg: Config, router: Router | None = None, lag: dict[tuple[str, str], int] | None = None,
+          topic: str = "orders", timestamp_ms: int = 0, now_ms: int = 0, **props: object) -> list:
+    table = build_table(cfg)
+    result = (router or Router()).route(table, MessageView(topic, headers(**props), timestamp_ms), lag or {}, now_ms)
+    return result.decisions
+
+
+BILLING = AppConfig(name="billing", inputs=("orders",), properties=TYPES)
+
+
+def seed_priority_config() -> Config:
+    # seed 000, "Order of Evaluation": CustomerId == 0 at priority 10 beats CustomerId >= 0 at priority 5.
+    return config(
+        BILLING,
+        groups=[
+            group("billing", "vip", sub("CustomerId == 0", 10), order=0),
+            group("billing", "general", sub("CustomerId >= 0", 5), order=1),
+        ],
+    )
+
+
+def test_higher_priority_subscription_wins_for_overlapping_expressions() -> None:
+    (decision,) = route(seed_priority_config(), CustomerId=0)
+    assert (decision.action, decision.group, decision.subscription) == (Action.ROUTE, "vip", "CustomerId == 0")
+    (decision,) = route(seed_priority_config(), CustomerId=7)
+    assert (decision.action, decision.group) == (Action.ROUTE, "general")
+
+
+def test_round_robin_among_equal_priority_groups() -> None:
+    cfg = config(BILLING, groups=[group("billing", "a", sub("CustomerId > 0", 5)),
+                                  group("billing", "b", sub("CustomerId > 0", 5), order=1)])
+    router = Router()
+    seen = [route(cfg, router, CustomerId=1)[0].group for _ in range(6)]
+    assert seen == ["a", "b", "a", "b", "a", "b"]
+
+
+def test_no_spillover_to_lower_priority_when_top_is_full() -> None:
+    cfg = config(BILLING, groups=[group("billing", "top", sub("CustomerId >= 0", 10, max_unconfirmed=5)),
+                                  group("billing", "low", sub("CustomerId >= 0", 1), order=1)])
+    full = {("billing", "top"): 5}
+    assert route(cfg, lag=full, CustomerId=1)[0].group == "top"
+
+
+def test_spillover_when_the_app_allows_it() -> None:
+    app = AppConfig(name="billing", inputs=("orders",), properties=TYPES, spillover=True)
+    cfg = config(app, groups=[group("billing", "top", sub("CustomerId >= 0", 10, max_unconfirmed=5)),
+                              group("billing", "low", sub("CustomerId >= 0", 1), order=1)])
+    assert route(cfg, lag={("billing", "top"): 5}, CustomerId=1)[0].group == "low"
+    assert route(cfg, lag={("billing", "top"): 4}, CustomerId=1)[0].group == "top"
+
+
+def test_unmatched_message_is_pending() -> None:
+    (decision,) = route(seed_priority_config(), CustomerId=-3)
+    assert decision.action is Action.PENDING
+    (decision,) = route(seed_priority_config(), Amount=5)  # CustomerId missing: evaluation error, no match
+    assert decision.action is Action.PENDING
+
+
+def test_app_without_groups_keeps_everything_pending() -> None:
+    assert route(config(BILLING, groups=[]), CustomerId=1)[0].action is Action.PENDING
+
+
+def test_app_filter_skips_for_one_app_and_not_another() -> None:
+    express = AppConfig(name="express", inputs=("orders",), properties=TYPES, filter=('OrderType == "EXPRESS"',))
+    audit = AppConfig(name="audit", inputs=("orders",), properties=TYPES)
+    cfg = config(express, audit, groups=[group("express", "all"), group("audit", "all")])
+    decisions = {d.app: d.action for d in route(cfg, OrderType="BULK", CustomerId=1)}
+    assert decisions == {"express": Action.FILTERED, "audit": Action.ROUTE}
+    decisions = {d.app: d.action for d in route(cfg, OrderType="EXPRESS", CustomerId=1)}
+    assert decisions == {"express": Action.ROUTE, "audit": Action.ROUTE}
+
+
+def test_app_filters_are_ored() -> None:
+    app = AppConfig(name="a", inputs=("orders",), properties=TYPES, filter=("CustomerId == 1", "Amount > 100"))
+    cfg = config(app, groups=[group("a", "g")])
+    assert route(cfg, CustomerId=1, Amount=0)[0].action is Action.ROUTE
+    assert route(cfg, CustomerId=2, Amount=101)[0].action is Action.ROUTE
+    assert route(cfg, CustomerId=2, Amount=100)[0].action is Action.FILTERED
+
+
+def test_group_without_subscription_takes_any_message_at_priority_zero() -> None:
+    cfg = config(BILLING, groups=[group("billing", "vip", sub("CustomerId == 0", 10)), group("billing", "audit", order=1)])
+    assert route(cfg, CustomerId=0)[0].group == "vip"
+    assert route(cfg, CustomerId=9)[0].group == "audit"
+    assert route(cfg)[0].group == "audit"
+
+
+def test_apps_only_see_their_inputs_including_regex() -> None:
+    a = AppConfig(name="a", inputs=("^ORDERS_.*$",))
+    b = AppConfig(name="b", inputs=("ORDERS",))
+    cfg = config(a, b, groups=[group("a", "g"), group("b", "g")])
+    assert {d.app for d in route(cfg, topic="ORDERS_RISK")} == {"a"}
+    assert {d.app for d in route(cfg, topic="ORDERS")} == {"b"}
+    assert route(cfg, topic="OTHER") == []
+
+
+def test_sql92_app() -> None:
+    app = AppConfig(name="chat", inputs=("chat",), dialect="sql92")
+    cfg = config(app, groups=[group("chat", "phil", sub(
+        "((targetUser = 'all') OR (targetUser = 'phil')) AND (sender NOT IN ('dan', 'harry'))"))])
+    assert route(cfg, topic="chat", targetUser="all", sender="bob")[0].action is Action.ROUTE
+    assert route(cfg, topic="chat", targetUser="all", sender="dan")[0].action is Action.PENDING
+
+
+# --- message groups (seed 002) ----------------------------------------------------------------------------------
+
+GROUPED = AppConfig(name="carts", inputs=("orders",), properties=TYPES, group_by="CustomerId")
+
+
+def grouped_config(*names: str) -> Config:
+    return config(GROUPED, groups=[group("carts", n, sub("Amount >= 0", 5), order=i) for i, n in enumerate(names)])
+
+
+def test_message_group_is_the_key_and_never_split_across_equal_groups() -> None:
+    cfg = grouped_config("g1", "g2", "g3")
+    router = Router()
+    placement: dict[str, set[str]] = {}
+    for i in range(300):
+        customer = str(i % 30)
+        (decision,) = route(cfg, router, CustomerId=customer, Amount=i)
+        assert decision.key == customer.encode()
+        placement.setdefault(customer, set()).add(decision.group)
+    assert all(len(groups) == 1 for groups in placement.values())
+    spread = Counter(next(iter(g)) for g in placement.values())
+    assert len(spread) == 3  # 30 groups spread over all three consumer groups
+
+
+def test_messages_without_the_group_header_get_the_default_group() -> None:
+    (decision,) = route(grouped_config("g1", "g2"), Amount=1)
+    assert decision.key == b"subroute.no-group"
+
+
+def test_rendezvous_moves_only_the_groups_of_a_removed_candidate() -> None:
+    three = build_table(grouped_config("g1", "g2", "g3")).app("carts")
+    two = build_table(grouped_config("g1", "g2")).app("carts")
+    assert three is not None and two is not None
+    for i in range(200):
+        key = f"customer-{i}".encode()
+        before = rendezvous(key, three.levels[0]).group
+        after = rendezvous(key, two.levels[0]).group
+        if before != "g3":
+            assert after == before
+
+
+# --- capacity-aware fairness (seed 001) ------------------------------------------------------------------------
+
+def ghosts(fairness: str) -> Config:
+    app = AppConfig(name="pac", inputs=("orders",), properties=TYPES, fairness=fairness)
+    return config(app, groups=[
+        group("pac", "Inky", sub("Amount >= 0", 1, max_unconfirmed=2), order=0),
+        group("pac", "Blinky", sub("Amount >= 0", 1, max_unconfirmed=4), order=1),
+        group("pac", "Clyde", sub("Amount >= 0", 1, max_unconfirmed=10), order=2),
+    ])
+
+
+GHOST_LAG = {("pac", "Inky"): 1, ("pac", "Blinky"): 3, ("pac", "Clyde"): 4}
+
+
+def test_proportional_picks_clyde() -> None:
+    # seed 001: Inky 1/2, Blinky 3/4, Clyde 4/10 -> Clyde has filled only 40%.
+    assert route(ghosts("proportional"), lag=GHOST_LAG, Amount=1)[0].group == "Clyde"
+
+
+def test_fast_picks_the_first_with_room() -> None:
+    assert route(ghosts("fast"), lag=GHOST_LAG, Amount=1)[0].group == "Inky"
+    full_inky = {**GHOST_LAG, ("pac", "Inky"): 2}
+    assert route(ghosts("fast"), lag=full_inky, Amount=1)[0].group == "Blinky"
+
+
+def test_round_robin_skips_groups_at_capacity() -> None:
+    full_inky = {**GHOST_LAG, ("pac", "Inky"): 2}
+    router = Router()
+    seen = [route(ghosts("round-robin"), router, lag=full_inky, Amount=1)[0].group for _ in range(4)]
+    assert "Inky" not in seen and set(seen) == {"Blinky", "Clyde"}
+
+
+# --- expiration -------------------------------------------------------------------------------------------------
+
+def test_expired_message_is_dead_lettered() -> None:
+    app = AppConfig(name="billing", inputs=("orders",), properties=TYPES, expiration_ms=30_000)
+    cfg = config(app, groups=[group("billing", "all")])
+    (fresh,) = route(cfg, timestamp_ms=100_000, now_ms=120_000, CustomerId=1)
+    assert fresh.action is Action.ROUTE
+    (old,) = route(cfg, timestamp_ms=100_000, now_ms=130_001, CustomerId=1)
+    assert (old.action, old.reason) == (Action.DEAD_LETTER, "expired")
+
+
+def test_message_expiration_header_overrides_the_app() -> None:
+    cfg = config(BILLING, groups=[group("billing", "all")])
+    decisions = route(cfg, timestamp_ms=1_000, now_ms=3_000, **{"subroute.expiration": "1s"})
+    assert decisions[0].reason == "expired"
+
+
+def test_undecodable_header_is_a_missing_property_and_counted() -> None:
+    table = build_table(seed_priority_config())
+    view = MessageView("orders", [("CustomerId", b"\xff\xfe")], 0)
+    result = Router().route(table, view, {}, 0)
+    assert result.decisions[0].action is Action.PENDING
+    assert result.decode_errors == {"billing": 1}
