@@ -56,11 +56,11 @@ class _BMQ:
         if isinstance(node, ast.Prop):
             if node.name not in self.props:
                 raise EvalError(NAME)
-            value = self.props[node.name]
-            if type(value) is bool or type(value) is str:
-                return value
-            if type(value) is int and _in_int64(value):
-                return value
+            raw = self.props[node.name]
+            if type(raw) is bool or type(raw) is str:
+                return raw
+            if type(raw) is int and _in_int64(raw):
+                return raw
             raise EvalError(TYPE)
         if isinstance(node, ast.Exists):
             return node.name in self.props
@@ -188,8 +188,8 @@ class _SQL:
         self.props = props
 
     def bool3(self, v: Value) -> bool | None:
-        if v is None or type(v) is bool:
-            return v  # type: ignore[return-value]
+        if v is None or isinstance(v, bool):
+            return v
         raise EvalError(TYPE)
 
     def eval(self, node: ast.Node) -> Value:
@@ -200,9 +200,9 @@ class _SQL:
         if isinstance(node, ast.Prop):
             if node.name not in self.props:
                 return None
-            value = self.props[node.name]
-            if type(value) in (bool, str, float) or (type(value) is int and _in_int64(value)):
-                return value
+            raw = self.props[node.name]
+            if type(raw) in (bool, str, float) or (type(raw) is int and _in_int64(raw)):
+                return raw
             raise EvalError(TYPE)
         if isinstance(node, ast.Unary):
             value = self.eval(node.operand)

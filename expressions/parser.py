@@ -77,7 +77,7 @@ def parse(text: str, dialect: str = "bmq") -> ast.Node:
 
 def _syntax_error(exc: UnexpectedInput, text: str, dialect: str) -> ExpressionSyntaxError:
     if isinstance(exc, UnexpectedCharacters):
-        pos = exc.pos_in_stream
+        pos = exc.pos_in_stream or 0
         char = text[pos] if pos < len(text) else ""
         nxt = text[pos + 1 : pos + 2]
         if dialect == "bmq":
@@ -168,7 +168,9 @@ class _Builder:
                 value = self.handlers[str(item.data)](args)
                 if depth > MAX_DEPTH:
                     raise _Fault(
-                        ExpressionLimitError, f"expression nested too deeply (over {MAX_DEPTH} levels)", _pos(args)
+                        ExpressionLimitError,
+                        f"expression nested too deeply (over {MAX_DEPTH} levels)",
+                        _pos(args),
                     )
                 results.append(value)
                 depths.append(depth)
@@ -183,7 +185,9 @@ class _Builder:
 
     def _logical(self, args: list[Any]) -> ast.Node:
         left, op, right = args
-        return ast.Logical("and" if op.type in ("ANDAND", "AND") else "or", _node(left), _node(right), pos=_at(op))
+        return ast.Logical(
+            "and" if op.type in ("ANDAND", "AND") else "or", _node(left), _node(right), pos=_at(op)
+        )
 
     def _compare(self, args: list[Any]) -> ast.Node:
         left, op, right = args
@@ -205,6 +209,8 @@ class _Builder:
             if operand.value > -INT64_MIN:
                 raise _Fault(LiteralRangeError, "integer literal out of int64 range", operand.pos)
             return ast.IntLit(-operand.value, pos=_at(op))
+        if isinstance(operand, ast.FloatLit):
+            return ast.FloatLit(-operand.value, pos=_at(op))  # exact, and lets the plan index "x < -1.5"
         return ast.Unary("neg", _node(operand), pos=_at(op))
 
     def _pos(self, args: list[Any]) -> ast.Node:
@@ -239,7 +245,7 @@ class _Builder:
                 if nxt not in '"\\':
                     raise _Fault(
                         ExpressionSyntaxError,
-                        f"invalid escape sequence {c + nxt!r}: only \\\" and \\\\ are allowed",
+                        f'invalid escape sequence {c + nxt!r}: only \\" and \\\\ are allowed',
                         _at(tok) + 1 + i,
                     )
                 out.append(nxt)

@@ -12,7 +12,10 @@ from collections.abc import Mapping
 from . import ast
 from .errors import ExpressionTypeError
 
-TYPE_NAMES = {"bmq": frozenset({"int", "string", "bool"}), "sql92": frozenset({"int", "string", "bool", "float"})}
+TYPE_NAMES = {
+    "bmq": frozenset({"int", "string", "bool"}),
+    "sql92": frozenset({"int", "string", "bool", "float"}),
+}
 
 # Static types: "int", "string", "bool" (bmq); "number", "string", "bool", "null" (sql92); None = unknown.
 StaticType = str | None

@@ -1,8 +1,7 @@
 """The capacity snapshot: each group's unconfirmed count (lag) on its group topic, refreshed in the background.
 
 lag = end offset - committed offset of the group's consumer group, summed over the topic's partitions (a
-partition with no commit counts from its start). End offsets come from ListOffsets, which some brokers report
-up to one batch short: good enough for fairness, which only needs "about how full".
+partition with no commit counts from its start). End offsets are the high watermarks fetch responses report.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from router import names
-from router.kafka_io import admin_client
+from router.kafka_io import admin_client, end_offsets
 from router.metrics import RouterMetrics
 from router.model import Config
 from router.settings import Settings
@@ -46,11 +45,13 @@ def measure_lag(admin: AdminClient, reader: Consumer, prefix: str, app: str, gro
     request = ConsumerGroupTopicPartitions(names.consumer_group_id(prefix, app, group), partitions)
     future = admin.list_consumer_group_offsets([request])[request.group_id]
     committed = {tp.partition: tp.offset for tp in future.result(timeout=5).topic_partitions}
+    ends = end_offsets(reader, partitions)
     lag = 0
     for tp in partitions:
-        low, high = reader.get_watermark_offsets(tp, timeout=5)
         start = committed.get(tp.partition, -1)
-        lag += max(0, high - (start if start >= 0 else low))
+        if start < 0:
+            start, _ = reader.get_watermark_offsets(tp, timeout=5)
+        lag += max(0, ends[tp.partition] - start)
     return lag
 
 
@@ -70,8 +71,10 @@ class CapacityMonitor:
             self._groups = groups_needing_capacity(config)
 
     def start(self) -> None:
-        """Refresh in the background while some group's lag matters (idempotent)."""
+        """Measure once now (the first routed message already sees real capacity), then refresh in the
+        background while some group's lag matters. Idempotent."""
         if self._groups and self._thread is None:
+            self._measure_once()
             self._thread = threading.Thread(target=self._run, name="capacity", daemon=True)
             self._thread.start()
 
@@ -86,7 +89,9 @@ class CapacityMonitor:
             try:
                 lag = measure_lag(admin, reader, self.settings.topic_prefix, app, group)
             except Exception as exc:  # a slow admin call must not take routing down; keep the last figure
-                log.warning("lag refresh failed", extra={"fields": {"app": app, "group": group, "error": str(exc)}})
+                log.warning(
+                    "lag refresh failed", extra={"fields": {"app": app, "group": group, "error": str(exc)}}
+                )
                 lag = self._lag.get((app, group))
             if lag is not None:
                 fresh[(app, group)] = lag
@@ -94,9 +99,20 @@ class CapacityMonitor:
                     self.metrics.group_lag.labels(app, group).set(lag)
         self._lag = fresh
 
+    def _measure_once(self) -> None:
+        reader = Consumer(
+            self.settings.client_config({"group.id": "subroute-capacity", "enable.auto.commit": False})
+        )
+        try:
+            self.refresh(admin_client(self.settings), reader)
+        finally:
+            reader.close()
+
     def _run(self) -> None:
         admin = admin_client(self.settings)
-        reader = Consumer(self.settings.client_config(**{"group.id": "subroute-capacity", "enable.auto.commit": False}))
+        reader = Consumer(
+            self.settings.client_config({"group.id": "subroute-capacity", "enable.auto.commit": False})
+        )
         try:
             while not self._stop.is_set():
                 self.refresh(admin, reader)

@@ -125,7 +125,8 @@ ClientConfig = dict[str, str | int | float | bool]
 
 def _client_config(settings: Settings, mandatory: ClientConfig) -> ClientConfig:
     """Pass-through properties (TLS, SASL...) plus the settings this reader cannot work without."""
-    return cast(ClientConfig, settings.client_config(None, **mandatory))
+    # Tailing: see a change within ~0.1 s unless the operator tunes it.
+    return cast(ClientConfig, settings.client_config(mandatory, defaults={"fetch.wait.max.ms": 100}))
 
 
 class _TopicReader:
@@ -143,7 +144,6 @@ class _TopicReader:
                     "enable.auto.offset.store": False,
                     "enable.partition.eof": True,
                     "auto.offset.reset": "earliest",
-                    "fetch.wait.max.ms": 100,  # tailing: see a change within ~0.1 s
                 },
             )
         )

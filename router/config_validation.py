@@ -74,8 +74,13 @@ def _check_int(
         errors.append(ConfigError(location, f"{value} is out of range: {what} from {low} to {high}"))
 
 
-def _compile(errors: list[ConfigError], location: str, text: object, app: AppConfig) -> None:
-    """Compile and type-check one expression under the app's dialect and declared property types."""
+def _compile(
+    errors: list[ConfigError], location: str, text: object, app: AppConfig, *, integer: bool = False
+) -> None:
+    """Compile and type-check one expression under the app's dialect and declared property types.
+
+    ``integer``: the expression must yield a number (AMPS's Priority), not a condition.
+    """
     if not isinstance(text, str):
         errors.append(ConfigError(location, f"expected an expression (text), got {text!r}"))
         return
@@ -87,11 +92,42 @@ def _compile(errors: list[ConfigError], location: str, text: object, app: AppCon
         if kind in PROPERTY_TYPES and not (kind == "float" and app.dialect != "sql92")
     }
     try:
-        expressions.compile(text, dialect=app.dialect, types=types)
+        if integer:
+            _compile_integer(text, app.dialect, types)
+        else:
+            expressions.compile(text, dialect=app.dialect, types=types)
     except expressions.ExpressionError as exc:
         errors.append(ConfigError(location, str(exc)))
     except Exception as exc:  # an expression must never take the CLI or the config store down
         errors.append(ConfigError(location, f"could not compile {text!r}: {type(exc).__name__}: {exc}"))
+
+
+_NOT_A_NUMBER = re.compile(r"cannot compare (an? \w+) with")
+
+
+def _compile_integer(text: str, dialect: str, types: Mapping[str, str]) -> None:
+    """Type-check ``text`` as a number. ``expressions.compile`` only accepts conditions, so the check compiles
+    ``(text) == 0``: it passes exactly when ``text`` is a number (or of a type only known at run time)."""
+    equals = "=" if dialect == "sql92" else "=="
+    try:
+        expressions.compile(f"({text}) {equals} 0", dialect=dialect, types=types)
+        return
+    except expressions.ExpressionError as exc:
+        wrapped = exc
+    # Syntax and length faults are reported on the text as written (the wrapper would shift or provoke them).
+    try:
+        expressions.compile(text, dialect=dialect, types=types)
+    except (expressions.ExpressionSyntaxError, expressions.ExpressionLimitError):
+        raise
+    except expressions.ExpressionError:
+        pass  # a type fault: the wrapped error says where
+    if isinstance(wrapped, expressions.ExpressionLimitError):
+        return  # only the wrapper's 7 extra characters went over the limit
+    if 1 <= wrapped.position <= len(text):  # a type fault inside the parentheses: move the caret back
+        raise type(wrapped)(wrapped.message, text, wrapped.position - 1) from None
+    found = _NOT_A_NUMBER.search(wrapped.message)
+    what = f", not {found.group(1)}" if found else ""
+    raise expressions.ExpressionTypeError(f"priority must be an integer expression{what}", text, 0) from None
 
 
 def validate_app(app: AppConfig) -> list[ConfigError]:
@@ -120,7 +156,7 @@ def validate_app(app: AppConfig) -> list[ConfigError]:
             )
         if kind not in PROPERTY_TYPES:
             errors.append(ConfigError(at, f"unknown type {kind!r}: use one of {PROPERTY_TYPES}"))
-        elif kind == "float" and app.dialect != "sql92":
+        elif kind == "float" and app.dialect in DIALECTS and app.dialect != "sql92":
             errors.append(
                 ConfigError(at, "type float needs dialect sql92 (bmq has no floating-point numbers)")
             )
@@ -156,7 +192,7 @@ def validate_app(app: AppConfig) -> list[ConfigError]:
     for index, text in enumerate(app.filter):
         _compile(errors, f"{where}.filter[{index}]", text, app)
     if app.priority is not None:
-        _compile(errors, f"{where}.priority", app.priority, app)
+        _compile(errors, f"{where}.priority", app.priority, app, integer=True)
     if app.partitions is not None:
         _check_int(errors, f"{where}.partitions", app.partitions, 1, 100_000, "partitions")
     if app.expiration_ms is not None:

@@ -148,22 +148,23 @@ class _Shape:
         self.errors.append(ConfigError(location, message))
 
     def mapping(self, location: str, value: object, allowed: tuple[str, ...] | None) -> dict[str, Any] | None:
+        """The mapping's text-keyed entries (unknown keys reported and dropped), or None if it is not one."""
         if value is None:
             return {}
         if not isinstance(value, dict):
             self.fail(location, f"expected a mapping, got {_describe(value)}")
             return None
-        ok = True
-        for key in value:
+        known: dict[str, Any] = {}
+        for key, item in value.items():
             if not isinstance(key, str):
                 self.fail(location, f"keys must be text, got {_describe(key)} {key!r}")
-                ok = False
             elif allowed is not None and key not in allowed:
                 close = difflib.get_close_matches(key, allowed, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else f" (known keys: {', '.join(allowed)})"
                 self.fail(f"{location}.{key}", f"unknown key {key!r}{hint}")
-                ok = False
-        return value if ok else None
+            else:
+                known[key] = item
+        return known
 
     def text(self, location: str, value: object) -> str | None:
         if isinstance(value, str):

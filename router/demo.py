@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any, cast
 
 from confluent_kafka import Producer
 
@@ -39,11 +40,13 @@ def _banner(text: str) -> None:
 
 
 def produce_orders(settings: Settings, count: int) -> None:
-    producer = Producer(settings.client_config(**{"linger.ms": 5, "enable.idempotence": True}))
+    producer = Producer(settings.client_config({"linger.ms": 5, "enable.idempotence": True}))
     for record in orders(count):
         while True:
             try:
-                producer.produce(INPUT_TOPIC, value=record.value, key=record.key, headers=record.headers)
+                producer.produce(
+                    INPUT_TOPIC, value=record.value, key=record.key, headers=cast(Any, record.headers)
+                )
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -57,7 +60,10 @@ def destinations(settings: Settings) -> Counter[tuple[str, str]]:
     prefix = settings.topic_prefix
     for app in sorted(config.apps):
         topics = [(g.name, names.group_topic(prefix, app, g.name)) for g in config.groups_of(app)]
-        topics += [("(pending)", names.pending_topic(prefix, app)), ("(dead letters)", names.dlq_topic(prefix, app))]
+        topics += [
+            ("(pending)", names.pending_topic(prefix, app)),
+            ("(dead letters)", names.dlq_topic(prefix, app)),
+        ]
         for label, topic in topics:
             found[(app, label)] = sum(1 for _ in read_to_end(settings, topic, idle_timeout=0.5))
     return found
@@ -95,8 +101,10 @@ def run_demo() -> int:
             s.value for m in metrics.routed.collect() for s in m.samples if s.name.endswith("_total")
         )
         consumed = metrics.messages_in._value.get()
-        print(f"worker consumed {consumed:.0f} records and produced {routed:.0f} routed records "
-              f"in {elapsed:.2f}s (incl. group join): {consumed / max(elapsed, 1e-3):,.0f} input msg/s")
+        print(
+            f"worker consumed {consumed:.0f} records and produced {routed:.0f} routed records "
+            f"in {elapsed:.2f}s (incl. group join): {consumed / max(elapsed, 1e-3):,.0f} input msg/s"
+        )
 
         _banner("where the messages went (read back from Kafka)")
         for (app, label), count in sorted(destinations(settings).items()):
@@ -124,8 +132,21 @@ def _run_spark(settings: Settings) -> None:
     _banner("subroute spark run (availableNow) and subroute spark report")
     output = Path(tempfile.mkdtemp(prefix="subroute-demo-"))
     common = ["--bootstrap-servers", settings.bootstrap_servers]
-    cli(["spark", "run", "--subscribe-pattern", f"^{settings.topic_prefix}\\..*", "--output", str(output / "parquet"),
-         "--checkpoint", str(output / "checkpoint"), "--trigger", "available-now", *common])
+    cli(
+        [
+            "spark",
+            "run",
+            "--subscribe-pattern",
+            f"^{settings.topic_prefix}\\..*",
+            "--output",
+            str(output / "parquet"),
+            "--checkpoint",
+            str(output / "checkpoint"),
+            "--trigger",
+            "available-now",
+            *common,
+        ]
+    )
     cli(["spark", "report", "--input", str(output / "parquet"), *common])
 
 

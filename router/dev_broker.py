@@ -95,7 +95,9 @@ class EmbeddedBroker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise BrokerNotAvailable(f"tansu exited with code {self._process.returncode} on port {self.port}")
+                raise BrokerNotAvailable(
+                    f"tansu exited with code {self._process.returncode} on port {self.port}"
+                )
             if _port_open(self.port):
                 return self
             time.sleep(0.05)

@@ -32,12 +32,16 @@ class AppExplanation:
     why: str = ""
 
 
-def _evaluate(label: str, text: str, dialect: str, types: dict[str, str], props: dict[str, PropertyValue]) -> Evaluation:
+def _evaluate(
+    label: str, text: str, dialect: str, types: dict[str, str], props: dict[str, PropertyValue]
+) -> Evaluation:
     outcome = expressions.compile(text, dialect=dialect, types=types or None).evaluate(props)
     return Evaluation(label, text, outcome.value, outcome.error)
 
 
-def explain(table: RoutingTable, message: MessageView, lag: Lag, now_ms: int, app: str | None = None) -> list[AppExplanation]:
+def explain(
+    table: RoutingTable, message: MessageView, lag: Lag, now_ms: int, app: str | None = None
+) -> list[AppExplanation]:
     apps = table.apps_for(message.topic) if app is None else tuple(a for a in table.apps if a.name == app)
     report: list[AppExplanation] = []
     for route in apps:
@@ -64,7 +68,9 @@ def explain(table: RoutingTable, message: MessageView, lag: Lag, now_ms: int, ap
     return report
 
 
-def _why(entry: AppExplanation, action: Action, reason: str | None, fairness: str, group_by: str | None) -> str:
+def _why(
+    entry: AppExplanation, action: Action, reason: str | None, fairness: str, group_by: str | None
+) -> str:
     if action is Action.DEAD_LETTER:
         return f"dead-lettered: {reason}"
     if action is Action.FILTERED:

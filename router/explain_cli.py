@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import cast
 
 from confluent_kafka import Consumer, TopicPartition
 
 from router.capacity import CapacityMonitor
 from router.config_store import read_config
 from router.explain import explain, render
-from router.kafka_io import admin_client
+from router.kafka_io import Headers, admin_client
 from router.routing import MessageView, build_table
 from router.settings import Settings, SettingsError, add_common_arguments, parse_key_values
 
@@ -20,7 +21,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser("explain", help="show how each app would route a message, and why")
     add_common_arguments(parser)
     parser.add_argument("--app", help="only this app (with --header: the app whose inputs to use)")
-    parser.add_argument("--header", action="append", metavar="K=V", help="a message header (property), repeatable")
+    parser.add_argument(
+        "--header", action="append", metavar="K=V", help="a message header (property), repeatable"
+    )
     parser.add_argument("--topic", help="input topic of a stored message (or of the headers given)")
     parser.add_argument("--partition", type=int)
     parser.add_argument("--offset", type=int)
@@ -28,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _stored_message(settings: Settings, topic: str, partition: int, offset: int) -> MessageView:
-    consumer = Consumer(settings.client_config(**{"group.id": "subroute-explain", "enable.auto.commit": False}))
+    consumer = Consumer(settings.client_config({"group.id": "subroute-explain", "enable.auto.commit": False}))
     try:
         consumer.assign([TopicPartition(topic, partition, offset)])
         deadline = time.monotonic() + 10
@@ -37,7 +40,7 @@ def _stored_message(settings: Settings, topic: str, partition: int, offset: int)
             if message is None or message.error() is not None:
                 continue
             if message.offset() == offset:
-                return MessageView(topic, message.headers(), message.timestamp()[1])
+                return MessageView(topic, cast(Headers, message.headers() or []), message.timestamp()[1])
         raise SettingsError(f"no record at {topic}/{partition}/{offset}")
     finally:
         consumer.close()
@@ -71,7 +74,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _measure(monitor: CapacityMonitor, settings: Settings) -> dict[tuple[str, str], int]:
-    reader = Consumer(settings.client_config(**{"group.id": "subroute-explain", "enable.auto.commit": False}))
+    reader = Consumer(settings.client_config({"group.id": "subroute-explain", "enable.auto.commit": False}))
     try:
         monitor.refresh(admin_client(settings), reader)
     finally:

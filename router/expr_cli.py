@@ -15,14 +15,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     expr = subparsers.add_parser("expr", help="check or evaluate a subscription expression")
     commands = expr.add_subparsers(dest="expr_command", required=True, metavar="EXPR_COMMAND")
 
-    check = commands.add_parser("check", help="compile an expression; exit 2 with the fault marked if it is bad")
+    check = commands.add_parser(
+        "check", help="compile an expression; exit 2 with the fault marked if it is bad"
+    )
     _add_expression_arguments(check)
     check.set_defaults(func=_check)
 
-    evaluate = commands.add_parser("eval", help="evaluate an expression on properties; prints the outcome as JSON")
+    evaluate = commands.add_parser(
+        "eval", help="evaluate an expression on properties; prints the outcome as JSON"
+    )
     _add_expression_arguments(evaluate)
     evaluate.add_argument(
-        "--prop", action="append", metavar="NAME=VALUE", help="a property as header text, decoded by its --type"
+        "--prop",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a property as header text, decoded by its --type",
     )
     evaluate.set_defaults(func=_eval)
 

@@ -6,8 +6,16 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # NewTopic: not in the stubs' exports
 
 from router.settings import Settings
 
@@ -28,7 +36,7 @@ def admin_client(settings: Settings) -> AdminClient:
 def producer(settings: Settings, **overrides: object) -> Producer:
     config: dict[str, object] = {"linger.ms": 5, "enable.idempotence": True, "acks": "all"}
     config.update(overrides)
-    return Producer(settings.client_config(**config))
+    return Producer(settings.client_config(config))
 
 
 def existing_topics(admin: AdminClient, timeout: float = 10.0) -> dict[str, int]:
@@ -44,7 +52,10 @@ def ensure_topics(admin: AdminClient, specs: Iterable[TopicSpec], timeout: float
     if not wanted:
         return []
     futures = admin.create_topics(
-        [NewTopic(s.name, num_partitions=s.partitions, replication_factor=-1, config=dict(s.config)) for s in wanted],
+        [
+            NewTopic(s.name, num_partitions=s.partitions, replication_factor=-1, config=dict(s.config))
+            for s in wanted
+        ],
         operation_timeout=timeout,
     )
     created: list[str] = []
@@ -79,7 +90,7 @@ def read_to_end(
     """
     consumer = Consumer(
         settings.client_config(
-            **{"group.id": "subroute-reader", "enable.auto.commit": False, "enable.partition.eof": True}
+            {"group.id": "subroute-reader", "enable.auto.commit": False, "enable.partition.eof": True}
         )
     )
     try:
@@ -107,3 +118,28 @@ def read_to_end(
                 yield message
     finally:
         consumer.close()
+
+
+def end_offsets(reader: Consumer, partitions: list[TopicPartition], timeout: float = 2.0) -> dict[int, int]:
+    """End offsets (high watermarks) as fetch responses report them.
+
+    ListOffsets alone can be one batch short on some brokers (BROKER-NOTES.md), so each partition is fetched
+    from just before its listed end, and the high watermark is taken from the fetch response.
+    """
+    listed = {tp.partition: reader.get_watermark_offsets(tp, timeout=timeout) for tp in partitions}
+    start = [TopicPartition(tp.topic, tp.partition, max(listed[tp.partition][1] - 1, 0)) for tp in partitions]
+    reader.assign(start)
+    try:
+        found: dict[int, int] = {}
+        deadline = time.monotonic() + timeout
+        while len(found) < len(partitions) and time.monotonic() < deadline:
+            reader.consume(100, timeout=0.05)
+            for tp in partitions:
+                _, high = reader.get_watermark_offsets(tp, cached=True)
+                if high is not None and high >= 0 and tp.partition not in found:
+                    found[tp.partition] = max(high, listed[tp.partition][1])
+        for tp in partitions:  # no fetch answered in time: the listed end is the best we have
+            found.setdefault(tp.partition, listed[tp.partition][1])
+        return found
+    finally:
+        reader.unassign()

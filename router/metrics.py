@@ -23,49 +23,73 @@ class RouterMetrics:
             "subroute_routed_total", "Records produced to a group topic.", ["app", "group"], registry=r
         )
         self.filtered = Counter(
-            "subroute_filtered_total", "Input records skipped for an app by its app filter.", ["app"], registry=r
+            "subroute_filtered_total",
+            "Input records skipped for an app by its app filter.",
+            ["app"],
+            registry=r,
         )
         self.pending = Counter(
-            "subroute_pending_total", "Records sent to an app's pending topic (no subscription matched).",
-            ["app"], registry=r,
+            "subroute_pending_total",
+            "Records sent to an app's pending topic (no subscription matched).",
+            ["app"],
+            registry=r,
         )
         self.redriven = Counter(
-            "subroute_redriven_total", "Pending records routed after a configuration change.", ["app"], registry=r
+            "subroute_redriven_total",
+            "Pending records routed after a configuration change.",
+            ["app"],
+            registry=r,
         )
         self.dead_lettered = Counter(
-            "subroute_dead_lettered_total", "Records sent to an app's dead-letter topic.", ["app", "reason"],
+            "subroute_dead_lettered_total",
+            "Records sent to an app's dead-letter topic.",
+            ["app", "reason"],
             registry=r,
         )
         self.evaluation_errors = Counter(
             "subroute_evaluation_errors_total",
             "Expression evaluations that ended in an error (missing property, wrong type, arithmetic).",
-            ["app"], registry=r,
+            ["app"],
+            registry=r,
         )
         self.property_decode_errors = Counter(
             "subroute_property_decode_errors_total",
-            "Header values that did not decode as the app's declared property type.", ["app"], registry=r,
+            "Header values that did not decode as the app's declared property type.",
+            ["app"],
+            registry=r,
         )
         self.config_refused = Counter(
             "subroute_config_refused_total", "Config records refused (undecodable or invalid).", registry=r
         )
         self.plan_version = Gauge("subroute_plan_version", "Config version of the plan in force.", registry=r)
         self.plan_subscriptions = Gauge(
-            "subroute_plan_subscriptions", "Expressions in the plan in force (filters and subscriptions).",
+            "subroute_plan_subscriptions",
+            "Expressions in the plan in force (filters and subscriptions).",
             registry=r,
         )
         self.plan_compile_seconds = Histogram(
-            "subroute_plan_compile_seconds", "Time to compile a new plan.", buckets=_SECONDS_BUCKETS, registry=r
-        )
-        self.batch_seconds = Histogram(
-            "subroute_batch_seconds", "Time to route and commit one input batch.", buckets=_SECONDS_BUCKETS,
+            "subroute_plan_compile_seconds",
+            "Time to compile a new plan.",
+            buckets=_SECONDS_BUCKETS,
             registry=r,
         )
-        self.ready = Gauge("subroute_ready", "1 once the config is caught up and partitions are assigned.", registry=r)
+        self.batch_seconds = Histogram(
+            "subroute_batch_seconds",
+            "Time to route and commit one input batch.",
+            buckets=_SECONDS_BUCKETS,
+            registry=r,
+        )
+        self.ready = Gauge(
+            "subroute_ready", "1 once the config is caught up and partitions are assigned.", registry=r
+        )
         self.input_lag = Gauge(
-            "subroute_input_lag_messages", "Input records not yet consumed by this worker (assigned partitions).",
+            "subroute_input_lag_messages",
+            "Input records not yet consumed by this worker (assigned partitions).",
             registry=r,
         )
         self.group_lag = Gauge(
-            "subroute_group_lag_messages", "Unconfirmed records of a group (end offset minus committed offset).",
-            ["app", "group"], registry=r,
+            "subroute_group_lag_messages",
+            "Unconfirmed records of a group (end offset minus committed offset).",
+            ["app", "group"],
+            registry=r,
         )

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import cast
 
 import expressions
 from router import names
@@ -22,6 +23,7 @@ from router.model import AppConfig, Config, GroupConfig
 from router.properties import PropertyValue, decode_headers
 
 Props = Mapping[str, PropertyValue]
+PlanId = tuple[str, ...]  # ("filter", app, i) or ("subscription", app, group, i)
 Lag = Mapping[tuple[str, str], int]
 
 
@@ -164,7 +166,8 @@ def build_table(config: Config) -> RoutingTable:
             )
         )
     environments = tuple(
-        Environment(types, expressions.compile_plan(subs)) for types, subs in zip(env_types, env_subscriptions)
+        Environment(types, expressions.compile_plan(subs))
+        for types, subs in zip(env_types, env_subscriptions, strict=True)
     )
     return RoutingTable(config.version, tuple(apps), environments)
 
@@ -231,9 +234,9 @@ def choose(
     return matching[start % count]
 
 
-def matching_levels(app: AppRoute, matched: frozenset[tuple[str, ...]] | set[tuple[str, ...]]) -> Iterable[
-    tuple[Candidate, ...]
-]:
+def matching_levels(
+    app: AppRoute, matched: frozenset[tuple[str, ...]] | set[tuple[str, ...]]
+) -> Iterable[tuple[Candidate, ...]]:
     """The app's priority levels, highest first, each reduced to the candidates the message matches."""
     for level in app.levels:
         hits = tuple(c for c in level if c.plan_id is None or c.plan_id in matched)
@@ -300,7 +303,9 @@ def expiration_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | 
     return app.expiration_ms
 
 
-def is_expired(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None, timestamp_ms: int, now_ms: int) -> bool:
+def is_expired(
+    app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None, timestamp_ms: int, now_ms: int
+) -> bool:
     limit = expiration_of(app, headers)
     return limit is not None and timestamp_ms > 0 and now_ms - timestamp_ms > limit
 
@@ -339,7 +344,7 @@ class Router:
         decisions: list[Decision] = []
         evaluation_errors: dict[str, int] = {}
         decode_errors: dict[str, int] = {}
-        evaluated: dict[int, tuple[frozenset[tuple[str, ...]], frozenset[tuple[str, ...]], int]] = {}
+        evaluated: dict[int, tuple[frozenset[PlanId], frozenset[PlanId], int]] = {}
         for app in apps:
             config = app.config
             if is_expired(config, message.headers, message.timestamp_ms, now_ms):
@@ -350,7 +355,7 @@ class Router:
                 env = table.environments[app.environment]
                 props, failures = decode_headers(message.headers, env.types)
                 matched, errored = env.plan.match_with_errors(props)
-                result = (matched, errored, failures)
+                result = (cast(frozenset[PlanId], matched), cast(frozenset[PlanId], errored), failures)
                 evaluated[app.environment] = result
             matched, errored, failures = result
             if failures:

@@ -7,6 +7,7 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import fastavro
 
@@ -30,11 +31,13 @@ def encode_order(order: dict[str, object]) -> bytes:
 
 
 def decode_order(payload: bytes) -> dict[str, object]:
-    record: dict[str, object] = fastavro.schemaless_reader(io.BytesIO(payload), load_schema("order"), None)
-    return record
+    record = fastavro.schemaless_reader(io.BytesIO(payload), load_schema("order"), None)
+    return cast(dict[str, object], record)
 
 
-def orders(count: int, seed: int = 7, customers: int = 1000, guest_share: float = 0.02) -> Iterator[SampleRecord]:
+def orders(
+    count: int, seed: int = 7, customers: int = 1000, guest_share: float = 0.02
+) -> Iterator[SampleRecord]:
     """Orders with headers CustomerId, Amount, OrderType, Express, Region; a few guests have no CustomerId."""
     rng = random.Random(seed)
     now = int(time.time() * 1000)
@@ -46,8 +49,14 @@ def orders(count: int, seed: int = 7, customers: int = 1000, guest_share: float 
         region = rng.choice(REGIONS)
         order_id = f"o-{seed}-{i}"
         value = encode_order(
-            {"order_id": order_id, "customer_id": customer, "amount": amount, "order_type": order_type,
-             "express": express, "created_at": now}
+            {
+                "order_id": order_id,
+                "customer_id": customer,
+                "amount": amount,
+                "order_type": order_type,
+                "express": express,
+                "created_at": now,
+            }
         )
         headers: list[tuple[str, bytes | None]] = [
             ("Amount", str(amount).encode()),

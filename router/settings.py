@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from router import names
 
@@ -65,12 +66,16 @@ class Settings:
     topic_prefix: str = names.DEFAULT_TOPIC_PREFIX
     kafka_config: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
-    def client_config(self, defaults: Mapping[str, object] | None = None, **overrides: object) -> dict[str, object]:
-        """librdkafka configuration: ``defaults`` < pass-through properties < the caller's mandatory settings."""
-        config: dict[str, object] = {"bootstrap.servers": self.bootstrap_servers}
+    def client_config(
+        self,
+        overrides: Mapping[str, object] | None = None,
+        defaults: Mapping[str, object] | None = None,
+    ) -> dict[str, Any]:
+        """librdkafka configuration: ``defaults`` < pass-through properties < the caller's mandatory ``overrides``."""
+        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
         config.update(defaults or {})
         config.update(self.kafka_config)
-        config.update(overrides)
+        config.update(overrides or {})
         return config
 
     @property

@@ -14,12 +14,13 @@ from __future__ import annotations
 import logging
 import re
 import signal
-import uuid
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -65,6 +66,31 @@ class OutRecord:
     timestamp: int
 
 
+@dataclass(slots=True)
+class InputRecord:
+    """A consumed record with the types confluent-kafka leaves optional pinned down (it came without error)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    timestamp: int
+
+    @classmethod
+    def of(cls, message: Message) -> InputRecord:
+        return cls(
+            cast(str, message.topic()),
+            cast(int, message.partition()),
+            cast(int, message.offset()),
+            message.key(),
+            message.value(),
+            cast(Headers, message.headers() or []),
+            message.timestamp()[1],
+        )
+
+
 @dataclass
 class _BatchState:
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
@@ -72,7 +98,7 @@ class _BatchState:
     produced: int = 0
 
 
-def _routing_headers(message: Message, decision: Decision, version: int, now_ms: int) -> Headers:
+def _routing_headers(decision: Decision, version: int, now_ms: int) -> Headers:
     added: Headers = [(names.APP, decision.app.encode())]
     if decision.group is not None:
         added.append((names.GROUP, decision.group.encode()))
@@ -86,20 +112,27 @@ def _routing_headers(message: Message, decision: Decision, version: int, now_ms:
 
 
 def records_for(
-    message: Message, decisions: Sequence[Decision], table: RoutingTable, prefix: str, now_ms: int, redriven: bool
+    message: InputRecord,
+    decisions: Sequence[Decision],
+    table: RoutingTable,
+    prefix: str,
+    now_ms: int,
+    redriven: bool,
 ) -> list[OutRecord]:
     """The records one input (or pending) record turns into. Value and original headers are kept byte for byte."""
-    original = list(message.headers() or ())
+    original = message.headers
     if redriven:
         original = [(k, v) for k, v in original if k not in _PARKING_HEADERS]
         has_source = True
     else:
         has_source = False
-    source: Headers = [] if has_source else [
-        (names.SOURCE, names.source_of(message.topic(), message.partition(), message.offset()).encode())
-    ]
+    source: Headers = (
+        []
+        if has_source
+        else [(names.SOURCE, names.source_of(message.topic, message.partition, message.offset).encode())]
+    )
     marker: Headers = [(names.REDRIVEN, b"pending")] if redriven else []
-    _, timestamp = message.timestamp()
+    timestamp = message.timestamp
     out: list[OutRecord] = []
     for decision in decisions:
         if decision.action is Action.FILTERED:
@@ -107,15 +140,15 @@ def records_for(
         if decision.action is Action.ROUTE:
             assert decision.group is not None
             topic = names.group_topic(prefix, decision.app, decision.group)
-            key = decision.key if decision.key is not None else message.key()
+            key = decision.key if decision.key is not None else message.key
         elif decision.action is Action.PENDING:
             topic = names.pending_topic(prefix, decision.app)
-            key = message.key()
+            key = message.key
         else:
             topic = names.dlq_topic(prefix, decision.app)
-            key = message.key()
-        headers = [*original, *source, *marker, *_routing_headers(message, decision, table.version, now_ms)]
-        out.append(OutRecord(topic, message.value(), key, headers, timestamp if timestamp > 0 else now_ms))
+            key = message.key
+        headers = [*original, *source, *marker, *_routing_headers(decision, table.version, now_ms)]
+        out.append(OutRecord(topic, message.value, key, headers, timestamp if timestamp > 0 else now_ms))
     return out
 
 
@@ -136,7 +169,9 @@ def _input_matches(spec: str, topic: str) -> bool:
 
 
 class Worker:
-    def __init__(self, settings: Settings, options: WorkerOptions, metrics: RouterMetrics | None = None) -> None:
+    def __init__(
+        self, settings: Settings, options: WorkerOptions, metrics: RouterMetrics | None = None
+    ) -> None:
         self.settings = settings
         self.options = options
         self.metrics = metrics or RouterMetrics()
@@ -209,7 +244,9 @@ class Worker:
                 self.consumer.unsubscribe()
             self._subscribed = wanted
         self._resume_pending()
-        log.info("config version in force", extra={"fields": {"version": table.version, "apps": len(config.apps)}})
+        log.info(
+            "config version in force", extra={"fields": {"version": table.version, "apps": len(config.apps)}}
+        )
 
     def _subscription(self, config: Config) -> tuple[str, ...]:
         topics: set[str] = set()
@@ -271,23 +308,23 @@ class Worker:
 
     def _open_clients(self) -> None:
         consumer_config = self.settings.client_config(
-            defaults={
-                "auto.offset.reset": "earliest",
-                "partition.assignment.strategy": "cooperative-sticky",
-                "session.timeout.ms": self.options.session_timeout_ms,
-            },
-            **{
+            {
                 "group.id": names.worker_group_id(self.prefix),
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
                 "enable.partition.eof": False,
+            },
+            defaults={
+                "auto.offset.reset": "earliest",
+                "partition.assignment.strategy": "cooperative-sticky",
+                "session.timeout.ms": self.options.session_timeout_ms,
             },
         )
         producer_overrides: dict[str, object] = {"acks": "all", "enable.idempotence": True}
         if self.options.guarantee == EXACTLY_ONCE:
             producer_overrides["transactional.id"] = f"{self.prefix}.router.{uuid.uuid4().hex[:12]}"
         self.consumer = Consumer(consumer_config)
-        self.producer = Producer(self.settings.client_config(defaults={"linger.ms": 5}, **producer_overrides))
+        self.producer = Producer(self.settings.client_config(producer_overrides, defaults={"linger.ms": 5}))
         if self.options.guarantee == EXACTLY_ONCE:
             self.producer.init_transactions(30)
         self._table_version = -1
@@ -326,39 +363,40 @@ class Worker:
         now_ms = int(time.time() * 1000)
         stopped: set[tuple[str, int]] = set()
         pending_app = self._pending_topics(table)
-        for message in batch:
-            error = message.error()
+        for raw in batch:
+            error = raw.error()
             if error is not None:
                 if error.code() != KafkaError._PARTITION_EOF:
                     log.warning("consume error", extra={"fields": {"error": str(error)}})
                 continue
-            tp = (message.topic(), message.partition())
+            message = InputRecord.of(raw)
+            tp = (message.topic, message.partition)
             if tp in stopped:
                 continue
-            state.first_offsets.setdefault(tp, message.offset())
-            app_name = pending_app.get(message.topic())
+            state.first_offsets.setdefault(tp, message.offset)
+            app_name = pending_app.get(message.topic)
             if app_name is not None and not self._due(message, table):
                 # Not re-evaluable yet: come back to it when the config changes.
-                self.consumer.seek(TopicPartition(tp[0], tp[1], message.offset()))
+                self.consumer.seek(TopicPartition(tp[0], tp[1], message.offset))
                 self.consumer.pause([TopicPartition(tp[0], tp[1])])
                 self._paused_pending.add(tp)
                 stopped.add(tp)
-                state.offsets[tp] = message.offset()
+                state.offsets[tp] = message.offset
                 continue
             self.metrics.messages_in.inc()
             for record in self._route(table, message, lag, now_ms, app_name):
                 self._produce(record)
                 state.produced += 1
-            state.offsets[tp] = message.offset() + 1
+            state.offsets[tp] = message.offset + 1
         self._commit(state, eos)
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
 
     def _pending_topics(self, table: RoutingTable) -> dict[str, str]:
         return {names.pending_topic(self.prefix, app.name): app.name for app in table.apps}
 
-    def _due(self, message: Message, table: RoutingTable) -> bool:
+    def _due(self, message: InputRecord, table: RoutingTable) -> bool:
         """A parked record is re-evaluated under a newer config, or when the expiration sweep comes round."""
-        for key, value in message.headers() or ():
+        for key, value in message.headers:
             if key == names.CONFIG_VERSION and value is not None:
                 try:
                     parked = int(value)
@@ -366,21 +404,27 @@ class Worker:
                     return True
                 if parked < table.version:
                     return True
-        app = table.app(names.app_of_pending(self.prefix, message.topic()))
+        app = table.app(names.app_of_pending(self.prefix, message.topic))
         if app is None:
             return False
-        return is_expired(app.config, message.headers(), message.timestamp()[1], int(time.time() * 1000))
+        return is_expired(app.config, message.headers, message.timestamp, int(time.time() * 1000))
 
     def _route(
-        self, table: RoutingTable, message: Message, lag: dict[tuple[str, str], int], now_ms: int,
+        self,
+        table: RoutingTable,
+        message: InputRecord,
+        lag: dict[tuple[str, str], int],
+        now_ms: int,
         pending_app: str | None,
     ) -> list[OutRecord]:
-        view = MessageView(message.topic(), message.headers(), message.timestamp()[1])
+        view = MessageView(message.topic, message.headers, message.timestamp)
         try:
             result = self.router.route(table, view, lag, now_ms, only_app=pending_app)
         except Exception:  # a bug must not stop the worker or lose the record: dead-letter it, counted
-            log.exception("routing failed; dead-lettering the record", extra={"fields": {"topic": message.topic()}})
-            apps = [pending_app] if pending_app else [a.name for a in table.apps_for(message.topic())]
+            log.exception(
+                "routing failed; dead-lettering the record", extra={"fields": {"topic": message.topic}}
+            )
+            apps = [pending_app] if pending_app else [a.name for a in table.apps_for(message.topic)]
             decisions = [Decision(a, Action.DEAD_LETTER, reason="rejected") for a in apps if a]
             self.metrics.malformed.inc()
             return records_for(message, decisions, table, self.prefix, now_ms, pending_app is not None)
@@ -416,8 +460,12 @@ class Worker:
         while True:
             try:
                 self.producer.produce(
-                    record.topic, value=record.value, key=record.key, headers=record.headers,
-                    timestamp=record.timestamp, on_delivery=self._on_delivery,
+                    record.topic,
+                    value=record.value,
+                    key=record.key,
+                    headers=cast(Any, record.headers),  # the stubs want list[tuple[str, str | bytes | None]]
+                    timestamp=record.timestamp,
+                    on_delivery=self._on_delivery,
                 )
                 return
             except BufferError:  # local queue full: let deliveries drain
@@ -434,7 +482,10 @@ class Worker:
                     )
                 self.producer.commit_transaction(30)
             except KafkaException as exc:
-                log.error("transaction failed; aborting and re-reading the batch", extra={"fields": {"error": str(exc)}})
+                log.error(
+                    "transaction failed; aborting and re-reading the batch",
+                    extra={"fields": {"error": str(exc)}},
+                )
                 self.producer.abort_transaction(30)
                 self._rewind(state)
             return

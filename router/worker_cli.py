@@ -35,7 +35,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="exit 0 once caught up, committed and idle this long (scripts and tests)",
     )
     worker.add_argument(
-        "--batch-size", type=int, default=int(os.environ.get("SUBROUTE_BATCH_SIZE", "2000")), help="records per poll"
+        "--batch-size",
+        type=int,
+        default=int(os.environ.get("SUBROUTE_BATCH_SIZE", "2000")),
+        help="records per poll",
     )
     worker.add_argument("--log-level", default=os.environ.get("SUBROUTE_LOG_LEVEL", "INFO"))
     worker.set_defaults(func=_run)
@@ -44,7 +47,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
     settings = Settings.from_args(args)
-    options = WorkerOptions(guarantee=args.guarantee, batch_size=args.batch_size, exit_on_idle=args.exit_on_idle)
+    options = WorkerOptions(
+        guarantee=args.guarantee, batch_size=args.batch_size, exit_on_idle=args.exit_on_idle
+    )
     metrics = RouterMetrics()
     worker = Worker(settings, options, metrics)
     if args.metrics_port >= 0:

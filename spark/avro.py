@@ -117,4 +117,4 @@ def decoder(schema: AvroSchema) -> Callable[[bytes | None], Any]:
 
 
 def payload_column(value: Column, schema: AvroSchema) -> Column:
-    return F.udf(decoder(schema), spark_type(schema))(value)
+    return F.udf(decoder(schema), spark_type(schema), useArrow=True)(value)

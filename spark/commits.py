@@ -59,7 +59,9 @@ class CommitPolicy:
         return names.consumer_group_id(self.prefix, *parsed)
 
 
-def by_group(policy: CommitPolicy, next_offsets: Mapping[tuple[str, int], int]) -> dict[str, list[TopicPartition]]:
+def by_group(
+    policy: CommitPolicy, next_offsets: Mapping[tuple[str, int], int]
+) -> dict[str, list[TopicPartition]]:
     grouped: dict[str, list[TopicPartition]] = {}
     for (topic, partition), offset in sorted(next_offsets.items()):
         grouped.setdefault(policy.group_for(topic), []).append(TopicPartition(topic, partition, offset))
@@ -67,7 +69,10 @@ def by_group(policy: CommitPolicy, next_offsets: Mapping[tuple[str, int], int]) 
 
 
 def commit(
-    admin: AdminClient, policy: CommitPolicy, next_offsets: Mapping[tuple[str, int], int], timeout: float = 30.0
+    admin: AdminClient,
+    policy: CommitPolicy,
+    next_offsets: Mapping[tuple[str, int], int],
+    timeout: float = 30.0,
 ) -> dict[str, list[TopicPartition]]:
     """Commit ``next_offsets`` (the next offset to read, i.e. last processed + 1); return what was committed."""
     if not policy.enabled or not next_offsets:

@@ -176,7 +176,9 @@ def low_offsets(consumer: Consumer, partitions: Sequence[TopicPartitionKey]) -> 
     }
 
 
-def end_offsets(consumer: Consumer, partitions: Sequence[TopicPartitionKey], timeout: float = 30.0) -> Offsets:
+def end_offsets(
+    consumer: Consumer, partitions: Sequence[TopicPartitionKey], timeout: float = 30.0
+) -> Offsets:
     """High watermarks as fetch responses report them.
 
     ListOffsets alone can be short by up to one batch on some brokers (Tansu), so start reading where it
@@ -195,20 +197,30 @@ def end_offsets(consumer: Consumer, partitions: Sequence[TopicPartitionKey], tim
     try:
         while pending:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no end of partition reported within {timeout:.0f}s for {sorted(pending)}")
+                raise TimeoutError(
+                    f"no end of partition reported within {timeout:.0f}s for {sorted(pending)}"
+                )
             for message in consumer.consume(1000, timeout=0.1):
-                key = (message.topic(), message.partition())
+                topic, partition, offset = _where(message)
+                key = (topic, partition)
                 error = message.error()
                 if error is None:
-                    ends[key] = max(ends[key], message.offset() + 1)
+                    ends[key] = max(ends[key], offset + 1)
                 elif error.code() == KafkaError._PARTITION_EOF:
-                    ends[key] = max(ends[key], message.offset())
+                    ends[key] = max(ends[key], offset)
                     pending.discard(key)
                 else:
                     raise KafkaException(error)
     finally:
         consumer.unassign()
     return ends
+
+
+def _where(message: Message) -> tuple[str, int, int]:
+    """Topic, partition and offset of a fetched record or partition event (always set for those)."""
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    assert topic is not None and partition is not None and offset is not None
+    return topic, partition, offset
 
 
 def resolve_offsets(
@@ -227,7 +239,9 @@ def resolve_offsets(
         try:
             given = offsets_from_json(json.loads(text))
         except (ValueError, AttributeError, TypeError) as exc:
-            raise ValueError(f"{what} must be earliest, latest or JSON like {{\"t\":{{\"0\":5}}}}: {spec!r}") from exc
+            raise ValueError(
+                f'{what} must be earliest, latest or JSON like {{"t":{{"0":5}}}}: {spec!r}'
+            ) from exc
         wanted = {tp: given.get(tp, EARLIEST) for tp in partitions}
     lows = low_offsets(consumer, [tp for tp, o in wanted.items() if o == EARLIEST])
     highs = end_offsets(consumer, [tp for tp, o in wanted.items() if o == LATEST])
@@ -248,7 +262,7 @@ def rate_limit(starts: Offsets, ends: Offsets, max_rows: int) -> Offsets:
     return limited
 
 
-class KafkaPartition(InputPartition):  # type: ignore[misc]
+class KafkaPartition(InputPartition):
     """One Kafka partition's offset range ``[start, end)``; start may be EARLIEST for a new partition."""
 
     def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
@@ -281,17 +295,22 @@ class _ArrowRows:
         return len(self.offsets)
 
     def add(self, message: Message) -> None:
-        self.keys.append(message.key())
-        self.values.append(message.value())
-        self.topics.append(message.topic())
-        self.partitions.append(message.partition())
-        self.offsets.append(message.offset())
+        topic, partition, offset = _where(message)
+        key, value = message.key(), message.value()
+        # Deserializer-free consumers hand out bytes; the str in the stubs is for other configurations.
+        self.keys.append(key.encode() if isinstance(key, str) else key)
+        self.values.append(value.encode() if isinstance(value, str) else value)
+        self.topics.append(topic)
+        self.partitions.append(partition)
+        self.offsets.append(offset)
         kind, millis = message.timestamp()
         # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Spark (Java client): -1, 0, 1.
         self.timestamp_types.append(kind - 1)
         self.timestamps.append(millis * 1000 if kind != 0 and millis >= 0 else None)
         if self.include_headers:
-            self.headers.append(message.headers() or [])
+            headers = message.headers() or []
+            assert isinstance(headers, list)  # librdkafka hands out a list of (key, value) pairs
+            self.headers.append([(k, v.encode() if isinstance(v, str) else v) for k, v in headers])
 
     def flush(self) -> pa.RecordBatch:
         columns = [
@@ -331,9 +350,9 @@ def read_partition(options: SourceOptions, part: KafkaPartition) -> Iterator[pa.
                 if error is not None:
                     if error.code() != KafkaError._PARTITION_EOF:
                         raise KafkaException(error)
-                    done = message.offset() >= part.end
+                    done = _where(message)[2] >= part.end
                     continue
-                offset = message.offset()
+                offset = _where(message)[2]
                 if offset >= part.end:
                     done = True
                     break
@@ -362,12 +381,12 @@ def plan_partitions(starts: Offsets, ends: Offsets) -> list[KafkaPartition]:
     planned = []
     for (topic, partition), end in sorted(ends.items()):
         start = starts.get((topic, partition), EARLIEST)
-        if start == EARLIEST or start < end:
+        if (start == EARLIEST and end > 0) or 0 <= start < end:
             planned.append(KafkaPartition(topic, partition, start, end))
     return planned
 
 
-class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         # Set by prepareForTriggerAvailableNow: the ends this availableNow run must not pass (JSON form).
@@ -434,7 +453,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         """Nothing to do: offsets live in Spark's checkpoint; the job confirms to Kafka after its sink."""
 
 
-class KafkaBatchReader(DataSourceReader):  # type: ignore[misc]
+class KafkaBatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
 
@@ -447,7 +466,7 @@ class KafkaBatchReader(DataSourceReader):  # type: ignore[misc]
             ends = resolve_offsets(self.options.ending_offsets, found, consumer, "endingOffsets")
         finally:
             consumer.close()
-        planned: list[InputPartition] = plan_partitions(starts, ends)
+        planned: Sequence[InputPartition] = plan_partitions(starts, ends)
         # Spark wants at least one partition even when nothing is to be read.
         return planned or [KafkaPartition("", 0, 0, 0)]
 
@@ -456,7 +475,7 @@ class KafkaBatchReader(DataSourceReader):  # type: ignore[misc]
         return read_partition(self.options, partition)
 
 
-class KafkaDataSource(DataSource):  # type: ignore[misc]
+class KafkaDataSource(DataSource):
     """``spark.readStream.format("subroute-kafka")`` and ``spark.read.format("subroute-kafka")``."""
 
     @classmethod

@@ -64,7 +64,7 @@ def apply(env: Env, yaml_text: str, *extra: str) -> int:
 
 def produce(env: Env, messages: Iterable[dict[str, object]], topic: str | None = None,
             key: bytes | None = None) -> int:
-    producer = Producer(env.settings.client_config(**{"linger.ms": 5, "enable.idempotence": True}))
+    producer = Producer(env.settings.client_config({"linger.ms": 5, "enable.idempotence": True}))
     count = 0
     for i, props in enumerate(messages):
         headers = [(k, (str(v).lower() if isinstance(v, bool) else str(v)).encode()) for k, v in props.items()]
@@ -77,7 +77,7 @@ def produce(env: Env, messages: Iterable[dict[str, object]], topic: str | None =
 
 
 def produce_raw(env: Env, records: Sequence[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]]) -> None:
-    producer = Producer(env.settings.client_config(**{"linger.ms": 5}))
+    producer = Producer(env.settings.client_config({"linger.ms": 5}))
     for key, value, headers in records:
         producer.produce(env.input, value=value, key=key, headers=headers)
     producer.flush(30)

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
-pyspark = pytest.importorskip("pyspark", reason="the Spark tests need the 'spark' extra (pyspark, pyarrow)")
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
-from pyspark.sql import SparkSession  # noqa: E402
+# Without the 'spark' extra (pyspark, pyarrow) there is nothing here to run.
+if importlib.util.find_spec("pyspark") is None:
+    collect_ignore_glob = ["test_*.py"]
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def spark_session() -> Iterator[SparkSession]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from spark.job import build_session
 

@@ -1,0 +1,429 @@
+"""The shared plan: every subscription of every app in one multi-rooted DAG (Presumo), with the predicates a
+subscription requires indexed so that a message only evaluates the subscriptions it can still match
+(RocketMQ's precomputation, in spirit).
+
+How a plan is built:
+
+1. Each subscription is parsed and checked, then normalized: ``&&``/``||`` chains are flattened, a literal on
+   the left of a comparison moves to the right, and every node is interned, so structurally equal
+   sub-expressions of all subscriptions (per dialect) are one object.
+2. The top-level conjuncts of each subscription are searched for a *gate*: ``prop == literal``, sql92
+   ``prop IN (...)``, an ``||`` of equalities of one property with literals of one type, a numeric range
+   ``prop < <= > >= literal`` or a sql92 ``prop BETWEEN lit AND lit``. A required conjunct that is not true
+   makes the whole conjunction not true in both dialects (false, error, or sql92's FALSE/UNKNOWN), so a
+   subscription whose gate does not hold can never match and is skipped. Equality gates go into a hash map
+   per property and value type, range gates into sorted bounds per property and operator (bisect).
+3. When the gate holding is exactly the conjunct being true (every gate but BETWEEN), that conjunct is
+   dropped: only the rest, the *residual*, is evaluated. This never changes the outcome: the conjunct would
+   have been evaluated, without error, to true.
+4. The residuals are compiled into closures; nodes used by more than one parent (or root) keep their value
+   in a per-message memo, so each distinct comparison is evaluated at most once per message.
+
+Per message, every property the plan reads is read once from the message into a snapshot; the index probes
+give the candidates; the candidates' residuals are evaluated.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import ast
+from .compiler import Compiler, Fn, Props
+from .expression import check
+from .outcome import INT64_MAX, INT64_MIN, EvalError
+
+_MISSING: Any = object()
+
+# (subscription id, residual closure or None when the gate alone decides, True for sql92)
+Entry = tuple[Hashable, Fn | None, bool]
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """One expression of the plan. ``id`` is what ``Plan.match`` returns for it."""
+
+    id: Hashable
+    text: str
+    dialect: str = "bmq"
+    types: Mapping[str, str] | None = field(default=None, hash=False)
+
+
+@dataclass(frozen=True)
+class _Gate:
+    prop: str
+    droppable: bool  # the gate holding means the conjunct is true, so it need not be evaluated
+    conjunct: int  # index of the conjunct it comes from
+    values: tuple[Any, ...] = ()  # equality gate: the literal values (one Python type)
+    op: str = ""  # range gate: the operator, property on the left
+    bound: Any = None  # range gate: the literal
+
+
+class Plan:
+    """The compiled plan. ``match`` returns exactly the ids of the subscriptions that evaluating each alone
+    would match."""
+
+    def __init__(self, subscriptions: Iterable[Subscription]) -> None:
+        self.subscriptions: tuple[Subscription, ...] = tuple(subscriptions)
+        builder = _Builder()
+        for sub in self.subscriptions:
+            builder.add(sub)
+        builder.finish()
+        self.properties: frozenset[str] = frozenset(builder.properties)
+        self._names = self.properties
+        self._always: tuple[Entry, ...] = tuple(builder.always)
+        self._eq_probes = tuple(builder.eq_probes())
+        self._range_probes = tuple(builder.range_probes())
+        self.stats: dict[str, int] = {
+            "subscriptions": len(self.subscriptions),
+            "indexed_equality": builder.counts["eq"],
+            "indexed_range": builder.counts["range"],
+            "unindexed": len(self._always),
+            "shared_nodes": builder.shared_count,
+        }
+
+    def __len__(self) -> int:
+        return len(self.subscriptions)
+
+    def _snapshot(self, props: Props) -> dict[str, Any]:
+        """Each property the plan reads, read once from the message."""
+        names = self._names
+        if len(props) <= len(names):
+            return {k: v for k, v in props.items() if k in names}
+        return {k: props[k] for k in names if k in props}
+
+    def _candidates(self, vals: dict[str, Any]) -> list[Entry]:
+        cands = list(self._always)
+        for name, by_type in self._eq_probes:
+            v = vals.get(name, _MISSING)
+            if v is not _MISSING:
+                table = by_type.get(type(v))
+                if table is not None:
+                    hit = table.get(v)
+                    if hit is not None:
+                        cands.extend(hit)
+        for name, floats, op, bounds, entries in self._range_probes:
+            v = vals.get(name, _MISSING)
+            t = type(v)
+            if t is int:
+                if not INT64_MIN <= v <= INT64_MAX:
+                    continue
+            elif t is not float or not floats or math.isnan(v):
+                continue
+            # bounds ascend; "prop > b" holds for the bounds below v, "prop < b" for those above, etc.
+            if op == ">":
+                cands.extend(entries[: bisect.bisect_left(bounds, v)])
+            elif op == ">=":
+                cands.extend(entries[: bisect.bisect_right(bounds, v)])
+            elif op == "<":
+                cands.extend(entries[bisect.bisect_right(bounds, v) :])
+            else:
+                cands.extend(entries[bisect.bisect_left(bounds, v) :])
+        return cands
+
+    def match(self, props: Props) -> frozenset[Hashable]:
+        """The ids of the subscriptions that match the message with these properties."""
+        vals = self._snapshot(props)
+        memo: dict[int, Any] = {}
+        out = []
+        for sid, fn, _ in self._candidates(vals):
+            if fn is None:
+                out.append(sid)
+                continue
+            try:
+                if fn(vals, memo) is True:
+                    out.append(sid)
+            except EvalError:
+                pass
+        return frozenset(out)
+
+    def match_with_errors(self, props: Props) -> tuple[frozenset[Hashable], frozenset[Hashable]]:
+        """``(matched ids, ids whose evaluation ended in an evaluation error)``.
+
+        Only subscriptions actually evaluated can report an error: one skipped by the index (its gate, a
+        required conjunct, does not hold) is known not to match without evaluating the rest, so an error the
+        rest would have raised is not counted. A non-boolean final value counts as an error, a sql92 UNKNOWN
+        does not.
+        """
+        vals = self._snapshot(props)
+        memo: dict[int, Any] = {}
+        out = []
+        errors = []
+        for sid, fn, sql in self._candidates(vals):
+            if fn is None:
+                out.append(sid)
+                continue
+            try:
+                v = fn(vals, memo)
+            except EvalError:
+                errors.append(sid)
+                continue
+            if v is True:
+                out.append(sid)
+            elif v is not False and not (v is None and sql):
+                errors.append(sid)
+        return frozenset(out), frozenset(errors)
+
+
+def compile_plan(subscriptions: Iterable[Subscription]) -> Plan:
+    """Compile subscriptions into one plan. Raises the first ``ExpressionError`` met."""
+    return Plan(subscriptions)
+
+
+class _Normalizer:
+    """Flattens and/or chains, puts literals on the right of comparisons and interns every node (one dialect)."""
+
+    def __init__(self) -> None:
+        self.interned: dict[ast.Node, ast.Node] = {}
+
+    def intern(self, node: ast.Node) -> ast.Node:
+        return self.interned.setdefault(node, node)
+
+    def normalize(self, node: ast.Node) -> ast.Node:
+        if isinstance(node, ast.Logical | ast.Junction):
+            items: list[ast.Node] = []
+            parts = (node.left, node.right) if isinstance(node, ast.Logical) else node.items
+            for part in parts:
+                n = self.normalize(part)
+                if isinstance(n, ast.Junction) and n.op == node.op:
+                    items.extend(n.items)
+                else:
+                    items.append(n)
+            return self.intern(ast.Junction(node.op, tuple(items), pos=node.pos))
+        if isinstance(node, ast.Compare):
+            left, right = self.normalize(node.left), self.normalize(node.right)
+            # Literals have no effect and raise nothing, so swapping the evaluation order is harmless.
+            if isinstance(left, ast.LITERALS) and not isinstance(right, ast.LITERALS):
+                return self.intern(ast.Compare(ast.MIRROR[node.op], right, left, pos=node.pos))
+            return self.intern(ast.Compare(node.op, left, right, pos=node.pos))
+        kids = ast.children(node)
+        if not kids:
+            return self.intern(node)
+        if isinstance(node, ast.Unary | ast.In | ast.Like | ast.IsNull):
+            return self.intern(dataclasses.replace(node, operand=self.normalize(node.operand)))
+        if isinstance(node, ast.Arith):
+            return self.intern(
+                dataclasses.replace(node, left=self.normalize(node.left), right=self.normalize(node.right))
+            )
+        if isinstance(node, ast.Between):
+            return self.intern(
+                dataclasses.replace(
+                    node,
+                    operand=self.normalize(node.operand),
+                    low=self.normalize(node.low),
+                    high=self.normalize(node.high),
+                )
+            )
+        raise TypeError(f"unknown node {node!r}")  # pragma: no cover
+
+
+def _eq_literal(node: ast.Node, sql: bool) -> tuple[str, Any] | None:
+    """``(prop, value)`` when ``node`` is ``prop == literal`` (a literal the index can key on)."""
+    if isinstance(node, ast.Compare) and node.op == "==" and isinstance(node.left, ast.Prop):
+        lit = node.right
+        if isinstance(lit, ast.IntLit | ast.StrLit | ast.BoolLit) or (sql and isinstance(lit, ast.FloatLit)):
+            return node.left.name, lit.value
+    return None
+
+
+def _value_class(value: Any, sql: bool) -> str:
+    t = type(value)
+    if t is bool:
+        return "bool"
+    if t is str:
+        return "str"
+    return "num" if sql else "int"
+
+
+def _find_gates(conjuncts: tuple[ast.Node, ...], sql: bool) -> list[_Gate]:
+    """Every gate the conjuncts offer; the plan picks the most selective one."""
+    gates: list[_Gate] = []
+    for i, c in enumerate(conjuncts):
+        gate: _Gate | None = None
+        literal = _eq_literal(c, sql)
+        if literal is not None:
+            gate = _Gate(literal[0], True, i, values=(literal[1],))
+        elif sql and isinstance(c, ast.In) and not c.negated and isinstance(c.operand, ast.Prop):
+            gate = _Gate(c.operand.name, True, i, values=c.values)
+        elif isinstance(c, ast.Junction) and c.op == "or":
+            gate = _or_gate(c, i, sql)
+        else:
+            gate = _range_gate(c, i, sql)
+        if gate is not None:
+            gates.append(gate)
+    return gates
+
+
+def _or_gate(c: ast.Junction, i: int, sql: bool) -> _Gate | None:
+    """``p == a || p == b || p IN (...)``, one property and one literal type: true exactly when p's value is
+    of that type and among the literals (an earlier disjunct compares a value of the same type, so it is false
+    without error)."""
+    prop: str | None = None
+    values: list[Any] = []
+    for item in c.items:
+        literal = _eq_literal(item, sql)
+        if literal is not None:
+            name, found = literal[0], [literal[1]]
+        elif sql and isinstance(item, ast.In) and not item.negated and isinstance(item.operand, ast.Prop):
+            name, found = item.operand.name, list(item.values)
+        else:
+            return None
+        if prop is not None and name != prop:
+            return None
+        prop = name
+        values.extend(found)
+    if prop is None or len({_value_class(v, sql) for v in values}) != 1:
+        return None
+    return _Gate(prop, True, i, values=tuple(values))
+
+
+def _range_gate(c: ast.Node, i: int, sql: bool) -> _Gate | None:
+    numeric = (ast.IntLit, ast.FloatLit) if sql else (ast.IntLit,)
+    if (
+        isinstance(c, ast.Compare)
+        and c.op in ast.ORDERING_OPS
+        and isinstance(c.left, ast.Prop)
+        and isinstance(c.right, numeric)
+    ):
+        return _Gate(c.left.name, True, i, op=c.op, bound=c.right.value)
+    if (
+        sql
+        and isinstance(c, ast.Between)
+        and not c.negated
+        and isinstance(c.operand, ast.Prop)
+        and isinstance(c.low, numeric)
+    ):
+        # BETWEEN is true only if "x >= low" is; the conjunct itself stays to check the upper bound.
+        return _Gate(c.operand.name, False, i, op=">=", bound=c.low.value)
+    return None
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.properties: set[str] = set()
+        self.normalizers = {"bmq": _Normalizer(), "sql92": _Normalizer()}
+        self.checked: dict[tuple[str, str, tuple[tuple[str, str], ...]], ast.Node] = {}
+        # (sid, dialect, top-level conjuncts, the gates they offer)
+        self.items: list[tuple[Hashable, str, tuple[ast.Node, ...], list[_Gate]]] = []
+        # (sid, dialect, chosen gate, residual)
+        self.chosen: list[tuple[Hashable, str, _Gate | None, ast.Node | None]] = []
+        self.always: list[Entry] = []
+        self.eq: dict[tuple[str, str], dict[str, dict[Any, list[Entry]]]] = {}
+        self.ranges: dict[tuple[str, str, str], list[tuple[Any, int, Entry]]] = {}
+        self.counts = {"eq": 0, "range": 0}
+        self.shared_count = 0
+
+    def add(self, sub: Subscription) -> None:
+        key = (sub.text, sub.dialect, tuple(sorted((sub.types or {}).items())))
+        tree = self.checked.get(key)
+        if tree is None:
+            tree = self.checked[key] = check(sub.text, sub.dialect, sub.types)
+        self.properties |= ast.property_names(tree)
+        sql = sub.dialect == "sql92"
+        norm = self.normalizers[sub.dialect]
+        root = norm.normalize(tree)
+        conjuncts = root.items if isinstance(root, ast.Junction) and root.op == "and" else (root,)
+        self.items.append((sub.id, sub.dialect, conjuncts, _find_gates(conjuncts, sql)))
+
+    def _choose(self) -> None:
+        """Give each subscription its most selective gate: the one whose index bucket holds the fewest
+        subscriptions (an app filter repeated by all of an app's subscriptions is a poor gate, the customer
+        equality next to it a good one). Ranges count as half their bucket; equality wins ties."""
+        eq_count: Counter[tuple[str, str, str, Any]] = Counter()
+        range_count: Counter[tuple[str, str, str]] = Counter()
+        for _, dialect, _, gates in self.items:
+            sql = dialect == "sql92"
+            for g in gates:
+                if g.values:
+                    eq_count.update((dialect, g.prop, _value_class(v, sql), v) for v in set(g.values))
+                else:
+                    range_count[(dialect, g.prop, g.op)] += 1
+
+        def cost(dialect: str, g: _Gate) -> tuple[float, int, int]:
+            if g.values:
+                sql = dialect == "sql92"
+                keys = {(dialect, g.prop, _value_class(v, sql), v) for v in g.values}
+                return (sum(eq_count[k] for k in keys), 0, g.conjunct)
+            return (max(1.0, range_count[(dialect, g.prop, g.op)] / 2), 1, g.conjunct)
+
+        for sid, dialect, conjuncts, gates in self.items:
+            gate = min(gates, key=lambda g: cost(dialect, g)) if gates else None
+            rest = conjuncts
+            if gate is not None and gate.droppable:
+                rest = conjuncts[: gate.conjunct] + conjuncts[gate.conjunct + 1 :]
+            residual: ast.Node | None
+            if not rest:
+                residual = None
+            elif len(rest) == 1:
+                residual = rest[0]
+            else:
+                residual = self.normalizers[dialect].intern(ast.Junction("and", rest))
+            self.chosen.append((sid, dialect, gate, residual))
+
+    def finish(self) -> None:
+        self._choose()
+        compilers = {d: Compiler(d, self._shared(d)) for d in ("bmq", "sql92")}
+        for sid, dialect, gate, residual in self.chosen:
+            sql = dialect == "sql92"
+            entry: Entry = (sid, None if residual is None else compilers[dialect].compile(residual), sql)
+            if gate is None:
+                self.always.append(entry)
+            elif gate.values:
+                self.counts["eq"] += 1
+                by_class = self.eq.setdefault((dialect, gate.prop), {})
+                table = by_class.setdefault(_value_class(gate.values[0], sql), {})
+                # A value repeated in the gate must not list the subscription twice.
+                for value in dict.fromkeys(gate.values):
+                    table.setdefault(value, []).append(entry)
+            else:
+                self.counts["range"] += 1
+                bucket = self.ranges.setdefault((dialect, gate.prop, gate.op), [])
+                bucket.append((gate.bound, len(bucket), entry))
+
+    def _shared(self, dialect: str) -> dict[ast.Node, int]:
+        """Memo slots for the nodes with more than one parent (or root) in this dialect's DAG. Leaves are
+        cheap to evaluate again and get none."""
+        counts: dict[int, int] = {}
+        nodes: dict[int, ast.Node] = {}
+        stack: list[ast.Node] = []
+        for _, d, _, residual in self.chosen:
+            if d == dialect and residual is not None:
+                counts[id(residual)] = counts.get(id(residual), 0) + 1
+                if id(residual) not in nodes:
+                    nodes[id(residual)] = residual
+                    stack.append(residual)
+        while stack:
+            # Interned nodes are unique objects, so identity stands for structure here.
+            for child in ast.children(stack.pop()):
+                counts[id(child)] = counts.get(id(child), 0) + 1
+                if id(child) not in nodes:
+                    nodes[id(child)] = child
+                    stack.append(child)
+        shared: dict[ast.Node, int] = {}
+        for key, n in counts.items():
+            node = nodes[key]
+            if n > 1 and ast.children(node):
+                shared[node] = len(shared) + (0 if dialect == "bmq" else 1 << 30)
+        self.shared_count += len(shared)
+        return shared
+
+    def eq_probes(self) -> Iterable[tuple[str, dict[type, dict[Any, list[Entry]]]]]:
+        for (_, prop), by_class in self.eq.items():
+            by_type: dict[type, dict[Any, list[Entry]]] = {}
+            for cls, table in by_class.items():
+                if cls == "num":
+                    # sql92 compares int and float numerically; 5 and 5.0 are also one dict key.
+                    by_type[int] = by_type[float] = table
+                else:
+                    by_type[{"int": int, "str": str, "bool": bool}[cls]] = table
+            yield prop, by_type
+
+    def range_probes(self) -> Iterable[tuple[str, bool, str, list[Any], list[Entry]]]:
+        for (dialect, prop, op), bucket in self.ranges.items():
+            bucket.sort(key=lambda item: (item[0], item[1]))
+            yield prop, dialect == "sql92", op, [b for b, _, _ in bucket], [e for _, _, e in bucket]

@@ -1,0 +1,376 @@
+"""The consumer client's bookkeeping, as pure classes (no Kafka): tested on their own, driven by ``client.py``.
+
+* ``AckTracker``: which offsets of a partition are settled; the commit position is the contiguous settled prefix.
+* ``DuplicateFilter``: router redeliveries recognised by their ``subroute.source``.
+* ``GroupHoldBack``: later messages of a message group wait until the re-published copy of a cancelled one arrives.
+* ``BandBuffer``: fetched records per priority band, highest band first.
+* ``Outstanding``: delivered, unacknowledged messages and their lease deadlines.
+* ``after_failure``: AMPS's MaxCancels / MaxDeliveries decision for a failed delivery.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from router import names
+
+T = TypeVar("T")
+TP = tuple[str, int]  # (topic, partition)
+Headers = list[tuple[str, bytes | None]]
+
+# Cancels of this message so far (AMPS MaxCancels counts them apart from deliveries).
+CANCELS = "subroute.cancels"
+
+
+# --- headers ------------------------------------------------------------------------------------------------------
+
+
+def header_value(headers: Sequence[tuple[str, bytes | None]] | None, name: str) -> str | None:
+    """The last value of a header as text (None when absent, null or not UTF-8)."""
+    found: str | None = None
+    for key, raw in headers or ():
+        if key == name and raw is not None:
+            try:
+                found = raw.decode()
+            except UnicodeDecodeError:
+                found = None
+    return found
+
+
+def int_header(headers: Sequence[tuple[str, bytes | None]] | None, name: str) -> int:
+    """A counter header; absent or malformed counts as 0."""
+    text = header_value(headers, name)
+    try:
+        return max(0, int(text)) if text is not None else 0
+    except ValueError:
+        return 0
+
+
+def replace_headers(
+    headers: Sequence[tuple[str, bytes | None]] | None, updates: dict[str, bytes | None]
+) -> Headers:
+    """Every header kept in order, except those named in ``updates``, which are replaced (a None value removes)."""
+    kept: Headers = [(k, v) for k, v in headers or () if k not in updates]
+    kept.extend((k, v) for k, v in updates.items() if v is not None)
+    return kept
+
+
+def is_resent(headers: Sequence[tuple[str, bytes | None]] | None) -> bool:
+    """Re-sent on purpose (a cancel copy, or redriven from the pending or dead-letter topic): never a duplicate."""
+    return int_header(headers, names.DELIVERIES) > 0 or any(k == names.REDRIVEN for k, _ in headers or ())
+
+
+def source_of(headers: Sequence[tuple[str, bytes | None]] | None) -> tuple[str, int, int] | None:
+    text = header_value(headers, names.SOURCE)
+    if text is None:
+        return None
+    try:
+        return names.parse_source(text)
+    except ValueError:
+        return None
+
+
+# --- acknowledgements ---------------------------------------------------------------------------------------------
+
+
+class AckTracker:
+    """Per partition: offsets handed over in fetch order; the commit position never passes an unsettled one.
+
+    Offsets need not be contiguous (transaction markers take offsets), so the position after a fully settled
+    prefix is the last settled offset + 1, and otherwise the first unsettled offset.
+    """
+
+    def __init__(self) -> None:
+        self._order: dict[TP, deque[int]] = {}
+        self._settled: dict[TP, set[int]] = {}
+        self._next: dict[TP, int] = {}
+        self._committed: dict[TP, int] = {}
+        # copy -> original: the original settles when its copy does (message groups through cancels).
+        self._linked: dict[tuple[TP, int], tuple[TP, int]] = {}
+
+    def track(self, tp: TP, offset: int) -> bool:
+        """Hand over ``offset`` (unsettled); False, and ignored, when it is not past the last one handed over
+        (a re-fetch of a record already held)."""
+        order = self._order.setdefault(tp, deque())
+        last = order[-1] if order else self._next.get(tp, -1) - 1
+        if offset <= last:
+            return False
+        order.append(offset)
+        self._settled.setdefault(tp, set())
+        # The consumer started here, so this position is already committed (or is the reset point).
+        self._committed.setdefault(tp, offset)
+        return True
+
+    def settle(self, tp: TP, offset: int) -> None:
+        settled = self._settled.get(tp)
+        if settled is None:
+            return  # partition revoked meanwhile: nothing to commit for it here
+        settled.add(offset)
+        original = self._linked.pop((tp, offset), None)
+        if original is not None:
+            self.settle(*original)
+
+    def settle_with(self, original: tuple[TP, int], copy: tuple[TP, int]) -> None:
+        """Keep ``original`` unsettled until ``copy`` settles."""
+        self._linked[copy] = original
+
+    def position(self, tp: TP) -> int | None:
+        """The offset to commit for ``tp``: every tracked offset before it is settled (None: nothing tracked)."""
+        order, settled = self._order.get(tp), self._settled.get(tp)
+        if order is None or settled is None:
+            return None
+        while order and order[0] in settled:
+            offset = order.popleft()
+            settled.discard(offset)
+            self._next[tp] = offset + 1
+        return order[0] if order else self._next.get(tp)
+
+    def committable(self) -> dict[TP, int]:
+        """Positions that moved past what was last marked committed."""
+        result: dict[TP, int] = {}
+        for tp in list(self._order):
+            position = self.position(tp)
+            if position is not None and position > self._committed.get(tp, -1):
+                result[tp] = position
+        return result
+
+    def mark_committed(self, positions: dict[TP, int]) -> None:
+        for tp, position in positions.items():
+            self._committed[tp] = max(position, self._committed.get(tp, -1))
+
+    def forget(self, tp: TP) -> None:
+        for mapping in (self._order, self._settled, self._next, self._committed):
+            mapping.pop(tp, None)
+        self._linked = {c: o for c, o in self._linked.items() if c[0] != tp and o[0] != tp}
+
+    def unsettled(self, tp: TP) -> int:
+        order, settled = self._order.get(tp, deque()), self._settled.get(tp, set())
+        return sum(1 for o in order if o not in settled)
+
+
+# --- duplicates ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _SourceMemory:
+    highest: int = -1
+    seen: set[int] = field(default_factory=set)
+
+
+class DuplicateFilter:
+    """Drops router redeliveries: per group-topic partition, the ``subroute.source`` offsets already seen.
+
+    The router reads each input partition in order and writes to a group-topic partition in order, so for each
+    source partition the offsets arriving in one group-topic partition rise, and a redelivery shows up as an
+    offset at or below the highest seen. A record is dropped only if its exact source offset was seen; the last
+    ``window`` offsets below the highest are remembered (older ones are forgotten and then delivered again:
+    a duplicate is preferred to a loss).
+    """
+
+    def __init__(self, window: int = 10_000) -> None:
+        self.window = window
+        self._memory: dict[TP, dict[tuple[str, int], _SourceMemory]] = {}
+
+    def observe(self, tp: TP, source: tuple[str, int, int]) -> None:
+        """Remember ``source`` as delivered from group-topic partition ``tp``."""
+        topic, partition, offset = source
+        memory = self._memory.setdefault(tp, {}).setdefault((topic, partition), _SourceMemory())
+        memory.seen.add(offset)
+        if offset > memory.highest:
+            memory.highest = offset
+            if len(memory.seen) > self.window:
+                floor = memory.highest - self.window
+                memory.seen = {o for o in memory.seen if o > floor}
+
+    def is_duplicate(self, tp: TP, source: tuple[str, int, int]) -> bool:
+        topic, partition, offset = source
+        memory = self._memory.get(tp, {}).get((topic, partition))
+        return memory is not None and offset in memory.seen
+
+    def admit(self, tp: TP, source: tuple[str, int, int]) -> bool:
+        """True for a first sighting (and remembers it), False for a duplicate."""
+        if self.is_duplicate(tp, source):
+            return False
+        self.observe(tp, source)
+        return True
+
+    def highest(self, tp: TP, topic: str, partition: int) -> int | None:
+        memory = self._memory.get(tp, {}).get((topic, partition))
+        return None if memory is None else memory.highest
+
+    def forget(self, tp: TP) -> None:
+        self._memory.pop(tp, None)
+
+
+# --- message groups -----------------------------------------------------------------------------------------------
+
+GroupKey = tuple[str, int, bytes]  # (topic, partition, message-group id)
+
+
+@dataclass
+class _Hold(Generic[T]):
+    expected: set[int] = field(default_factory=set)
+    held: list[T] = field(default_factory=list)
+
+
+class GroupHoldBack(Generic[T]):
+    """Qpid's ordering rule kept through cancels.
+
+    A cancelled grouped message is re-published at the end of its partition. Until that copy is read back, the
+    group's later messages are held; the copy is delivered first, then the held messages in their order.
+    """
+
+    def __init__(self) -> None:
+        self._holds: dict[GroupKey, _Hold[T]] = {}
+
+    def expect(self, key: GroupKey, copy_offset: int) -> None:
+        self._holds.setdefault(key, _Hold()).expected.add(copy_offset)
+
+    def is_held(self, key: GroupKey) -> bool:
+        return key in self._holds
+
+    def route(self, key: GroupKey, offset: int, item: T) -> tuple[T | None, list[T]]:
+        """(deliver now or None when held, items released to deliver right after it)."""
+        hold = self._holds.get(key)
+        if hold is None:
+            return item, []
+        if offset in hold.expected:
+            hold.expected.discard(offset)
+            if hold.expected:
+                return item, []
+            del self._holds[key]
+            return item, hold.held
+        hold.held.append(item)
+        return None, []
+
+    def held_count(self) -> int:
+        return sum(len(h.held) for h in self._holds.values())
+
+    def forget(self, topic: str, partition: int) -> list[T]:
+        """Drop the holds of a revoked partition; returns the items they held."""
+        dropped: list[T] = []
+        for key in [k for k in self._holds if k[0] == topic and k[1] == partition]:
+            dropped.extend(self._holds.pop(key).held)
+        return dropped
+
+
+# --- priority bands -----------------------------------------------------------------------------------------------
+
+
+class BandBuffer(Generic[T]):
+    """Fetched, undelivered records per band; ``pop`` takes the oldest of the highest non-empty band."""
+
+    def __init__(self, bands: int = 10) -> None:
+        self._bands: list[deque[T]] = [deque() for _ in range(bands)]
+
+    def push(self, band: int, item: T) -> None:
+        self._bands[band].append(item)
+
+    def push_front(self, band: int, items: Sequence[T]) -> None:
+        """Put ``items`` back ahead of everything else of their band, in their order."""
+        self._bands[band].extendleft(reversed(items))
+
+    def pop(self) -> tuple[int, T] | None:
+        for band in range(len(self._bands) - 1, -1, -1):
+            if self._bands[band]:
+                return band, self._bands[band].popleft()
+        return None
+
+    def remove_if(self, predicate: Callable[[T], bool]) -> list[T]:
+        removed: list[T] = []
+        for index, queue in enumerate(self._bands):
+            kept: deque[T] = deque()
+            for item in queue:
+                (removed if predicate(item) else kept).append(item)
+            self._bands[index] = kept
+        return removed
+
+    def counts(self) -> list[int]:
+        return [len(q) for q in self._bands]
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self._bands)
+
+
+# --- leases -------------------------------------------------------------------------------------------------------
+
+Key = tuple[str, int, int]  # (topic, partition, offset)
+
+
+class Outstanding(Generic[T]):
+    """Delivered, unacknowledged messages (the backlog) and, with a lease, when each must be settled."""
+
+    def __init__(self) -> None:
+        self._items: dict[Key, tuple[T, float | None]] = {}
+
+    def add(self, key: Key, item: T, now: float, lease: float | None) -> None:
+        self._items[key] = (item, None if lease is None else now + lease)
+
+    def get(self, key: Key) -> T | None:
+        entry = self._items.get(key)
+        return None if entry is None else entry[0]
+
+    def remove(self, key: Key) -> T | None:
+        entry = self._items.pop(key, None)
+        return None if entry is None else entry[0]
+
+    def overdue(self, now: float) -> list[T]:
+        """Messages whose lease ran out, oldest deadline first."""
+        due = [(d, k) for k, (_, d) in self._items.items() if d is not None and d <= now]
+        return [self._items[k][0] for _, k in sorted(due)]
+
+    def next_deadline(self) -> float | None:
+        deadlines = [d for _, d in self._items.values() if d is not None]
+        return min(deadlines) if deadlines else None
+
+    def keys(self) -> list[Key]:
+        return list(self._items)
+
+    def drop_partition(self, topic: str, partition: int) -> list[T]:
+        gone = [k for k in self._items if k[0] == topic and k[1] == partition]
+        return [self._items.pop(k)[0] for k in gone]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+# --- failed deliveries --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FailureOutcome:
+    deliveries: int  # failed deliveries, this one included
+    cancels: int
+    dead_letter_reason: str | None  # None: re-publish for another attempt
+
+
+def after_failure(
+    deliveries: int,
+    cancels: int,
+    *,
+    explicit_cancel: bool,
+    max_cancels: int | None,
+    max_deliveries: int | None,
+) -> FailureOutcome:
+    """A delivery failed (an explicit cancel, or the lease ran out). AMPS: "expire a message from Jobs on the
+    3rd time it receives a sow_delete with the cancel operation for that message [MaxCancels 3], or after the
+    10th unsuccessful delivery of the message [MaxDeliveries 10]". 0 or None means no maximum."""
+    deliveries += 1
+    if explicit_cancel:
+        cancels += 1
+    reason: str | None = None
+    if explicit_cancel and max_cancels and cancels >= max_cancels:
+        reason = "max-cancels"
+    elif max_deliveries and deliveries >= max_deliveries:
+        reason = "max-deliveries"
+    return FailureOutcome(deliveries, cancels, reason)
+
+
+def counts(items: Iterable[str]) -> dict[str, int]:
+    result: dict[str, int] = {}
+    for item in items:
+        result[item] = result.get(item, 0) + 1
+    return result

@@ -1,0 +1,64 @@
+"""Helpers for the consumer-client tests: routed-style records written straight to a group topic, and offsets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from router import names
+from router.client import QueueConsumer, QueueMessage
+from tests.integration.harness import Env
+
+# The embedded broker's first join waits session.timeout.ms / 2 (BROKER-NOTES.md).
+CONSUMER_CONFIG = {"session.timeout.ms": 6000}
+
+
+def queue(env: Env, app: str, group: str, **options: Any) -> QueueConsumer:
+    return QueueConsumer(env.settings, app, group, consumer_config=CONSUMER_CONFIG, **options)
+
+
+def put(
+    env: Env,
+    app: str,
+    group: str,
+    records: Sequence[tuple[str, int | None]],
+    *,
+    topic: str | None = None,
+    key: bytes | None = None,
+    headers: Sequence[tuple[str, bytes]] = (),
+    timestamp: int = 0,
+) -> None:
+    """Write records as the router would: ``(value, source offset or None)`` each, with the routing headers."""
+    producer = Producer(env.settings.client_config({"linger.ms": 5, "enable.idempotence": True}))
+    for value, source in records:
+        routing = [(names.APP, app.encode()), (names.GROUP, group.encode())]
+        if source is not None:
+            routing.append((names.SOURCE, names.source_of(env.input, 0, source).encode()))
+        kwargs: dict[str, Any] = {"value": value.encode(), "key": key, "headers": [*routing, *headers]}
+        if timestamp:
+            kwargs["timestamp"] = timestamp
+        producer.produce(topic or env.topic(app, group), partition=0, **kwargs)
+    producer.flush(30)
+
+
+def committed(env: Env, app: str, group: str, partition: int = 0) -> int:
+    """The group's committed offset on partition ``partition`` of its group topic (-1001: none)."""
+    consumer = Consumer(env.settings.client_config({"group.id": names.consumer_group_id(env.prefix, app, group)}))
+    try:
+        [tp] = consumer.committed([TopicPartition(env.topic(app, group), partition)], timeout=10)
+        return tp.offset
+    finally:
+        consumer.close()
+
+
+def take(q: QueueConsumer, timeout: float = 15.0) -> QueueMessage:
+    message = q.poll(timeout)
+    assert message is not None, "no message delivered"
+    return message
+
+
+def text(message: QueueMessage) -> str:
+    assert message.value is not None
+    return message.value.decode()

@@ -1,0 +1,262 @@
+"""``subroute config`` against the real broker: what apply/delete write, which topics they create, and when
+they write nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
+
+from router import names
+from router.cli import main as cli
+from router.config_codec import app_key, group_key
+from router.config_store import history, read_config
+from router.config_yaml import config_to_document, parse_yaml
+from router.kafka_io import TopicSpec, admin_client, ensure_topics, existing_topics
+from router.settings import Settings
+
+pytestmark = pytest.mark.kafka
+
+CONFIG = """
+apps:
+  billing:
+    inputs: [INPUT]
+    properties: {CustomerId: int, Amount: int, OrderType: string}
+    filter: ['OrderType == "EXPRESS" || Amount > 1000']
+    groups:
+      vip:
+        subscriptions:
+          - {expression: 'CustomerId == 0', priority: 10}
+      general:
+        subscriptions:
+          - {expression: 'CustomerId >= 0', priority: 5, max_unconfirmed: 1000}
+      audit: {}
+  sized:
+    inputs: [INPUT]
+    partitions: 2
+    groups:
+      only: {}
+  regex:
+    inputs: ['^REGEX_PREFIX']
+    groups:
+      r: {}
+  fresh:
+    inputs: [FRESH-never-created]
+    groups:
+      f: {}
+"""
+
+
+class Corner:
+    """One test's part of the shared broker: its topic prefix, input topic and YAML files."""
+
+    def __init__(self, bootstrap: str, unique: str, tmp_path: Path) -> None:
+        self.settings = Settings(bootstrap_servers=bootstrap, topic_prefix=unique)
+        self.unique = unique
+        self.input = f"{unique}-orders"
+        self.tmp_path = tmp_path
+
+    def text(self, yaml_text: str) -> str:
+        return (
+            yaml_text.replace("INPUT", self.input)
+            .replace("REGEX_PREFIX", f"{self.unique}-rx-")
+            .replace("FRESH", self.unique)
+        )
+
+    def file(self, yaml_text: str, name: str = "subscriptions.yaml") -> str:
+        path = self.tmp_path / name
+        path.write_text(self.text(yaml_text))
+        return str(path)
+
+    def run(self, *argv: str) -> int:
+        return cli(
+            [*argv, "--bootstrap-servers", self.settings.bootstrap_servers, "--topic-prefix", self.unique]
+        )
+
+    def records(self) -> int:
+        """Records on the config topic (tombstones and refused ones included)."""
+        return read_config(self.settings).version if self.settings.config_topic in self.topics() else 0
+
+    def topics(self) -> dict[str, int]:
+        return existing_topics(admin_client(self.settings))
+
+
+@pytest.fixture
+def corner(kafka: object, unique: str, tmp_path: Path) -> Corner:
+    return Corner(kafka.bootstrap_servers, unique, tmp_path)  # type: ignore[attr-defined]
+
+
+def test_apply_writes_records_and_creates_topics(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
+    admin = admin_client(corner.settings)
+    ensure_topics(
+        admin,
+        [
+            TopicSpec(corner.input, 3),
+            TopicSpec(f"{corner.unique}-rx-a", 2),
+            TopicSpec(f"{corner.unique}-rx-b", 4),
+        ],
+    )
+    assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
+    out = capsys.readouterr().out
+    assert "+ app/billing" in out and "+ group/billing/vip" in out and "wrote 10 record(s)" in out
+
+    desired = parse_yaml(corner.text(CONFIG)).values
+    config = read_config(corner.settings)
+    assert config.version == 10
+    assert {
+        **{app_key(a): v for a, v in config.apps.items()},
+        **{group_key(*k): v for k, v in config.groups.items()},
+    } == desired
+
+    topics = corner.topics()
+    p = corner.unique
+    assert topics[names.config_topic(p)] == 1
+    expected = {
+        "billing": (3, ["vip", "general", "audit"]),  # the input's partition count
+        "sized": (2, ["only"]),  # partitions: says so
+        "regex": (4, ["r"]),  # the largest existing topic the regex matches
+        "fresh": (1, ["f"]),  # no input exists yet
+    }
+    for app, (count, groups) in expected.items():
+        for topic in [names.pending_topic(p, app), names.dlq_topic(p, app)] + [
+            names.group_topic(p, app, g) for g in groups
+        ]:
+            assert topics.get(topic) == count, topic
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, names.config_topic(p))
+    described = admin.describe_configs([resource])[resource].result(timeout=10)
+    assert described["cleanup.policy"].value == "compact"
+
+
+def test_apply_again_writes_nothing(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
+    path = corner.file(CONFIG)
+    assert corner.run("config", "apply", "-f", path) == 0
+    before = corner.records()
+    capsys.readouterr()
+    assert corner.run("config", "apply", "-f", path) == 0
+    assert "no changes" in capsys.readouterr().out
+    assert corner.records() == before == 10
+
+
+def test_apply_writes_only_what_changed(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
+    assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
+    changed = CONFIG.replace("'CustomerId == 0', priority: 10", "'CustomerId == 1', priority: 10")
+    capsys.readouterr()
+    assert corner.run("config", "apply", "-f", corner.file(changed, "v2.yaml")) == 0
+    out = capsys.readouterr().out
+    assert "~ group/billing/vip" in out and "wrote 1 record(s)" in out
+    assert corner.records() == 11
+    assert (
+        read_config(corner.settings).groups[("billing", "vip")].subscriptions[0].expression
+        == "CustomerId == 1"
+    )
+
+
+def test_bad_config_writes_nothing_and_shows_every_error(
+    corner: Corner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = CONFIG.replace("'CustomerId == 0'", "'CustomerId == '").replace("audit: {}", "pending: {}")
+    assert corner.run("config", "apply", "-f", corner.file(bad)) == 2
+    err = capsys.readouterr().err
+    assert "apps.billing.groups.vip.subscriptions[0].expression" in err
+    lines = err.splitlines()
+    shown = next(i for i, line in enumerate(lines) if line.strip() == "CustomerId ==")
+    assert lines[shown + 1].strip() == "^"
+    assert "apps.billing.groups.pending" in err and "reserved" in err
+    assert "2 error(s): nothing was written" in err
+    assert not [t for t in corner.topics() if t.startswith(corner.unique)]
+
+
+def test_dry_run_writes_nothing(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
+    assert corner.run("config", "apply", "--dry-run", "-f", corner.file(CONFIG)) == 0
+    out = capsys.readouterr().out
+    assert "+ app/billing" in out and "dry run: nothing written" in out
+    assert not [t for t in corner.topics() if t.startswith(corner.unique)]
+
+
+def test_prune_deletes_what_the_file_no_longer_names(
+    corner: Corner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
+    smaller = CONFIG.split("  sized:")[0].replace("      audit: {}\n", "")
+    path = corner.file(smaller, "smaller.yaml")
+    capsys.readouterr()
+    assert corner.run("config", "apply", "-f", path) == 0
+    assert "kept 7 record(s) the file does not name" in capsys.readouterr().out
+    assert corner.records() == 10
+
+    assert corner.run("config", "diff", "-f", path) == 1
+    assert corner.run("config", "apply", "--prune", "-f", path) == 0
+    out = capsys.readouterr().out
+    assert "- group/billing/audit" in out and "- app/fresh" in out
+    config = read_config(corner.settings)
+    assert set(config.apps) == {"billing"}
+    assert set(config.groups) == {("billing", "vip"), ("billing", "general")}
+    assert corner.run("config", "diff", "-f", path) == 0
+
+
+def test_get_prints_what_apply_wrote(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
+    assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
+    capsys.readouterr()
+    assert corner.run("config", "get") == 0
+    as_yaml = capsys.readouterr().out
+    assert as_yaml.startswith("# config version 10 ")
+    assert parse_yaml(as_yaml).values == parse_yaml(corner.text(CONFIG)).values
+    assert corner.run("config", "get", "-o", "json") == 0
+    assert json.loads(capsys.readouterr().out) == config_to_document(read_config(corner.settings))
+    # What get prints can be applied again as it is.
+    assert corner.run("config", "diff", "-f", corner.file(as_yaml, "got.yaml")) == 0
+
+
+def test_get_never_prints_secrets(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
+    assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
+    capsys.readouterr()
+    assert corner.run("config", "get", "--kafka-config", "sasl.password=hunter2-secret") == 0
+    captured = capsys.readouterr()
+    assert "hunter2" not in captured.out + captured.err
+
+
+def test_delete_tombstones_an_app_and_its_groups(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
+    assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
+    assert corner.run("config", "delete", "group", "billing", "audit") == 0
+    assert ("billing", "audit") not in read_config(corner.settings).groups
+    assert corner.run("config", "delete", "app", "billing") == 0
+    assert "deleted app billing and 2 group(s)" in capsys.readouterr().out
+    assert corner.records() == 10 + 1 + 3
+
+    configs = history(corner.settings)
+    tail = [(c.version, sorted(c.apps), len(c.groups)) for c in configs[-4:]]
+    assert tail == [
+        (11, ["billing", "fresh", "regex", "sized"], 5),
+        (12, ["billing", "fresh", "regex", "sized"], 4),
+        (13, ["billing", "fresh", "regex", "sized"], 3),
+        (14, ["fresh", "regex", "sized"], 3),
+    ]
+    assert corner.run("config", "delete", "app", "billing") == 1
+    assert corner.run("config", "delete", "group", "sized", "nope") == 1
+    assert "has no group 'nope'" in capsys.readouterr().err
+
+
+def test_unreachable_broker_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        cli(
+            [
+                "config",
+                "get",
+                "--bootstrap-servers",
+                "127.0.0.1:1",
+                "--kafka-config",
+                "socket.timeout.ms=1000",
+            ]
+        )
+        == 1
+    )
+    assert "error: Kafka at 127.0.0.1:1" in capsys.readouterr().err
+
+
+def test_get_on_an_empty_prefix_prints_no_apps(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
+    assert corner.run("config", "get") == 0
+    assert yaml.safe_load(capsys.readouterr().out) == {"apps": {}}

@@ -1,0 +1,119 @@
+"""Helpers for the Spark tests: topics and records shaped like the router's output on a real broker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Produced:
+    """Where a record landed and what it carried."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    timestamp_ms: int
+    routed_at_ms: int
+
+
+def create_topics(bootstrap: str, partitions: dict[str, int]) -> None:
+    from router import kafka_io
+    from router.settings import Settings
+
+    settings = Settings(bootstrap_servers=bootstrap)
+    kafka_io.ensure_topics(
+        kafka_io.admin_client(settings),
+        [kafka_io.TopicSpec(name, count) for name, count in partitions.items()],
+    )
+
+
+def produce_routed(
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    *,
+    app: str,
+    group: str,
+    partitions: int = 1,
+    base_timestamp_ms: int = 1_767_225_600_000,  # 2026-01-01T00:00:00Z
+    latency_ms: Callable[[int], int] = lambda i: 1 + i % 100,
+) -> list[Produced]:
+    """Records as the router writes them to a group topic: routing headers, producer timestamp kept."""
+    from confluent_kafka import Producer
+
+    from router import names
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    delivered: dict[int, tuple[int, int]] = {}
+    failures: list[object] = []
+    for i, value in enumerate(values):
+        timestamp = base_timestamp_ms + i
+        headers: list[tuple[str, bytes | None]] = [
+            ("Region", b"EU"),
+            (names.APP, app.encode()),
+            (names.GROUP, group.encode()),
+            (names.SUBSCRIPTION, f"{app}/{group}/0".encode()),
+            (names.SOURCE, names.source_of("orders", 0, i).encode()),
+            (names.CONFIG_VERSION, b"7"),
+            (names.ROUTED_AT, str(timestamp + latency_ms(i)).encode()),
+        ]
+
+        def on_delivery(err: object, msg: object, i: int = i) -> None:
+            if err is not None:
+                failures.append(err)
+            else:
+                delivered[i] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+
+        producer.produce(
+            topic,
+            value=value,
+            key=None if i % 5 == 0 else f"k{i}".encode(),
+            headers=headers,
+            partition=i % partitions,
+            timestamp=timestamp,
+            on_delivery=on_delivery,
+        )
+        producer.poll(0)
+    producer.flush(30)
+    assert not failures, failures
+    return [
+        Produced(
+            topic,
+            *delivered[i],
+            None if i % 5 == 0 else f"k{i}".encode(),
+            value,
+            base_timestamp_ms + i,
+            base_timestamp_ms + i + latency_ms(i),
+        )
+        for i, value in enumerate(values)
+    ]
+
+
+def sample_orders(count: int, seed: int) -> tuple[list[dict[str, object]], list[bytes]]:
+    """Orders in the demo's payload schema (schemas/order.avsc) and their schemaless Avro encoding."""
+    import io
+
+    import fastavro
+
+    from spark import avro
+
+    schema = fastavro.parse_schema(avro.load_schema("order"))
+    orders: list[dict[str, object]] = []
+    encoded: list[bytes] = []
+    for i in range(count):
+        order = {
+            "order_id": f"o-{seed}-{i}",
+            "customer_id": 1000 + i,
+            "amount": 100 * i + seed,
+            "order_type": ("EXPRESS", "STANDARD", "BULK")[i % 3],
+            "express": i % 3 == 0,
+            "created_at": 1_767_225_600_000 + i,
+        }
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, schema, order)
+        orders.append(order)
+        encoded.append(buffer.getvalue())
+    return orders, encoded

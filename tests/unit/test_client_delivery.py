@@ -1,0 +1,214 @@
+"""The consumer client's pure bookkeeping (router.delivery), from seed 001's and seed 002's own examples."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from router import names
+from router.delivery import (
+    CANCELS,
+    AckTracker,
+    BandBuffer,
+    DuplicateFilter,
+    GroupHoldBack,
+    Outstanding,
+    after_failure,
+    is_resent,
+    replace_headers,
+    source_of,
+)
+
+TP = ("jobs", 0)
+
+
+def test_out_of_order_acks_commit_only_the_contiguous_prefix() -> None:
+    tracker = AckTracker()
+    for offset in range(5):
+        tracker.track(TP, offset)
+    assert tracker.committable() == {}  # nothing acknowledged: the start position is no news
+    tracker.settle(TP, 1)
+    tracker.settle(TP, 3)
+    assert tracker.committable() == {}  # 0 is still out: nothing may be committed
+    tracker.settle(TP, 0)
+    assert tracker.committable() == {TP: 2}  # 0 and 1; 2 is out
+    tracker.mark_committed({TP: 2})
+    tracker.settle(TP, 2)
+    assert tracker.committable() == {TP: 4}
+    tracker.mark_committed({TP: 4})
+    tracker.settle(TP, 4)
+    assert tracker.committable() == {TP: 5}
+
+
+def test_offsets_with_gaps_commit_past_the_last_settled() -> None:
+    # Transaction markers take offsets: records may be 10, 12, 15.
+    tracker = AckTracker()
+    for offset in (10, 12, 15):
+        tracker.track(TP, offset)
+    tracker.settle(TP, 10)
+    assert tracker.committable() == {TP: 12}
+    tracker.settle(TP, 15)
+    tracker.settle(TP, 12)
+    assert tracker.committable() == {TP: 16}
+
+
+def test_refetched_offsets_are_ignored() -> None:
+    tracker = AckTracker()
+    assert tracker.track(TP, 3)
+    assert not tracker.track(TP, 3)
+    tracker.settle(TP, 3)
+    assert tracker.committable() == {TP: 4}
+    assert not tracker.track(TP, 2)
+
+
+def test_a_linked_original_settles_with_its_copy() -> None:
+    tracker = AckTracker()
+    tracker.track(TP, 0)
+    tracker.track(TP, 1)
+    tracker.settle_with((TP, 0), (TP, 2))  # 0 was cancelled; its copy is 2
+    tracker.settle(TP, 1)
+    assert tracker.committable() == {}
+    tracker.track(TP, 2)
+    tracker.settle(TP, 2)
+    assert tracker.committable() == {TP: 3}
+
+
+def test_forgotten_partitions_are_not_committed() -> None:
+    tracker = AckTracker()
+    tracker.track(TP, 0)
+    tracker.forget(TP)
+    tracker.settle(TP, 0)
+    assert tracker.committable() == {}
+
+
+@given(st.permutations(list(range(12))), st.integers(min_value=0, max_value=12))
+def test_commit_position_is_the_first_unacknowledged_offset(order: list[int], acked: int) -> None:
+    tracker = AckTracker()
+    for offset in range(12):
+        tracker.track(TP, offset)
+    done = set(order[:acked])
+    for offset in order[:acked]:
+        tracker.settle(TP, offset)
+    first_missing = next((o for o in range(12) if o not in done), 12)
+    expected = {TP: first_missing} if first_missing > 0 else {}
+    assert tracker.committable() == expected
+
+
+def test_router_redelivery_is_a_duplicate_but_new_sources_are_not() -> None:
+    dedup = DuplicateFilter()
+    group_tp = ("subroute.billing.general", 0)
+    assert dedup.admit(group_tp, ("orders", 0, 5))
+    assert dedup.admit(group_tp, ("orders", 0, 7))
+    assert not dedup.admit(group_tp, ("orders", 0, 5))  # the router re-sent 5 after a restart
+    assert dedup.admit(group_tp, ("orders", 0, 6))  # never seen here (routed elsewhere first): delivered
+    assert dedup.admit(group_tp, ("orders", 1, 5))  # another source partition
+    assert dedup.admit(("subroute.billing.general", 1), ("orders", 0, 5))  # another group-topic partition
+    assert dedup.highest(group_tp, "orders", 0) == 7
+
+
+def test_the_window_forgets_old_sources_and_then_prefers_a_duplicate_to_a_loss() -> None:
+    dedup = DuplicateFilter(window=3)
+    for offset in range(10):
+        dedup.observe(TP, ("orders", 0, offset))
+    assert dedup.is_duplicate(TP, ("orders", 0, 9))
+    assert dedup.is_duplicate(TP, ("orders", 0, 7))
+    assert not dedup.is_duplicate(TP, ("orders", 0, 2))
+
+
+def test_records_resent_on_purpose_are_recognised() -> None:
+    routed = [(names.SOURCE, b"orders/0/5")]
+    assert source_of(routed) == ("orders", 0, 5)
+    assert not is_resent(routed)
+    assert is_resent([*routed, (names.DELIVERIES, b"1")])  # a cancel copy
+    assert is_resent([*routed, (names.REDRIVEN, b"pending")])
+    assert is_resent([*routed, (names.REDRIVEN, b"dlq")])
+    assert not is_resent([*routed, (names.DELIVERIES, b"0")])  # a dlq redrive resets the count
+    assert source_of([(names.SOURCE, b"garbage")]) is None
+
+
+def test_a_cancelled_grouped_message_is_not_overtaken_by_its_group() -> None:
+    # Seed 002: a shopping cart's "add" (A-1) then "remove" (A-2). A-1 is cancelled; its copy lands at offset 9.
+    hold: GroupHoldBack[str] = GroupHoldBack()
+    cart_a, cart_b = ("cart", 0, b"A"), ("cart", 0, b"B")
+    hold.expect(cart_a, 9)
+    assert hold.route(cart_a, 2, "A-2") == (None, [])  # held until A-1 is back
+    assert hold.route(cart_b, 3, "B-1") == ("B-1", [])  # "distinct message groups would not block each other"
+    assert hold.route(cart_a, 4, "A-3") == (None, [])
+    assert hold.held_count() == 2
+    assert hold.route(cart_a, 9, "A-1 again") == ("A-1 again", ["A-2", "A-3"])
+    assert not hold.is_held(cart_a)
+    assert hold.route(cart_a, 10, "A-4") == ("A-4", [])
+
+
+def test_two_cancels_in_a_group_release_after_the_last_copy() -> None:
+    hold: GroupHoldBack[str] = GroupHoldBack()
+    key = ("cart", 0, b"A")
+    hold.expect(key, 8)
+    hold.expect(key, 9)
+    assert hold.route(key, 5, "A-3") == (None, [])
+    assert hold.route(key, 8, "A-1 again") == ("A-1 again", [])
+    assert hold.route(key, 9, "A-2 again") == ("A-2 again", ["A-3"])
+    assert hold.forget("cart", 0) == []
+
+
+def test_bands_drain_highest_first_and_keep_order_within_a_band() -> None:
+    buffer: BandBuffer[str] = BandBuffer()
+    for band, item in [(0, "low-1"), (9, "urgent-1"), (0, "low-2"), (5, "mid"), (9, "urgent-2")]:
+        buffer.push(band, item)
+    buffer.push_front(0, ["low-0a", "low-0b"])
+    drained = []
+    while (popped := buffer.pop()) is not None:
+        drained.append(popped[1])
+    assert drained == ["urgent-1", "urgent-2", "mid", "low-0a", "low-0b", "low-1", "low-2"]
+
+
+def test_outstanding_leases_run_out_oldest_first() -> None:
+    book: Outstanding[str] = Outstanding()
+    book.add(("t", 0, 1), "a", now=100.0, lease=5.0)
+    book.add(("t", 0, 2), "b", now=101.0, lease=1.0)
+    book.add(("t", 0, 3), "c", now=101.0, lease=None)
+    assert book.next_deadline() == 102.0
+    assert book.overdue(103.0) == ["b"]
+    assert book.overdue(110.0) == ["b", "a"]
+    assert book.remove(("t", 0, 2)) == "b"
+    assert book.remove(("t", 0, 2)) is None
+    assert len(book) == 2
+    assert book.drop_partition("t", 0) == ["a", "c"]
+
+
+def test_jobs_max_cancels_3_expires_on_the_third_cancel() -> None:
+    # "AMPS will automatically expire a message from Jobs on the 3rd time it receives a sow_delete with the
+    # cancel operation for that message, or after the 10th unsuccessful delivery of the message."
+    deliveries = cancels = 0
+    reasons = []
+    for _ in range(3):
+        outcome = after_failure(deliveries, cancels, explicit_cancel=True, max_cancels=3, max_deliveries=10)
+        deliveries, cancels = outcome.deliveries, outcome.cancels
+        reasons.append(outcome.dead_letter_reason)
+    assert reasons == [None, None, "max-cancels"]
+
+
+def test_jobs_max_deliveries_10_expires_after_the_tenth_failed_delivery() -> None:
+    deliveries = cancels = 0
+    reasons = []
+    for _ in range(10):  # leases that run out: not cancels
+        outcome = after_failure(deliveries, cancels, explicit_cancel=False, max_cancels=3, max_deliveries=10)
+        deliveries, cancels = outcome.deliveries, outcome.cancels
+        reasons.append(outcome.dead_letter_reason)
+    assert reasons == [None] * 9 + ["max-deliveries"]
+    assert cancels == 0
+
+
+def test_no_maximum_means_no_dead_letter() -> None:
+    outcome = after_failure(99, 99, explicit_cancel=True, max_cancels=None, max_deliveries=0)
+    assert outcome.dead_letter_reason is None
+    assert (outcome.deliveries, outcome.cancels) == (100, 100)
+
+
+def test_replace_headers_keeps_the_rest_in_order() -> None:
+    headers = [("a", b"1"), (names.DELIVERIES, b"1"), ("b", None), (names.DELIVERIES, b"2")]
+    assert replace_headers(headers, {names.DELIVERIES: b"3", CANCELS: None}) == [
+        ("a", b"1"),
+        ("b", None),
+        (names.DELIVERIES, b"3"),
+    ]

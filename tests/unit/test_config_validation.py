@@ -1,0 +1,194 @@
+"""Validation of the model: every error collected, each with its location; expression errors keep their caret."""
+
+from __future__ import annotations
+
+import pytest
+
+import expressions
+from router.config_validation import ConfigError, input_matches, validate_app, validate_group, validate_state
+from router.config_yaml import parse_yaml
+from router.model import AppConfig, GroupConfig, SubscriptionConfig
+
+
+def app(**fields: object) -> AppConfig:
+    base: dict[str, object] = {"name": "billing", "inputs": ("orders",), "properties": {"CustomerId": "int"}}
+    base.update(fields)
+    return AppConfig(**base)  # type: ignore[arg-type]
+
+
+def locations(errors: list[ConfigError]) -> list[str]:
+    return [e.location for e in errors]
+
+
+def assert_caret(
+    error: ConfigError, text: str, dialect: str = "bmq", types: dict[str, str] | None = None
+) -> None:
+    """The error shows the expression and a caret exactly under the position the compiler reports."""
+    with pytest.raises(expressions.ExpressionError) as raised:
+        expressions.compile(text, dialect=dialect, types=types)
+    lines = error.message.splitlines()
+    text_line = next(i for i, line in enumerate(lines) if line.endswith(text))
+    caret_line = lines[text_line + 1]
+    assert caret_line.strip() == "^"
+    assert caret_line.index("^") - lines[text_line].index(text) == raised.value.position
+
+
+def test_valid_app_and_groups() -> None:
+    billing = app(filter=("CustomerId > 0",), priority="CustomerId", expiration_ms=1000, max_cancels=3)
+    group = GroupConfig("billing", "vip", (SubscriptionConfig("CustomerId == 0", 10, 5),))
+    assert validate_state([billing, group]) == []
+
+
+def test_expression_errors_keep_the_caret_and_name_their_place() -> None:
+    billing = app(filter=("CustomerId >",), priority="CustomerId ==")
+    group = GroupConfig(
+        "billing", "vip", (SubscriptionConfig("CustomerId == 0"), SubscriptionConfig("(CustomerId"))
+    )
+    errors = validate_state([billing, group])
+    assert locations(errors) == [
+        "apps.billing.filter[0]",
+        "apps.billing.priority",
+        "apps.billing.groups.vip.subscriptions[1].expression",
+    ]
+    assert_caret(errors[0], "CustomerId >", types={"CustomerId": "int"})
+    assert_caret(errors[2], "(CustomerId", types={"CustomerId": "int"})
+    assert str(errors[2]).startswith("apps.billing.groups.vip.subscriptions[1].expression: ")
+
+
+def test_expressions_compile_under_the_app_dialect() -> None:
+    sql = "CustomerId BETWEEN 1 AND 5"
+    assert validate_app(app(dialect="sql92", filter=(sql,))) == []
+    assert locations(validate_app(app(dialect="bmq", filter=(sql,)))) == ["apps.billing.filter[0]"]
+
+
+def test_expressions_are_type_checked_against_declared_properties() -> None:
+    errors = validate_app(app(filter=('CustomerId == "seven"',)))
+    assert locations(errors) == ["apps.billing.filter[0]"]
+    assert "^" in errors[0].message
+
+
+def test_every_app_error_is_collected() -> None:
+    bad = AppConfig(
+        name="bad.name",
+        inputs=("ok", "ok", "not a topic", "^(unclosed"),
+        dialect="cobol",
+        properties={"1x": "int", "Price": "float", "Y": "decimal"},
+        fairness="random",
+        group_by="no such!",
+        partitions=0,
+        expiration_ms=-5,
+        max_cancels=0,
+        max_deliveries=0,
+        default_publish="elsewhere",
+    )
+    assert sorted(locations(validate_app(bad))) == sorted(
+        [
+            "apps.bad.name",
+            "apps.bad.name.dialect",
+            "apps.bad.name.fairness",
+            "apps.bad.name.properties.1x",
+            "apps.bad.name.properties.Y",
+            "apps.bad.name.inputs[1]",
+            "apps.bad.name.inputs[2]",
+            "apps.bad.name.inputs[3]",
+            "apps.bad.name.group_by",
+            "apps.bad.name.partitions",
+            "apps.bad.name.expiration",
+            "apps.bad.name.max_cancels",
+            "apps.bad.name.max_deliveries",
+            "apps.bad.name.default_publish",
+        ]
+    )
+
+
+@pytest.mark.parametrize("dialect", ["bmq", "sql92"])
+def test_priority_is_an_integer_expression(dialect: str) -> None:
+    props = {"Amount": "int", "Region": "string"}
+    assert validate_app(app(dialect=dialect, properties=props, priority="Amount / 100")) == []
+    assert validate_app(app(dialect=dialect, properties=props, priority="Undeclared * 2")) == []
+    (not_int,) = validate_app(app(dialect=dialect, properties=props, priority="Amount > 100"))
+    assert not_int.location == "apps.billing.priority"
+    assert "priority must be an integer expression, not a boolean" in not_int.message
+    (bad_type,) = validate_app(app(dialect=dialect, properties=props, priority="Amount + Region"))
+    assert_caret(bad_type, "Amount + Region", dialect, props)  # the caret is on the text as written
+    (bad_syntax,) = validate_app(app(dialect=dialect, properties=props, priority="(Amount"))
+    assert_caret(bad_syntax, "(Amount", dialect, props)
+
+
+def test_float_needs_sql92() -> None:
+    assert locations(validate_app(app(properties={"Price": "float"}))) == ["apps.billing.properties.Price"]
+    assert validate_app(app(dialect="sql92", properties={"Price": "float"})) == []
+
+
+def test_regex_error_has_a_caret() -> None:
+    (error,) = validate_app(app(inputs=("^ORDERS_(.*",)))
+    assert error.location == "apps.billing.inputs[0]"
+    assert "invalid regex" in error.message and error.message.splitlines()[-1].strip() == "^"
+
+
+def test_inputs_must_not_be_empty() -> None:
+    (error,) = validate_app(app(inputs=()))
+    assert error.location == "apps.billing.inputs" and "no input topics" in error.message
+
+
+def test_default_publish_must_reach_the_app() -> None:
+    inputs = ("^ORDERS$|^ORDERS_RISK_DIRECT$",)
+    assert validate_app(app(inputs=inputs, default_publish="ORDERS_RISK_DIRECT")) == []
+    assert locations(validate_app(app(inputs=inputs, default_publish="ORDERS_OTHER"))) == [
+        "apps.billing.default_publish"
+    ]
+
+
+@pytest.mark.parametrize("name", ["pending", "dlq"])
+def test_reserved_group_names(name: str) -> None:
+    (error,) = validate_group(GroupConfig("billing", name), app())
+    assert error.location == f"apps.billing.groups.{name}" and "reserved" in error.message
+
+
+def test_group_numbers() -> None:
+    group = GroupConfig(
+        "billing",
+        "g",
+        (
+            SubscriptionConfig(None, 2**31),
+            SubscriptionConfig(None, 0, 0),
+            SubscriptionConfig(None, True),
+        ),  # a bool is not a priority
+    )
+    assert locations(validate_group(group, app())) == [
+        "apps.billing.groups.g.subscriptions[0].priority",
+        "apps.billing.groups.g.subscriptions[1].max_unconfirmed",
+        "apps.billing.groups.g.subscriptions[2].priority",
+    ]
+
+
+def test_group_without_its_app() -> None:
+    errors = validate_state([GroupConfig("ghost", "g", (SubscriptionConfig("X =="),))])
+    assert locations(errors) == ["apps.ghost.groups.g"]
+
+
+def test_input_matching() -> None:
+    assert input_matches("orders", "orders") and not input_matches("orders", "orders2")
+    assert input_matches("^ORDERS_.*$", "ORDERS_RISK") and not input_matches("^ORDERS_.*$", "X_ORDERS_RISK")
+
+
+def test_yaml_to_errors_end_to_end() -> None:
+    parsed = parse_yaml(
+        """
+apps:
+  billing:
+    inputs: [orders]
+    properties: {CustomerId: int}
+    groups:
+      vip:
+        subscriptions:
+          - {expression: 'CustomerId == 0', priority: 10}
+          - {expression: 'CustomerId = 0', priority: 5}
+      pending: {}
+"""
+    )
+    errors = parsed.errors + validate_state(parsed.values.values())
+    assert locations(errors) == [
+        "apps.billing.groups.vip.subscriptions[1].expression",
+        "apps.billing.groups.pending",
+    ]
