@@ -18,7 +18,7 @@ from enum import Enum
 from typing import cast
 
 import expressions
-from router import names
+from router import names, priority
 from router.model import AppConfig, Config, GroupConfig
 from router.properties import PropertyValue, decode_headers
 
@@ -55,6 +55,7 @@ class Decision:
     subscription: str | None = None
     key: bytes | None = None  # the message-group key when the app has group_by
     reason: str | None = None  # dead-letter reason
+    band: int = 0  # priority band (apps with a priority expression)
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,8 @@ class AppRoute:
         return self.config.name
 
     def reads(self, topic: str) -> bool:
-        return topic in self.input_names or any(p.match(topic) for p in self.input_patterns)
+        # search semantics, like librdkafka's "^regex" subscriptions (see config_validation.input_matches)
+        return topic in self.input_names or any(p.search(topic) for p in self.input_patterns)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,31 @@ def subscription_id(app: str, group: str, index: int) -> tuple[str, ...]:
     return ("subscription", app, group, str(index))
 
 
+def band_id(app: str, band: int) -> tuple[str, ...]:
+    return ("band", app, str(band))
+
+
+def band_thresholds(app: AppConfig) -> list[expressions.Subscription]:
+    """The app's priority as nine shared-plan entries ``(priority) >= k``, k = 1..9.
+
+    The band is how many hold (a value clamped to 0..9); an evaluation error holds none, so it is band 0: AMPS's
+    "NaN has the lowest priority". The plan evaluates the shared ``(priority)`` node once per message.
+    """
+    if app.priority is None:
+        return []
+    types = dict(app.properties)
+    return [
+        expressions.Subscription(band_id(app.name, k), f"({app.priority}) >= {k}", app.dialect, types)
+        for k in range(priority.LOWEST_BAND + 1, priority.HIGHEST_BAND + 1)
+    ]
+
+
+def band_of(app: AppConfig, matched: frozenset[PlanId]) -> int:
+    if app.priority is None:
+        return priority.LOWEST_BAND
+    return sum(1 for k in range(1, priority.HIGHEST_BAND + 1) if band_id(app.name, k) in matched)
+
+
 def _candidates(app: AppConfig, groups: Sequence[GroupConfig]) -> tuple[tuple[Candidate, ...], ...]:
     by_priority: dict[int, list[Candidate]] = {}
     order = 0
@@ -149,6 +176,7 @@ def build_table(config: Config) -> RoutingTable:
             fid = filter_id(app.name, i)
             entries.append(expressions.Subscription(fid, text, app.dialect, types))
             filter_ids.append(fid)
+        entries.extend(band_thresholds(app))
         groups = config.groups_of(app.name)
         for group in groups:
             for i, sub in enumerate(group.subscriptions):
@@ -246,7 +274,7 @@ def matching_levels(
 
 def decide_app(
     app: AppRoute,
-    matched: frozenset[tuple[str, ...]],
+    matched: frozenset[PlanId],
     group_key: bytes | None,
     lag: Lag,
     cursors: dict[tuple[str, int], int],
@@ -267,7 +295,9 @@ def decide_app(
             return Decision(app.name, Action.PENDING, key=group_key)
         # No room anywhere (or no spillover): the top level still takes it; Kafka holds the backlog.
         chosen = choose(app, first_level, group_key, lag, cursors)
-    return Decision(app.name, Action.ROUTE, chosen.group, chosen.label, group_key)
+    return Decision(
+        app.name, Action.ROUTE, chosen.group, chosen.label, group_key, band=band_of(app.config, matched)
+    )
 
 
 def group_key_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None) -> bytes | None:

@@ -12,7 +12,6 @@ that partition until the version changes (or the expiration sweep comes round), 
 from __future__ import annotations
 
 import logging
-import re
 import signal
 import threading
 import time
@@ -25,9 +24,10 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from router import names
+from router import names, priority
 from router.capacity import CapacityMonitor
 from router.config_store import ConfigStore
+from router.config_validation import input_matches
 from router.kafka_io import Headers, TopicSpec, admin_client, ensure_topics, existing_topics
 from router.metrics import RouterMetrics
 from router.model import Config
@@ -139,7 +139,7 @@ def records_for(
             continue
         if decision.action is Action.ROUTE:
             assert decision.group is not None
-            topic = names.group_topic(prefix, decision.app, decision.group)
+            topic = priority.band_topic(prefix, decision.app, decision.group, decision.band)
             key = decision.key if decision.key is not None else message.key
         elif decision.action is Action.PENDING:
             topic = names.pending_topic(prefix, decision.app)
@@ -160,12 +160,14 @@ def app_topics(config: Config, prefix: str, partitions_of: Callable[[Sequence[st
         specs.append(TopicSpec(names.pending_topic(prefix, app.name), count))
         specs.append(TopicSpec(names.dlq_topic(prefix, app.name), count))
         for group in config.groups_of(app.name):
-            specs.append(TopicSpec(names.group_topic(prefix, app.name, group.name), count))
+            # An app with a priority expression writes to ten band topics per group (router/priority.py).
+            topics = (
+                priority.band_topics(prefix, app.name, group.name)
+                if app.priority is not None
+                else [names.group_topic(prefix, app.name, group.name)]
+            )
+            specs.extend(TopicSpec(topic, count) for topic in topics)
     return specs
-
-
-def _input_matches(spec: str, topic: str) -> bool:
-    return re.match(spec, topic) is not None if spec.startswith("^") else spec == topic
 
 
 class Worker:
@@ -220,7 +222,7 @@ class Worker:
 
     def _partitions_of(self, inputs: Sequence[str]) -> int:
         present = existing_topics(self._admin)
-        counts = [n for topic, n in present.items() if any(_input_matches(i, topic) for i in inputs)]
+        counts = [n for topic, n in present.items() if any(input_matches(i, topic) for i in inputs)]
         return max(counts, default=1)
 
     def _take_table(self) -> RoutingTable:
@@ -318,6 +320,8 @@ class Worker:
                 "auto.offset.reset": "earliest",
                 "partition.assignment.strategy": "cooperative-sticky",
                 "session.timeout.ms": self.options.session_timeout_ms,
+                # regex inputs pick up topics created later within this time
+                "topic.metadata.refresh.interval.ms": 10_000,
             },
         )
         producer_overrides: dict[str, object] = {"acks": "all", "enable.idempotence": True}
@@ -340,15 +344,21 @@ class Worker:
         if not partitions:
             return True
         positions = self.consumer.position(partitions)
+        unknown = [tp for tp in positions if tp.offset < 0]  # nothing consumed from it in this session
+        if unknown:
+            committed = {
+                (tp.topic, tp.partition): tp.offset for tp in self.consumer.committed(unknown, timeout=5)
+            }
+            for tp in unknown:
+                tp.offset = committed.get((tp.topic, tp.partition), -1)
         for tp in positions:
             _, high = self.consumer.get_watermark_offsets(tp, cached=True)
             if high is None or high < 0:
-                continue
+                return False  # no fetch answered yet: the end is unknown
             if tp.offset < 0:
                 if high > 0:
                     return False
-                continue
-            if tp.offset < high:
+            elif tp.offset < high:
                 return False
         return True
 

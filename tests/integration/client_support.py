@@ -45,7 +45,9 @@ def put(
 
 def committed(env: Env, app: str, group: str, partition: int = 0) -> int:
     """The group's committed offset on partition ``partition`` of its group topic (-1001: none)."""
-    consumer = Consumer(env.settings.client_config({"group.id": names.consumer_group_id(env.prefix, app, group)}))
+    consumer = Consumer(
+        env.settings.client_config({"group.id": names.consumer_group_id(env.prefix, app, group)})
+    )
     try:
         [tp] = consumer.committed([TopicPartition(env.topic(app, group), partition)], timeout=10)
         return tp.offset

@@ -62,13 +62,22 @@ def apply(env: Env, yaml_text: str, *extra: str) -> int:
         os.unlink(handle.name)
 
 
-def produce(env: Env, messages: Iterable[dict[str, object]], topic: str | None = None,
-            key: bytes | None = None) -> int:
+def produce(
+    env: Env,
+    messages: Iterable[dict[str, object]],
+    topic: str | None = None,
+    key: bytes | None = None,
+    key_by: str | None = None,
+) -> int:
+    """Produce one record per property map (value ``m<i>``); ``key_by`` keys each record by that property."""
     producer = Producer(env.settings.client_config({"linger.ms": 5, "enable.idempotence": True}))
     count = 0
     for i, props in enumerate(messages):
-        headers = [(k, (str(v).lower() if isinstance(v, bool) else str(v)).encode()) for k, v in props.items()]
-        producer.produce(topic or env.input, value=f"m{i}".encode(), key=key, headers=headers)
+        headers = [
+            (k, (str(v).lower() if isinstance(v, bool) else str(v)).encode()) for k, v in props.items()
+        ]
+        record_key = str(props[key_by]).encode() if key_by and key_by in props else key
+        producer.produce(topic or env.input, value=f"m{i}".encode(), key=record_key, headers=headers)
         count += 1
         if count % 10_000 == 0:
             producer.flush()
@@ -76,7 +85,9 @@ def produce(env: Env, messages: Iterable[dict[str, object]], topic: str | None =
     return count
 
 
-def produce_raw(env: Env, records: Sequence[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]]) -> None:
+def produce_raw(
+    env: Env, records: Sequence[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]]
+) -> None:
     producer = Producer(env.settings.client_config({"linger.ms": 5}))
     for key, value, headers in records:
         producer.produce(env.input, value=value, key=key, headers=headers)
@@ -86,7 +97,9 @@ def produce_raw(env: Env, records: Sequence[tuple[bytes | None, bytes | None, li
 def run_worker(env: Env, idle: float = 1.5, **options: object) -> RouterMetrics:
     """Run one worker in this process until it is caught up and idle."""
     metrics = RouterMetrics()
-    worker = Worker(env.settings, WorkerOptions(exit_on_idle=idle, session_timeout_ms=6000, **options), metrics)  # type: ignore[arg-type]
+    worker = Worker(
+        env.settings, WorkerOptions(exit_on_idle=idle, session_timeout_ms=6000, **options), metrics
+    )  # type: ignore[arg-type]
     worker.run()
     return metrics
 
@@ -122,7 +135,9 @@ def worker_process(env: Env, *args: str) -> subprocess.Popen[bytes]:
 def read(env: Env, topic: str, **overrides: object) -> list[Message]:
     settings = env.settings
     if overrides:
-        settings = Settings(settings.bootstrap_servers, settings.topic_prefix, {**settings.kafka_config, **overrides})  # type: ignore[dict-item]
+        settings = Settings(
+            settings.bootstrap_servers, settings.topic_prefix, {**settings.kafka_config, **overrides}
+        )  # type: ignore[dict-item]
     return list(read_to_end(settings, topic, idle_timeout=1.0))
 
 

@@ -76,7 +76,9 @@ def test_dead_letters_listed_shown_and_redriven_once(kafka, unique, capsys) -> N
 def test_publish_writes_to_the_default_publish_topic(kafka, unique, capsys) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
     assert apply(env, JOBS) == 0
-    code = cli(["publish", "--app", "Jobs", "--header", "Kind=report", "--key", "k1", "run report", *env.common()])
+    code = cli(
+        ["publish", "--app", "Jobs", "--header", "Kind=report", "--key", "k1", "run report", *env.common()]
+    )
     assert code == 0
     assert f"published to {env.input}" in capsys.readouterr().out
     [record] = read(env, env.input)

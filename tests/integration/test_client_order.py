@@ -105,6 +105,8 @@ apps:
         assert q.buffered == 9
         q.ack(first)
         rest = drain(q)
-    expected = [f"high-{i}" for i in range(3)] + [f"mid-{i}" for i in range(2)] + [f"low-{i}" for i in range(5)]
+    expected = (
+        [f"high-{i}" for i in range(3)] + [f"mid-{i}" for i in range(2)] + [f"low-{i}" for i in range(5)]
+    )
     expected.remove(text(first))
     assert rest == expected

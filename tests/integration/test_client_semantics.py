@@ -62,7 +62,14 @@ def test_ack_options_none_cancel_expire_and_expiration(kafka, unique) -> None:
     now_ms = int(time.time() * 1000)
     put(env, "Jobs", "workers", [("done", 1), ("retry", 2), ("unparseable", 3)])
     put(env, "Jobs", "workers", [("stale", 4)], timestamp=now_ms - 2 * 3_600_000)  # older than the app's 1h
-    put(env, "Jobs", "workers", [("short-lived", 5)], headers=[(names.EXPIRATION, b"1s")], timestamp=now_ms - 5000)
+    put(
+        env,
+        "Jobs",
+        "workers",
+        [("short-lived", 5)],
+        headers=[(names.EXPIRATION, b"1s")],
+        timestamp=now_ms - 5000,
+    )
     put(env, "Jobs", "workers", [("last", 6)])
 
     with queue(env, "Jobs", "workers") as q:
@@ -120,7 +127,12 @@ def test_jobs_max_cancels_3_and_max_deliveries_10_go_to_failed_jobs(kafka, uniqu
     cancelled, stuck = failed[b"cancelled-job"], failed[b"stuck-job"]
     assert header(cancelled, names.DLQ_REASON) == "max-cancels"
     assert header(stuck, names.DLQ_REASON) == "max-deliveries"
-    assert [e["event"] for e in history_of(cancelled.headers())] == ["cancel", "cancel", "cancel", "dead-letter"]
+    assert [e["event"] for e in history_of(cancelled.headers())] == [
+        "cancel",
+        "cancel",
+        "cancel",
+        "dead-letter",
+    ]
     assert [e["event"] for e in history_of(stuck.headers())] == ["lease-expired"] * 10 + ["dead-letter"]
     assert header(cancelled, names.SOURCE) == f"{env.input}/0/1"
     assert header(cancelled, names.GROUP) == "workers"

@@ -30,7 +30,10 @@ def _end_offset(env: Env, topic: str) -> int:
     consumer = Consumer(env.settings.client_config({"group.id": "probe"}))
     try:
         metadata = consumer.list_topics(topic, timeout=5).topics[topic]
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in metadata.partitions)
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+            for p in metadata.partitions
+        )
     finally:
         consumer.close()
 
@@ -51,7 +54,9 @@ def _kill_midstream_then_finish(env: Env, *args: str) -> None:
 
 
 def _routed_counts(env: Env, **read_settings: object) -> Counter[bytes]:
-    messages = read(env, env.topic("a", "even"), **read_settings) + read(env, env.topic("a", "odd"), **read_settings)
+    messages = read(env, env.topic("a", "even"), **read_settings) + read(
+        env, env.topic("a", "odd"), **read_settings
+    )
     return Counter(m.value() for m in messages)
 
 

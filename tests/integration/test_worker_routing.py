@@ -41,10 +41,14 @@ def test_seed_routing_rules_end_to_end(kafka, unique) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
     assert apply(env, SEED_CONFIG) == 0
     messages = [
-        {"CustomerId": 0, "Amount": 5000, "OrderType": "EXPRESS"},   # billing: vip (priority 10 beats 5)
+        {"CustomerId": 0, "Amount": 5000, "OrderType": "EXPRESS"},  # billing: vip (priority 10 beats 5)
         {"CustomerId": 7, "Amount": 5000, "OrderType": "STANDARD"},  # billing: general
-        {"CustomerId": 7, "Amount": 10, "OrderType": "STANDARD"},    # billing: filtered out by the app filter
-        {"CustomerId": -1, "Amount": 2000, "OrderType": "BULK"},     # billing: no subscription matches -> pending
+        {"CustomerId": 7, "Amount": 10, "OrderType": "STANDARD"},  # billing: filtered out by the app filter
+        {
+            "CustomerId": -1,
+            "Amount": 2000,
+            "OrderType": "BULK",
+        },  # billing: no subscription matches -> pending
     ]
     produce(env, messages)
     metrics = run_worker(env)
@@ -76,7 +80,10 @@ def test_seed_routing_rules_end_to_end(kafka, unique) -> None:
 
 def test_no_spillover_even_when_the_top_group_is_full(kafka, unique) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
-    assert apply(env, """
+    assert (
+        apply(
+            env,
+            """
 apps:
   a:
     inputs: [INPUT]
@@ -84,7 +91,10 @@ apps:
     groups:
       top: {subscriptions: [{expression: 'N >= 0', priority: 10, max_unconfirmed: 2}]}
       low: {subscriptions: [{expression: 'N >= 0', priority: 1}]}
-""") == 0
+""",
+        )
+        == 0
+    )
     produce(env, [{"N": i} for i in range(5)])  # nobody confirms: "top" holds 5, over its max_unconfirmed
     run_worker(env)
     produce(env, [{"N": i} for i in range(5)])
@@ -95,7 +105,10 @@ apps:
 
 def test_spillover_app_spills_when_the_top_group_is_full(kafka, unique) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
-    assert apply(env, """
+    assert (
+        apply(
+            env,
+            """
 apps:
   a:
     inputs: [INPUT]
@@ -104,7 +117,10 @@ apps:
     groups:
       top: {subscriptions: [{expression: 'N >= 0', priority: 10, max_unconfirmed: 2}]}
       low: {subscriptions: [{expression: 'N >= 0', priority: 1}]}
-""") == 0
+""",
+        )
+        == 0
+    )
     produce(env, [{"N": i} for i in range(5)])
     run_worker(env)
     produce(env, [{"N": i} for i in range(5)])
@@ -138,13 +154,18 @@ apps:
     assert metrics.redriven.labels("a")._value.get() == 2
     # The game stays pending: re-parked under the new version, once.
     pending = read(env, names.pending_topic(env.prefix, "a"))
-    still = [m for m in pending if int(header(m, names.CONFIG_VERSION) or 0) == read_config(env.settings).version]
+    still = [
+        m for m in pending if int(header(m, names.CONFIG_VERSION) or 0) == read_config(env.settings).version
+    ]
     assert [m.value() for m in still] == [b"m2"]
 
 
 def test_message_groups_stay_on_one_group_and_partition_in_order(kafka, unique) -> None:
     env = make_env(kafka.bootstrap_servers, unique, partitions=3)
-    assert apply(env, """
+    assert (
+        apply(
+            env,
+            """
 apps:
   carts:
     inputs: [INPUT]
@@ -154,10 +175,14 @@ apps:
       g1: {}
       g2: {}
       g3: {}
-""") == 0
+""",
+        )
+        == 0
+    )
     messages = [{"Cart": f"cart-{i % 12}", "Seq": i} for i in range(240)]
     messages += [{"Seq": 1000 + i} for i in range(5)]  # no group header: the default group
-    produce(env, messages)
+    # Producers key by cart, so each cart's input is ordered in one input partition (as any Kafka user would).
+    produce(env, messages, key_by="Cart", key=b"guest")
     run_worker(env)
 
     where: dict[str, set[tuple[str, int]]] = defaultdict(set)
@@ -177,7 +202,10 @@ apps:
 
 def test_malformed_headers_are_missing_properties_and_the_worker_keeps_going(kafka, unique) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
-    assert apply(env, """
+    assert (
+        apply(
+            env,
+            """
 apps:
   a:
     inputs: [INPUT]
@@ -185,22 +213,32 @@ apps:
     groups:
       small: {subscriptions: [{expression: 'N < 10'}]}
       flagged: {subscriptions: [{expression: 'Flag'}]}
-""") == 0
-    produce_raw(env, [
-        (None, b"bad-utf8", [("N", b"\xff\xfe")]),
-        (None, b"not-int", [("N", b"12x")]),
-        (None, None, [("N", b"3")]),                      # null value
-        (b"", b"", [("N", b"99999999999999999999")]),     # outside int64
-        (None, b"huge", [("N", b"1" * 100_000)]),
-        (None, b"dup", [("N", b"50"), ("N", b"5")]),      # repeated header: the last wins
-        (None, b"no-headers", []),
-        (None, b"bool", [("Flag", b"TRUE"), ("N", b"4")]),
-        (None, b"fine", [("N", b"1"), ("Flag", b"true")]),
-    ])
+""",
+        )
+        == 0
+    )
+    produce_raw(
+        env,
+        [
+            (None, b"bad-utf8", [("N", b"\xff\xfe")]),
+            (None, b"not-int", [("N", b"12x")]),
+            (None, None, [("N", b"3")]),  # null value
+            (b"", b"", [("N", b"99999999999999999999")]),  # outside int64
+            (None, b"huge", [("N", b"1" * 100_000)]),
+            (None, b"dup", [("N", b"50"), ("N", b"5")]),  # repeated header: the last wins
+            (None, b"no-headers", []),
+            (None, b"bool", [("Flag", b"TRUE"), ("N", b"4")]),
+            (None, b"fine", [("N", b"1"), ("Flag", b"true")]),
+        ],
+    )
     metrics = run_worker(env)
     assert [m.value() for m in read(env, env.topic("a", "small"))] == [None, b"dup", b"bool", b"fine"]
     assert [m.value() for m in read(env, names.pending_topic(env.prefix, "a"))] == [
-        b"bad-utf8", b"not-int", b"", b"huge", b"no-headers"
+        b"bad-utf8",
+        b"not-int",
+        b"",
+        b"huge",
+        b"no-headers",
     ]
     assert metrics.property_decode_errors.labels("a")._value.get() == 5
     assert metrics.messages_in._value.get() == 9

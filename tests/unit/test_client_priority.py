@@ -91,7 +91,10 @@ def test_redrive_resets_counts_and_marks_the_record() -> None:
 
 
 def test_redrive_target() -> None:
-    in_band = [(names.GROUP, b"workers"), (names.HISTORY, b'[{"event":"cancel","topic":"p.Jobs.workers.p4"}]')]
+    in_band = [
+        (names.GROUP, b"workers"),
+        (names.HISTORY, b'[{"event":"cancel","topic":"p.Jobs.workers.p4"}]'),
+    ]
     assert redrive_target("p", "Jobs", in_band, ["workers"]) == "p.Jobs.workers.p4"
     assert redrive_target("p", "Jobs", [(names.GROUP, b"workers")], ["workers"]) == "p.Jobs.workers"
     assert redrive_target("p", "Jobs", [(names.GROUP, b"gone")], ["workers"]) == "p.Jobs.pending"

@@ -27,13 +27,24 @@ def sub(expression: str | None, priority: int = 0, max_unconfirmed: int | None =
 
 
 def headers(**props: object) -> list[tuple[str, bytes | None]]:
-    return [(k, str(v).lower().encode() if isinstance(v, bool) else str(v).encode()) for k, v in props.items()]
+    return [
+        (k, str(v).lower().encode() if isinstance(v, bool) else str(v).encode()) for k, v in props.items()
+    ]
 
 
-def route(cfg: Config, router: Router | None = None, lag: dict[tuple[str, str], int] | None = None,
-          topic: str = "orders", timestamp_ms: int = 0, now_ms: int = 0, **props: object) -> list:
+def route(
+    cfg: Config,
+    router: Router | None = None,
+    lag: dict[tuple[str, str], int] | None = None,
+    topic: str = "orders",
+    timestamp_ms: int = 0,
+    now_ms: int = 0,
+    **props: object,
+) -> list:
     table = build_table(cfg)
-    result = (router or Router()).route(table, MessageView(topic, headers(**props), timestamp_ms), lag or {}, now_ms)
+    result = (router or Router()).route(
+        table, MessageView(topic, headers(**props), timestamp_ms), lag or {}, now_ms
+    )
     return result.decisions
 
 
@@ -53,30 +64,49 @@ def seed_priority_config() -> Config:
 
 def test_higher_priority_subscription_wins_for_overlapping_expressions() -> None:
     (decision,) = route(seed_priority_config(), CustomerId=0)
-    assert (decision.action, decision.group, decision.subscription) == (Action.ROUTE, "vip", "CustomerId == 0")
+    assert (decision.action, decision.group, decision.subscription) == (
+        Action.ROUTE,
+        "vip",
+        "CustomerId == 0",
+    )
     (decision,) = route(seed_priority_config(), CustomerId=7)
     assert (decision.action, decision.group) == (Action.ROUTE, "general")
 
 
 def test_round_robin_among_equal_priority_groups() -> None:
-    cfg = config(BILLING, groups=[group("billing", "a", sub("CustomerId > 0", 5)),
-                                  group("billing", "b", sub("CustomerId > 0", 5), order=1)])
+    cfg = config(
+        BILLING,
+        groups=[
+            group("billing", "a", sub("CustomerId > 0", 5)),
+            group("billing", "b", sub("CustomerId > 0", 5), order=1),
+        ],
+    )
     router = Router()
     seen = [route(cfg, router, CustomerId=1)[0].group for _ in range(6)]
     assert seen == ["a", "b", "a", "b", "a", "b"]
 
 
 def test_no_spillover_to_lower_priority_when_top_is_full() -> None:
-    cfg = config(BILLING, groups=[group("billing", "top", sub("CustomerId >= 0", 10, max_unconfirmed=5)),
-                                  group("billing", "low", sub("CustomerId >= 0", 1), order=1)])
+    cfg = config(
+        BILLING,
+        groups=[
+            group("billing", "top", sub("CustomerId >= 0", 10, max_unconfirmed=5)),
+            group("billing", "low", sub("CustomerId >= 0", 1), order=1),
+        ],
+    )
     full = {("billing", "top"): 5}
     assert route(cfg, lag=full, CustomerId=1)[0].group == "top"
 
 
 def test_spillover_when_the_app_allows_it() -> None:
     app = AppConfig(name="billing", inputs=("orders",), properties=TYPES, spillover=True)
-    cfg = config(app, groups=[group("billing", "top", sub("CustomerId >= 0", 10, max_unconfirmed=5)),
-                              group("billing", "low", sub("CustomerId >= 0", 1), order=1)])
+    cfg = config(
+        app,
+        groups=[
+            group("billing", "top", sub("CustomerId >= 0", 10, max_unconfirmed=5)),
+            group("billing", "low", sub("CustomerId >= 0", 1), order=1),
+        ],
+    )
     assert route(cfg, lag={("billing", "top"): 5}, CustomerId=1)[0].group == "low"
     assert route(cfg, lag={("billing", "top"): 4}, CustomerId=1)[0].group == "top"
 
@@ -93,7 +123,9 @@ def test_app_without_groups_keeps_everything_pending() -> None:
 
 
 def test_app_filter_skips_for_one_app_and_not_another() -> None:
-    express = AppConfig(name="express", inputs=("orders",), properties=TYPES, filter=('OrderType == "EXPRESS"',))
+    express = AppConfig(
+        name="express", inputs=("orders",), properties=TYPES, filter=('OrderType == "EXPRESS"',)
+    )
     audit = AppConfig(name="audit", inputs=("orders",), properties=TYPES)
     cfg = config(express, audit, groups=[group("express", "all"), group("audit", "all")])
     decisions = {d.app: d.action for d in route(cfg, OrderType="BULK", CustomerId=1)}
@@ -103,7 +135,9 @@ def test_app_filter_skips_for_one_app_and_not_another() -> None:
 
 
 def test_app_filters_are_ored() -> None:
-    app = AppConfig(name="a", inputs=("orders",), properties=TYPES, filter=("CustomerId == 1", "Amount > 100"))
+    app = AppConfig(
+        name="a", inputs=("orders",), properties=TYPES, filter=("CustomerId == 1", "Amount > 100")
+    )
     cfg = config(app, groups=[group("a", "g")])
     assert route(cfg, CustomerId=1, Amount=0)[0].action is Action.ROUTE
     assert route(cfg, CustomerId=2, Amount=101)[0].action is Action.ROUTE
@@ -111,7 +145,10 @@ def test_app_filters_are_ored() -> None:
 
 
 def test_group_without_subscription_takes_any_message_at_priority_zero() -> None:
-    cfg = config(BILLING, groups=[group("billing", "vip", sub("CustomerId == 0", 10)), group("billing", "audit", order=1)])
+    cfg = config(
+        BILLING,
+        groups=[group("billing", "vip", sub("CustomerId == 0", 10)), group("billing", "audit", order=1)],
+    )
     assert route(cfg, CustomerId=0)[0].group == "vip"
     assert route(cfg, CustomerId=9)[0].group == "audit"
     assert route(cfg)[0].group == "audit"
@@ -128,8 +165,16 @@ def test_apps_only_see_their_inputs_including_regex() -> None:
 
 def test_sql92_app() -> None:
     app = AppConfig(name="chat", inputs=("chat",), dialect="sql92")
-    cfg = config(app, groups=[group("chat", "phil", sub(
-        "((targetUser = 'all') OR (targetUser = 'phil')) AND (sender NOT IN ('dan', 'harry'))"))])
+    cfg = config(
+        app,
+        groups=[
+            group(
+                "chat",
+                "phil",
+                sub("((targetUser = 'all') OR (targetUser = 'phil')) AND (sender NOT IN ('dan', 'harry'))"),
+            )
+        ],
+    )
     assert route(cfg, topic="chat", targetUser="all", sender="bob")[0].action is Action.ROUTE
     assert route(cfg, topic="chat", targetUser="all", sender="dan")[0].action is Action.PENDING
 
@@ -140,7 +185,9 @@ GROUPED = AppConfig(name="carts", inputs=("orders",), properties=TYPES, group_by
 
 
 def grouped_config(*names: str) -> Config:
-    return config(GROUPED, groups=[group("carts", n, sub("Amount >= 0", 5), order=i) for i, n in enumerate(names)])
+    return config(
+        GROUPED, groups=[group("carts", n, sub("Amount >= 0", 5), order=i) for i, n in enumerate(names)]
+    )
 
 
 def test_message_group_is_the_key_and_never_split_across_equal_groups() -> None:
@@ -176,13 +223,17 @@ def test_rendezvous_moves_only_the_groups_of_a_removed_candidate() -> None:
 
 # --- capacity-aware fairness (seed 001) ------------------------------------------------------------------------
 
+
 def ghosts(fairness: str) -> Config:
     app = AppConfig(name="pac", inputs=("orders",), properties=TYPES, fairness=fairness)
-    return config(app, groups=[
-        group("pac", "Inky", sub("Amount >= 0", 1, max_unconfirmed=2), order=0),
-        group("pac", "Blinky", sub("Amount >= 0", 1, max_unconfirmed=4), order=1),
-        group("pac", "Clyde", sub("Amount >= 0", 1, max_unconfirmed=10), order=2),
-    ])
+    return config(
+        app,
+        groups=[
+            group("pac", "Inky", sub("Amount >= 0", 1, max_unconfirmed=2), order=0),
+            group("pac", "Blinky", sub("Amount >= 0", 1, max_unconfirmed=4), order=1),
+            group("pac", "Clyde", sub("Amount >= 0", 1, max_unconfirmed=10), order=2),
+        ],
+    )
 
 
 GHOST_LAG = {("pac", "Inky"): 1, ("pac", "Blinky"): 3, ("pac", "Clyde"): 4}
@@ -208,6 +259,7 @@ def test_round_robin_skips_groups_at_capacity() -> None:
 
 # --- expiration -------------------------------------------------------------------------------------------------
 
+
 def test_expired_message_is_dead_lettered() -> None:
     app = AppConfig(name="billing", inputs=("orders",), properties=TYPES, expiration_ms=30_000)
     cfg = config(app, groups=[group("billing", "all")])
@@ -229,3 +281,17 @@ def test_undecodable_header_is_a_missing_property_and_counted() -> None:
     result = Router().route(table, view, {}, 0)
     assert result.decisions[0].action is Action.PENDING
     assert result.decode_errors == {"billing": 1}
+
+
+# --- priority (AMPS Priority) ----------------------------------------------------------------------------------
+
+
+def test_priority_expression_picks_the_band_clamped_to_0_9() -> None:
+    app = AppConfig(name="jobs", inputs=("orders",), properties=TYPES, priority="Amount / 100")
+    cfg = config(app, groups=[group("jobs", "all")])
+    assert route(cfg, Amount=0)[0].band == 0
+    assert route(cfg, Amount=350)[0].band == 3
+    assert route(cfg, Amount=5_000)[0].band == 9
+    assert route(cfg, Amount=-700)[0].band == 0
+    assert route(cfg, CustomerId=1)[0].band == 0  # missing property: NaN, the lowest priority
+    assert route(config(BILLING, groups=[group("billing", "all")]), Amount=900)[0].band == 0

@@ -1,0 +1,129 @@
+"""Router and consumer client together (seed 001): several underlying topics, priority, expiration."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from router import names
+from router.cli import main as cli
+from router.client import QueueMessage
+from router.kafka_io import TopicSpec, admin_client, ensure_topics
+from tests.integration.client_support import queue
+from tests.integration.harness import apply, header, make_env, produce, read, run_worker
+
+pytestmark = pytest.mark.kafka
+
+
+def test_several_underlying_topics_and_default_publish_targets(kafka, unique) -> None:
+    # seed 001, "Using Multiple Underlying Topics": the table, row by row.
+    env = make_env(kafka.bootstrap_servers, unique)
+    orders, analytics_direct, risk_direct = (
+        f"{unique}-ORDERS",
+        f"{unique}-ORDERS_ANALYTICS_DIRECT",
+        f"{unique}-ORDERS_RISK_DIRECT",
+    )
+    ensure_topics(admin_client(env.settings), [TopicSpec(t) for t in (orders, analytics_direct, risk_direct)])
+    assert (
+        apply(
+            env,
+            f"""
+apps:
+  ORDERS_ANALYTICS:
+    inputs: ['^{orders}$|^{analytics_direct}$']
+    default_publish: {analytics_direct}
+    groups: {{all: {{}}}}
+  ORDERS_RISK:
+    inputs: ['^{orders}$|^{risk_direct}$']
+    default_publish: {risk_direct}
+    groups: {{all: {{}}}}
+""",
+        )
+        == 0
+    )
+    produce(env, [{"Row": "1"}], topic=orders)  # ORDERS: both queues
+    assert cli(["publish", "--app", "ORDERS_ANALYTICS", "--header", "Row=2", "two", *env.common()]) == 0
+    assert cli(["publish", "--app", "ORDERS_RISK", "--header", "Row=3", "three", *env.common()]) == 0
+    produce(env, [{"Row": "4"}], topic=analytics_direct)  # ORDERS_ANALYTICS_DIRECT: analytics
+    produce(env, [{"Row": "5"}], topic=risk_direct)  # ORDERS_RISK_DIRECT: risk
+    run_worker(env)
+    rows = {
+        app: sorted(header(m, "Row") or "" for m in read(env, env.topic(app, "all")))
+        for app in ("ORDERS_ANALYTICS", "ORDERS_RISK")
+    }
+    assert rows == {"ORDERS_ANALYTICS": ["1", "2", "4"], "ORDERS_RISK": ["1", "3", "5"]}
+
+
+def test_router_writes_priority_bands_and_the_client_delivers_higher_first(kafka, unique) -> None:
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert (
+        apply(
+            env,
+            """
+apps:
+  jobs:
+    inputs: [INPUT]
+    properties: {Urgency: int}
+    priority: Urgency * 3
+    groups:
+      workers: {}
+""",
+        )
+        == 0
+    )
+    urgencies = [0, 1, 3, 0, 2, 1, 3, 0]
+    produce(env, [{"Urgency": u, "Seq": i} for i, u in enumerate(urgencies)])
+    run_worker(env)
+    assert [header(m, "Seq") for m in read(env, f"{env.topic('jobs', 'workers')}.p9")] == ["2", "6"]
+    with queue(env, "jobs", "workers") as q:
+        first = q.poll(15)
+        assert first is not None
+        deadline = time.monotonic() + 15
+        while q.buffered < len(urgencies) - 1 and time.monotonic() < deadline:
+            assert q.poll(0.2) is None  # backlog 1: nothing more until the first is acknowledged
+        q.ack(first)
+        delivered = [first]
+        while len(delivered) < len(urgencies):
+            message = q.poll(10)
+            assert message is not None
+            delivered.append(message)
+            q.ack(message)
+    rest = [int(header_of(m, "Urgency")) for m in delivered[1:]]
+    assert rest == sorted(rest, reverse=True)  # highest band first, arrival order within a band
+
+
+def header_of(message: QueueMessage, name: str) -> str:
+    return next(v.decode() for k, v in message.headers if k == name and v is not None)
+
+
+def test_expired_input_messages_are_dead_lettered_by_the_router(kafka, unique) -> None:
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert (
+        apply(
+            env,
+            """
+apps:
+  a:
+    inputs: [INPUT]
+    expiration: 30s
+    groups: {all: {}}
+""",
+        )
+        == 0
+    )
+    producer = Producer(env.settings.client_config())
+    now = int(time.time() * 1000)
+    producer.produce(env.input, b"old", headers=[("x", b"1")], timestamp=now - 60_000)
+    producer.produce(env.input, b"fresh", headers=[("x", b"1")], timestamp=now)
+    producer.produce(env.input, b"short-lived", headers=[(names.EXPIRATION, b"1s")], timestamp=now - 5_000)
+    producer.flush(10)
+    metrics = run_worker(env)
+    assert [m.value() for m in read(env, env.topic("a", "all"))] == [b"fresh"]
+    dead = read(env, names.dlq_topic(env.prefix, "a"))
+    assert [(m.value(), header(m, names.DLQ_REASON)) for m in dead] == [
+        (b"old", "expired"),
+        (b"short-lived", "expired"),
+    ]
+    assert metrics.dead_lettered.labels("a", "expired")._value.get() == 2
