@@ -5,8 +5,11 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# checkov pins an older `packaging` than pytest accepts, so it lives in its own venv (tests/deploy finds it).
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest bench soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,23 +17,31 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
+$(CHECKOV_STAMP):
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet checkov
+	touch $(CHECKOV_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/python -m router.demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check expressions router schemas spark tests
+	$(BIN)/ruff check expressions router schemas spark deploy tests
 	$(BIN)/ruff format --check expressions router
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict expressions router
 
-pytest: $(STAMP)
-	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q
+pytest: $(STAMP) $(CHECKOV_STAMP)
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q --durations=15
 
 test: lint typecheck pytest
 
 bench: $(STAMP)
 	for f in tests/perf/bench_*.py; do $(BIN)/python $$f || exit 1; done
 
+soak: $(STAMP)
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q --soak tests/reliability
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

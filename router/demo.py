@@ -7,7 +7,6 @@ job over the routed topics and prints its report. Stops everything it started.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import sys
@@ -17,13 +16,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, cast
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from router import names
 from router.cli import main as cli
 from router.config_store import read_config
 from router.dev_broker import EmbeddedBroker
-from router.kafka_io import TopicSpec, admin_client, ensure_topics, read_to_end
+from router.kafka_io import TopicSpec, admin_client, end_offsets, ensure_topics, read_to_end
 from router.metrics import RouterMetrics
 from router.samples import orders
 from router.settings import Settings
@@ -53,20 +52,56 @@ def produce_orders(settings: Settings, count: int) -> None:
     producer.flush(30)
 
 
+def run_worker(settings: Settings) -> RouterMetrics:
+    """One worker until it is idle; prints its throughput while routing (group join and idle wait excluded)."""
+    metrics = RouterMetrics()
+    worker = Worker(settings, WorkerOptions(exit_on_idle=2.0, session_timeout_ms=6000), metrics)
+    t0 = time.monotonic()
+    worker.run()
+    wall = time.monotonic() - t0
+    consumed = metrics.messages_in._value.get()
+    produced = sum(s.value for m in metrics.routed.collect() for s in m.samples if s.name.endswith("_total"))
+    busy = sum(s.value for m in metrics.batch_seconds.collect() for s in m.samples if s.name.endswith("_sum"))
+    print(
+        f"worker consumed {consumed:.0f} records, routed {produced:.0f} records to group topics; "
+        f"{busy:.2f}s in batches ({consumed / max(busy, 1e-6):,.0f} input msg/s), {wall:.1f}s wall with the "
+        "group join and the idle wait"
+    )
+    return metrics
+
+
+def show_destinations(settings: Settings) -> None:
+    for (app, label), count in sorted(destinations(settings).items()):
+        print(f"  {app:<12} {label:<22} {count:>6}")
+
+
 def destinations(settings: Settings) -> Counter[tuple[str, str]]:
-    """Records per (app, destination) read back from the routed, pending and dead-letter topics."""
+    """Records per (app, destination) read back from the group and dead-letter topics; pending counts what
+    still waits (records on the pending topic past the router's committed position)."""
     config = read_config(settings)
     found: Counter[tuple[str, str]] = Counter()
     prefix = settings.topic_prefix
     for app in sorted(config.apps):
         topics = [(g.name, names.group_topic(prefix, app, g.name)) for g in config.groups_of(app)]
-        topics += [
-            ("(pending)", names.pending_topic(prefix, app)),
-            ("(dead letters)", names.dlq_topic(prefix, app)),
-        ]
+        topics += [("(dead letters)", names.dlq_topic(prefix, app))]
         for label, topic in topics:
             found[(app, label)] = sum(1 for _ in read_to_end(settings, topic, idle_timeout=0.5))
+        found[(app, "(pending, waiting)")] = waiting(settings, names.pending_topic(prefix, app))
     return found
+
+
+def waiting(settings: Settings, topic: str) -> int:
+    """Records of a pending topic the router has not moved on from (end offset - its committed offset)."""
+    reader = Consumer(settings.client_config({"group.id": names.worker_group_id(settings.topic_prefix)}))
+    try:
+        partitions = [
+            TopicPartition(topic, p) for p in reader.list_topics(topic, timeout=5).topics[topic].partitions
+        ]
+        committed = {tp.partition: tp.offset for tp in reader.committed(partitions, timeout=5)}
+        ends = end_offsets(reader, partitions)
+        return sum(max(0, ends[p] - max(committed.get(p, 0), 0)) for p in ends)
+    finally:
+        reader.close()
 
 
 def run_demo() -> int:
@@ -92,23 +127,26 @@ def run_demo() -> int:
         produce_orders(settings, COUNT)
 
         _banner("subroute worker --exit-on-idle 2")
-        metrics = RouterMetrics()
-        worker = Worker(settings, WorkerOptions(exit_on_idle=2.0, session_timeout_ms=6000), metrics)
-        t0 = time.monotonic()
-        worker.run()
-        elapsed = time.monotonic() - t0 - 2.0
-        routed = sum(
-            s.value for m in metrics.routed.collect() for s in m.samples if s.name.endswith("_total")
-        )
-        consumed = metrics.messages_in._value.get()
-        print(
-            f"worker consumed {consumed:.0f} records and produced {routed:.0f} routed records "
-            f"in {elapsed:.2f}s (incl. group join): {consumed / max(elapsed, 1e-3):,.0f} input msg/s"
-        )
+        run_worker(settings)
 
         _banner("where the messages went (read back from Kafka)")
-        for (app, label), count in sorted(destinations(settings).items()):
-            print(f"  {app:<12} {label:<16} {count:>6}")
+        show_destinations(settings)
+
+        _banner("subscribe APAC orders: pending messages are redriven")
+        v2 = EXAMPLE.read_text().replace(
+            "  carts:",
+            "      apac:\n        subscriptions:\n          - {expression: \"Region = 'APAC'\", priority: 5}\n  carts:",
+        )
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as updated:
+            updated.write(v2)
+        cli(["config", "apply", "-f", updated.name, *common])
+        os.unlink(updated.name)
+        metrics = run_worker(settings)
+        redriven = sum(
+            s.value for m in metrics.redriven.collect() for s in m.samples if s.name.endswith("_total")
+        )
+        print(f"redriven from pending topics: {redriven:.0f}")
+        show_destinations(settings)
 
         _banner(f"subroute explain --topic {INPUT_TOPIC} --partition 0 --offset 0")
         cli(["explain", "--topic", INPUT_TOPIC, "--partition", "0", "--offset", "0", *common])
@@ -122,32 +160,26 @@ def _run_spark(settings: Settings) -> None:
     try:
         import pyspark  # noqa: F401
     except ImportError:
-        print("\n(pyspark not installed: skipping the Spark step)")
+        print("\n(pyspark is not installed: skipping the Spark step; `pip install -e .[spark]` adds it)")
         return
-    with contextlib.suppress(SystemExit):
-        from router.cli import build_parser
+    _banner("subroute spark run (availableNow), then subroute spark report")
+    output = Path(tempfile.mkdtemp(prefix="subroute-demo-")) / "routed"
+    common = ["--bootstrap-servers", settings.bootstrap_servers, "--master", "local[2]"]
+    schemas = [arg for app in ("billing", "fulfilment", "carts") for arg in ("--avro-schema", f"{app}=order")]
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from router.cli import build_parser
+    from spark import job, report
 
-        if "spark" not in build_parser().format_help():
-            return
-    _banner("subroute spark run (availableNow) and subroute spark report")
-    output = Path(tempfile.mkdtemp(prefix="subroute-demo-"))
-    common = ["--bootstrap-servers", settings.bootstrap_servers]
-    cli(
-        [
-            "spark",
-            "run",
-            "--subscribe-pattern",
-            f"^{settings.topic_prefix}\\..*",
-            "--output",
-            str(output / "parquet"),
-            "--checkpoint",
-            str(output / "checkpoint"),
-            "--trigger",
-            "available-now",
-            *common,
-        ]
-    )
-    cli(["spark", "report", "--input", str(output / "parquet"), *common])
+    # The same code as `subroute spark run` and `subroute spark report`, sharing one Spark session.
+    args = build_parser().parse_args(["spark", "run", "--output", str(output), *schemas, *common])
+    t0 = time.monotonic()
+    session = job.build_session(master=args.master)
+    try:
+        print(job.describe(job.run(session, job.config_from_args(args))), flush=True)
+        print(f"Parquet under {output} ({time.monotonic() - t0:.1f}s with the session start)")
+        print(report.format_report(report.build_report(session, str(output), settings)), flush=True)
+    finally:
+        session.stop()
 
 
 def main() -> int:

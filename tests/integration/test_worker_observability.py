@@ -1,0 +1,157 @@
+"""A live worker: /metrics carries every metric the dashboard and the alerts use; health endpoints; no secrets."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from router.http_server import serve
+from router.settings import Settings
+from tests.integration.harness import ROOT, BackgroundWorker, apply, make_env, produce
+
+pytestmark = pytest.mark.kafka
+
+METRIC = re.compile(r"\bsubroute_[a-z0-9_]+")
+SECRET = "hunter2-do-not-print-7f3a"
+
+
+def referenced_metrics() -> set[str]:
+    """Every subroute_* name in the Grafana dashboard and the PrometheusRule alerts."""
+    sources = [
+        ROOT / "deploy" / "grafana" / "subroute-dashboard.json",
+        ROOT / "deploy" / "k8s" / "base" / "prometheusrule.yaml",
+    ]
+    found: set[str] = set()
+    for path in sources:
+        found |= set(METRIC.findall(Path(path).read_text()))
+    return found
+
+
+def family_of(sample: str) -> str:
+    for suffix in ("_total", "_bucket", "_sum", "_count", "_created"):
+        if sample.endswith(suffix):
+            return sample[: -len(suffix)]
+    return sample
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_live_metrics_cover_dashboard_and_alerts_and_health_endpoints(kafka, unique) -> None:
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert (
+        apply(
+            env,
+            "apps:\n  a:\n    inputs: [INPUT]\n    properties: {N: int}\n    groups:\n      g: {subscriptions: ['N > 0']}\n",
+        )
+        == 0
+    )
+    with BackgroundWorker(env) as background:
+        server = serve(0, background.metrics.registry, background.worker.healthy, background.worker.ready)
+        base = f"http://127.0.0.1:{server.server_port}"
+        assert get(f"{base}/healthz")[0] == 200
+        produce(env, [{"N": 1}, {"N": -1}, {"N": "x"}])
+        deadline = time.monotonic() + 30
+        while get(f"{base}/readyz")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert get(f"{base}/readyz") == (200, "ready\n")
+        while background.metrics.messages_in._value.get() < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        status, text = get(f"{base}/metrics")
+        assert get(f"{base}/nothing")[0] == 404
+        server.shutdown()
+    assert status == 200
+    families = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")}
+    wanted = referenced_metrics()
+    assert len(wanted) >= 8, wanted  # the dashboard and alerts really were read
+    missing = sorted(name for name in wanted if family_of(name) not in families and name not in families)
+    assert missing == []
+    assert 'subroute_routed_total{app="a",group="g"} 1.0' in text
+    assert "subroute_messages_in_total 3.0" in text
+
+
+def test_readyz_is_503_until_the_worker_routes(kafka, unique) -> None:
+    env = make_env(kafka.bootstrap_servers, unique)
+    background = BackgroundWorker(env)
+    server = serve(0, background.metrics.registry, background.worker.healthy, background.worker.ready)
+    try:
+        assert get(f"http://127.0.0.1:{server.server_port}/readyz") == (503, "not ready\n")
+    finally:
+        server.shutdown()
+
+
+def test_secrets_never_reach_logs_metrics_errors_or_config_get(kafka, unique) -> None:
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert apply(env, "apps:\n  a:\n    inputs: [INPUT]\n    groups:\n      g: {}\n") == 0
+    produce(env, [{"N": 1}])
+    secret_env = {
+        "SUBROUTE_KAFKA_SASL_USERNAME": "router-user",
+        "SUBROUTE_KAFKA_SASL_PASSWORD": SECRET,
+        "SUBROUTE_KAFKA_SESSION_TIMEOUT_MS": "6000",
+    }
+    run_env = {**os.environ, **secret_env}
+    worker = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "router.cli",
+            "worker",
+            *env.common(),
+            "--metrics-port",
+            "0",
+            "--exit-on-idle",
+            "1.5",
+            "--log-level",
+            "DEBUG",
+        ],
+        env=run_env,
+        capture_output=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert worker.returncode == 0, worker.stderr.decode()[-2000:]
+    assert b'"msg"' in worker.stderr  # JSON log lines were written, and none holds the secret
+    assert SECRET.encode() not in worker.stdout + worker.stderr
+
+    config_get = subprocess.run(
+        [sys.executable, "-m", "router.cli", "config", "get", *env.common(), "-o", "json"],
+        env=run_env,
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert config_get.returncode == 0 and SECRET.encode() not in config_get.stdout + config_get.stderr
+
+    # An error that involves the client configuration names the property, never its value.
+    broken = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "router.cli",
+            "config",
+            "get",
+            *env.common(),
+            "--kafka-config",
+            "no.such.property=1",
+        ],
+        env=run_env,
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert broken.returncode != 0
+    assert SECRET.encode() not in broken.stdout + broken.stderr
+    assert SECRET not in repr(Settings(kafka_config={"sasl.password": SECRET}))
