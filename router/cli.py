@@ -10,34 +10,15 @@ from router.settings import SettingsError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from router import dev_cli, expr_cli
+    # Imported here so `subroute --help` stays quick and each command module owns its own flags.
+    from router import config_cli, dev_cli, explain_cli, expr_cli, queue_cli, worker_cli
+    from spark import cli as spark_cli  # imports pyspark only when a spark command runs
 
     parser = argparse.ArgumentParser(prog="subroute", description="Content-based routing for Apache Kafka.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    expr_cli.register(subparsers)
-    dev_cli.register(subparsers)
-    _register_optional(subparsers)
-    return parser
-
-
-def _register_optional(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Commands whose modules are wired here as they land."""
-    import importlib
-
-    for module_name in (
-        "router.config_cli",
-        "router.worker_cli",
-        "router.explain_cli",
-        "router.queue_cli",
-        "spark.cli",
-    ):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name not in (module_name, "pyspark"):
-                raise
-            continue
+    for module in (config_cli, worker_cli, explain_cli, expr_cli, queue_cli, spark_cli, dev_cli):
         module.register(subparsers)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

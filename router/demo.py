@@ -92,7 +92,12 @@ def destinations(settings: Settings) -> Counter[tuple[str, str]]:
 
 def waiting(settings: Settings, topic: str) -> int:
     """Records of a pending topic the router has not moved on from (end offset - its committed offset)."""
-    reader = Consumer(settings.client_config({"group.id": names.worker_group_id(settings.topic_prefix)}))
+    # The router's group id, only to read its commits: never commit from here (auto-commit would move them).
+    reader = Consumer(
+        settings.client_config(
+            {"group.id": names.worker_group_id(settings.topic_prefix), "enable.auto.commit": False}
+        )
+    )
     try:
         partitions = [
             TopicPartition(topic, p) for p in reader.list_topics(topic, timeout=5).topics[topic].partitions
@@ -183,8 +188,9 @@ def _run_spark(settings: Settings) -> None:
 
 
 def main() -> int:
-    # Keep the demo's output readable: librdkafka's own chatter goes to stderr only on errors.
-    sys.stdout = io.TextIOWrapper(sys.stdout.buffer, line_buffering=True)
+    # Line by line, so the demo's output and its subprocesses' (Spark's JVM) stay in order.
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)
     return run_demo()
 
 

@@ -124,7 +124,8 @@ def end_offsets(reader: Consumer, partitions: list[TopicPartition], timeout: flo
     """End offsets (high watermarks) as fetch responses report them.
 
     ListOffsets alone can be one batch short on some brokers (BROKER-NOTES.md), so each partition is fetched
-    from just before its listed end, and the high watermark is taken from the fetch response.
+    from just before its listed end, and the high watermark is taken from the fetch response. ``reader`` must
+    not auto-commit: it is assigned and read here.
     """
     listed = {tp.partition: reader.get_watermark_offsets(tp, timeout=timeout) for tp in partitions}
     start = [TopicPartition(tp.topic, tp.partition, max(listed[tp.partition][1] - 1, 0)) for tp in partitions]

@@ -127,3 +127,33 @@ apps:
         (b"short-lived", "expired"),
     ]
     assert metrics.dead_lettered.labels("a", "expired")._value.get() == 2
+
+
+def test_proportional_fairness_on_real_lag_picks_clyde(kafka, unique) -> None:
+    # seed 001, "Delivery Fairness": Inky 1 of 2, Blinky 3 of 4, Clyde 4 of 10 unacknowledged -> Clyde.
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert (
+        apply(
+            env,
+            """
+apps:
+  pac:
+    inputs: [INPUT]
+    fairness: proportional
+    groups:
+      Inky: {subscriptions: [{expression: 'exists(N)', max_unconfirmed: 2}]}
+      Blinky: {subscriptions: [{expression: 'exists(N)', max_unconfirmed: 4}]}
+      Clyde: {subscriptions: [{expression: 'exists(N)', max_unconfirmed: 10}]}
+""",
+        )
+        == 0
+    )
+    producer = Producer(env.settings.client_config())
+    for ghost, outstanding in (("Inky", 1), ("Blinky", 3), ("Clyde", 4)):
+        for _ in range(outstanding):  # delivered, never confirmed: the group's lag
+            producer.produce(env.topic("pac", ghost), b"earlier")
+    producer.flush(10)
+    produce(env, [{"N": 1}])
+    run_worker(env)
+    assert [m.value() for m in read(env, env.topic("pac", "Clyde"))][-1] == b"m0"
+    assert len(read(env, env.topic("pac", "Inky"))) == 1 and len(read(env, env.topic("pac", "Blinky"))) == 3

@@ -1,0 +1,622 @@
+"""``subroute plan``: a backtest of a proposed configuration over the input history ("terraform plan").
+
+    subroute plan -f NEW.yaml [--input TOPIC ...] [--since TIMESTAMP] [--limit N] [--prune]
+
+Spark reads the input topics in batch (Spark's ``kafka`` format where present, else the project's Python
+source, the same choice as the job), and every record is routed twice with the router's own engine inside
+``mapInArrow``: under the configuration in force (read from the config topic) and under the proposed one (the
+YAML file, validated first). Each Spark partition compiles the two routing tables once and routes its records
+with one ``Router`` per configuration. The result is, per app, a table ``old destination -> new destination:
+count`` and the records that would match no consumer subscription under the proposed configuration. Nothing
+is written anywhere: the config topic is only read.
+
+What the answers are, and are not:
+
+* Capacity: routing runs with an empty lag snapshot, as if every group had room; with ``max_unconfirmed``,
+  ``fast``/``proportional`` fairness or ``spillover`` the live router may choose differently.
+* Round-robin: each Spark partition rotates on its own, so splits among equal-priority groups are indicative
+  (the totals per priority level are exact). Message groups (``group_by``) are placed by rendezvous hashing,
+  which is exact.
+* Time: a record is routed as the worker would when it arrives (``now`` = the record's timestamp), so nothing
+  expires; ``--evaluate-at now`` routes it as if it arrived now (expired records go to the dead-letter topic,
+  as pending records would when re-evaluated).
+* ``--limit N`` keeps the N most recent records of each topic (by record timestamp, after ``--since``); only
+  the last N offsets of every partition are read.
+* ``--since`` filters by record timestamp (some brokers answer time lookups wrongly, so offsets are not used).
+
+This module imports pyspark only when Spark is needed, so the CLI can validate a file without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from router.config_codec import ConfigValue, key_of
+from router.config_validation import ConfigError, input_matches, validate_group, validate_state
+from router.config_yaml import load_yaml_file
+from router.model import AppConfig, Config, GroupConfig
+from router.routing import Action, Decision, Lag, MessageView, Router, build_table
+from router.settings import Settings, SettingsError, add_common_arguments
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INVALID = 2
+
+PENDING = "(pending)"
+FILTERED = "(filtered)"
+ABSENT = "(app absent)"
+EVALUATE_AT = ("arrival", "now")
+DEFAULT_EXAMPLES = 5
+
+# No capacity snapshot: every group has room (see the module docstring).
+EMPTY_LAG: Lag = MappingProxyType({})
+
+
+Headers = tuple[tuple[str, bytes | None], ...]
+Transition = tuple[str, str]  # (old destination, new destination)
+
+
+# --- the result ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Example:
+    """A record that would match no consumer subscription of ``apps`` under the proposed configuration."""
+
+    topic: str
+    partition: int
+    offset: int
+    apps: tuple[str, ...]
+    headers: Headers
+
+
+@dataclass
+class PlanResult:
+    current_version: int
+    proposed: str  # where the proposed configuration came from
+    topics: dict[str, int]  # topic read -> records planned from it
+    missing_topics: tuple[str, ...] = ()  # asked for, or named by a config, but not on the cluster
+    source_format: str = ""
+    tables: dict[str, dict[Transition, int]] = field(default_factory=dict)  # app -> transition -> records
+    unmatched: int = 0  # records with at least one app whose new destination is (pending)
+    examples: list[Example] = field(default_factory=list)
+    dropped_groups: tuple[str, ...] = ()  # kept groups that no longer fit their (changed) app
+    evaluate_at: str = "arrival"
+    since_ms: int | None = None
+    limit: int | None = None
+    prune: bool = False
+    config_topic: str = ""
+
+    @property
+    def records(self) -> int:
+        return sum(self.topics.values())
+
+    def moved(self, app: str) -> int:
+        return sum(n for (old, new), n in self.tables.get(app, {}).items() if old != new)
+
+
+# --- configurations -----------------------------------------------------------------------------------------
+
+
+def config_values(config: Config) -> dict[str, ConfigValue]:
+    values: dict[str, ConfigValue] = {key_of(a): a for a in config.apps.values()}
+    values.update({key_of(g): g for g in config.groups.values()})
+    return values
+
+
+def load_proposed(path: str) -> tuple[dict[str, ConfigValue], list[ConfigError]]:
+    """The file's desired state and every shape and validation error (expression errors carry a caret)."""
+    parsed = load_yaml_file(path)
+    errors = parsed.errors + validate_state(parsed.values.values())
+    return parsed.values, errors
+
+
+def proposed_config(
+    current: Config, desired: Mapping[str, ConfigValue], *, prune: bool
+) -> tuple[Config, tuple[str, ...]]:
+    """The configuration ``config apply [--prune] -f FILE`` would put in force, as the config store builds it.
+
+    Without ``prune`` records the file does not name are kept. A kept group that does not fit its app any
+    more (the file changed the app's properties) is left out, as the router leaves it out; its key is returned.
+    """
+    values: dict[str, ConfigValue] = {} if prune else config_values(current)
+    values.update(desired)
+    apps = {v.name: v for v in values.values() if isinstance(v, AppConfig)}
+    groups: dict[tuple[str, str], GroupConfig] = {}
+    dropped: list[str] = []
+    for key, value in values.items():
+        if not isinstance(value, GroupConfig):
+            continue
+        app = apps.get(value.app)
+        if app is None or validate_group(value, app):
+            dropped.append(key)
+        else:
+            groups[(value.app, value.name)] = value
+    return Config(current.version, MappingProxyType(apps), MappingProxyType(groups)), tuple(sorted(dropped))
+
+
+def input_topics(configs: Sequence[Config], existing: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(existing topics any app of ``configs`` reads, topic names they give that do not exist)."""
+    inputs = {i for config in configs for app in config.apps.values() for i in app.inputs}
+    visible = [t for t in existing if not t.startswith("__")]
+    found = sorted(t for t in visible if any(input_matches(i, t) for i in inputs))
+    missing = sorted(i for i in inputs if not i.startswith("^") and i not in existing)
+    return found, missing
+
+
+def parse_since(text: str) -> int:
+    """Epoch milliseconds, or an ISO 8601 timestamp (UTC unless it says otherwise)."""
+    value = text.strip()
+    if value.isdigit():
+        return int(value)
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise SettingsError(
+            f"--since {text!r}: give epoch milliseconds or an ISO timestamp such as 2024-05-01T12:00:00Z"
+        ) from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+# --- routing (runs on the executors) ------------------------------------------------------------------------
+
+
+def routed_schema() -> StructType:
+    """What mapInArrow hands back: one row per (record, app that reads it under either configuration)."""
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    text = ("app", "old", "new", "topic")
+    return StructType(
+        [
+            *(StructField(name, StringType()) for name in text),
+            StructField("partition", IntegerType()),
+            StructField("offset", LongType()),
+            StructField("headers", ArrayType(header)),
+        ]
+    )
+
+
+def destination(decision: Decision | None) -> str:
+    if decision is None:
+        return ABSENT
+    if decision.action is Action.ROUTE:
+        return decision.group or "?"
+    if decision.action is Action.PENDING:
+        return PENDING
+    if decision.action is Action.FILTERED:
+        return FILTERED
+    return f"(dead-letter: {decision.reason or 'unknown'})"
+
+
+def route_records(
+    current: Config, proposed: Config, at_ms: int | None
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function. The two configs travel in its closure (plain frozen values, pickled once);
+    each partition iterator compiles one routing table per configuration and keeps one Router for each."""
+
+    def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        schema = to_arrow_schema(routed_schema(), timezone="UTC")
+        old_table, new_table = build_table(current), build_table(proposed)
+        old_router, new_router = Router(), Router()
+        for batch in batches:
+            out: dict[str, list[Any]] = {name: [] for name in schema.names}
+            columns = batch.to_pydict()
+            for topic, partition, offset, ts_ms, raw_headers in zip(
+                columns["topic"],
+                columns["partition"],
+                columns["offset"],
+                columns["ts_ms"],
+                columns["headers"],
+                strict=True,
+            ):
+                headers = [(h["key"], h["value"]) for h in raw_headers or ()]
+                view = MessageView(topic, headers, ts_ms or 0)
+                now_ms = at_ms if at_ms is not None else ts_ms or 0
+                old = {d.app: d for d in old_router.route(old_table, view, EMPTY_LAG, now_ms).decisions}
+                new = {d.app: d for d in new_router.route(new_table, view, EMPTY_LAG, now_ms).decisions}
+                for app in sorted(old.keys() | new.keys()):
+                    after = destination(new.get(app))
+                    out["app"].append(app)
+                    out["old"].append(destination(old.get(app)))
+                    out["new"].append(after)
+                    out["topic"].append(topic)
+                    out["partition"].append(partition)
+                    out["offset"].append(offset)
+                    # Headers only where an example may be shown: unmatched under the proposed config.
+                    out["headers"].append(
+                        [{"key": k, "value": v} for k, v in headers] if after == PENDING else None
+                    )
+            yield pa.RecordBatch.from_pydict(out, schema=schema)
+
+    return route
+
+
+# --- reading and planning (driver) --------------------------------------------------------------------------
+
+
+def _client_config(settings: Settings) -> dict[str, str]:
+    return {key: str(value) for key, value in settings.client_config().items()}
+
+
+def _existing_topics(settings: Settings) -> list[str]:
+    from spark import kafka_source
+
+    consumer = kafka_source.consumer_for(_client_config(settings))
+    try:
+        return sorted(consumer.list_topics(timeout=10.0).topics)
+    finally:
+        consumer.close()
+
+
+def offset_range(settings: Settings, topics: Sequence[str], limit: int | None) -> tuple[str, str]:
+    """(startingOffsets, endingOffsets) for the batch read: all of it, or the last ``limit`` per partition.
+
+    The ends are pinned (read from fetches, which some brokers report more truly than ListOffsets), so the
+    read is one consistent snapshot even while producers keep writing.
+    """
+    if limit is None:
+        return "earliest", "latest"
+    from spark import kafka_source
+
+    consumer = kafka_source.consumer_for(_client_config(settings))
+    try:
+        options = kafka_source.SourceOptions(client_config=_client_config(settings), subscribe=tuple(topics))
+        partitions = kafka_source.discover(consumer, options)
+        ends = kafka_source.end_offsets(consumer, partitions)
+        lows = kafka_source.low_offsets(consumer, partitions)
+    finally:
+        consumer.close()
+    starts = {tp: max(lows[tp], ends[tp] - limit) for tp in partitions}
+    return (
+        json.dumps(kafka_source.offsets_to_json(starts)),
+        json.dumps(kafka_source.offsets_to_json(ends)),
+    )
+
+
+def read_history(
+    spark: SparkSession,
+    settings: Settings,
+    topics: Sequence[str],
+    *,
+    limit: int | None = None,
+    source: str = "auto",
+) -> tuple[DataFrame, str]:
+    """The topics' records as a batch DataFrame with the Kafka source schema, and the format that read them."""
+    from spark import kafka_source
+    from spark.job import _kafka_format_missing
+
+    starting, ending = offset_range(settings, topics, limit)
+    options = {f"kafka.{key}": value for key, value in _client_config(settings).items()}
+    options.update(
+        {
+            "subscribe": ",".join(topics),
+            "includeHeaders": "true",
+            "startingOffsets": starting,
+            "endingOffsets": ending,
+        }
+    )
+    if source in ("auto", "kafka"):
+        try:
+            return spark.read.format("kafka").options(**options).load(), "kafka"
+        except Exception as exc:
+            if source == "kafka" or not _kafka_format_missing(exc):
+                raise
+    kafka_source.register(spark)
+    return spark.read.format(kafka_source.FORMAT).options(**options).load(), kafka_source.FORMAT
+
+
+def select_records(frame: DataFrame, since_ms: int | None, limit: int | None) -> DataFrame:
+    """What routing needs of each record, after ``--since`` and ``--limit`` (the N most recent per topic)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    records = frame.select(
+        "topic", "partition", "offset", F.unix_millis("timestamp").alias("ts_ms"), "headers"
+    )
+    if since_ms is not None:
+        records = records.filter(F.col("ts_ms") >= F.lit(since_ms))
+    if limit is not None:
+        recent = Window.partitionBy("topic").orderBy(
+            F.col("ts_ms").desc_nulls_last(), F.col("partition"), F.col("offset").desc()
+        )
+        records = (
+            records.withColumn("_n", F.row_number().over(recent)).filter(F.col("_n") <= limit).drop("_n")
+        )
+    # Route each Kafka partition in offset order (round-robin rotates in arrival order, as the worker does).
+    return records.sortWithinPartitions("topic", "partition", "offset")
+
+
+def compute_plan(
+    spark: SparkSession,
+    settings: Settings,
+    current: Config,
+    proposed: Config,
+    *,
+    inputs: Sequence[str] = (),
+    since_ms: int | None = None,
+    limit: int | None = None,
+    evaluate_at: str = "arrival",
+    examples: int = DEFAULT_EXAMPLES,
+    source: str = "auto",
+) -> PlanResult:
+    """Route the input history under both configurations and count the transitions (reads Kafka only)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    if limit is not None and limit <= 0:
+        raise SettingsError(f"--limit must be positive, got {limit}")
+    if evaluate_at not in EVALUATE_AT:
+        raise SettingsError(f"--evaluate-at must be one of {', '.join(EVALUATE_AT)}, got {evaluate_at!r}")
+    existing = _existing_topics(settings)
+    if inputs:
+        topics = sorted({t for t in inputs if t in existing})
+        missing = sorted({t for t in inputs if t not in existing})
+    else:
+        topics, missing = input_topics((current, proposed), existing)
+    result = PlanResult(
+        current_version=current.version,
+        proposed="",
+        topics={},
+        missing_topics=tuple(missing),
+        evaluate_at=evaluate_at,
+        since_ms=since_ms,
+        limit=limit,
+        config_topic=settings.config_topic,
+    )
+    if not topics:
+        return result
+    frame, result.source_format = read_history(spark, settings, topics, limit=limit, source=source)
+    records = select_records(frame, since_ms, limit).persist(StorageLevel.MEMORY_AND_DISK)
+    routed = None
+    try:
+        result.topics = dict.fromkeys(topics, 0)
+        result.topics.update({r["topic"]: r["count"] for r in records.groupBy("topic").count().collect()})
+        at_ms = int(time.time() * 1000) if evaluate_at == "now" else None
+        routed = records.mapInArrow(route_records(current, proposed, at_ms), routed_schema()).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        for row in routed.groupBy("app", "old", "new").count().collect():
+            result.tables.setdefault(row["app"], {})[(row["old"], row["new"])] = row["count"]
+        result.tables = {app: dict(sorted(t.items())) for app, t in sorted(result.tables.items())}
+        unmatched = (
+            routed.filter(F.col("new") == PENDING)
+            .groupBy("topic", "partition", "offset")
+            .agg(F.sort_array(F.collect_set("app")).alias("apps"), F.first("headers").alias("headers"))
+        )
+        result.unmatched = unmatched.count()
+        if examples > 0 and result.unmatched:
+            rows = unmatched.orderBy("topic", "partition", "offset").limit(examples).collect()
+            result.examples = [
+                Example(
+                    r["topic"],
+                    r["partition"],
+                    r["offset"],
+                    tuple(r["apps"]),
+                    tuple(
+                        (h["key"], None if h["value"] is None else bytes(h["value"])) for h in r["headers"]
+                    ),
+                )
+                for r in rows
+            ]
+    finally:
+        if routed is not None:
+            routed.unpersist()
+        records.unpersist()
+    return result
+
+
+# --- output -------------------------------------------------------------------------------------------------
+
+
+def _show_header_value(value: bytes | None) -> str:
+    return "(null)" if value is None else value.decode("utf-8", "backslashreplace")
+
+
+def _show_time(ms: int) -> str:
+    return (
+        dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
+
+
+def format_plan(result: PlanResult) -> str:
+    lines: list[str] = []
+    mode = (
+        "--prune: the file is the whole configuration"
+        if result.prune
+        else "records the file does not name are kept"
+    )
+    lines.append(f"current:  config version {result.current_version} from {result.config_topic}")
+    lines.append(f"proposed: {result.proposed} ({mode})")
+    for key in result.dropped_groups:
+        lines.append(f"  note: {key} would be left out: it no longer fits its app")
+    window = []
+    if result.since_ms is not None:
+        window.append(f"since {_show_time(result.since_ms)}")
+    if result.limit is not None:
+        window.append(f"the {result.limit} most recent per topic")
+    read = ", ".join(f"{topic} ({count})" for topic, count in result.topics.items()) or "nothing"
+    source = f"; source {result.source_format}" if result.source_format else ""
+    lines.append(
+        f"input:    {result.records} record(s){' ' + ', '.join(window) if window else ''}: {read}{source}"
+    )
+    if result.missing_topics:
+        lines.append(f"  note: not on the cluster, not read: {', '.join(result.missing_topics)}")
+    when = (
+        "as of each record's arrival (its timestamp)"
+        if result.evaluate_at == "arrival"
+        else "as if every record arrived now (expiration applies)"
+    )
+    lines.append(
+        f"routing:  {when}; empty lag snapshot (capacity ignored: every group has room); "
+        "round-robin splits are indicative (one rotation per Spark partition)"
+    )
+    lines.append("")
+    if not result.tables:
+        lines.append("no app reads these records under either configuration")
+    for app, table in result.tables.items():
+        total = sum(table.values())
+        lines.append(f"app {app}: {total} record(s), {result.moved(app)} change destination")
+        width = max(len(old) for old, _ in table)
+        for (old, new), count in table.items():
+            mark = " " if old == new else "~"
+            lines.append(f"  {mark} {old:<{width}} -> {new}: {count}")
+        lines.append("")
+    if result.unmatched:
+        lines.append(
+            f"unmatched: {result.unmatched} record(s) would match no consumer subscription under the "
+            "proposed configuration (they would wait on the pending topic)"
+        )
+        for example in result.examples:
+            headers = " ".join(f"{k}={_show_header_value(v)}" for k, v in example.headers) or "(no headers)"
+            lines.append(
+                f"  {example.topic}/{example.partition}/{example.offset} "
+                f"[{', '.join(example.apps)}] {headers}"
+            )
+        if result.unmatched > len(result.examples):
+            lines.append(f"  ... and {result.unmatched - len(result.examples)} more")
+    else:
+        lines.append("unmatched: none: every record passing an app filter matches a consumer subscription")
+    lines.append(f"nothing was written to {result.config_topic}")
+    return "\n".join(lines)
+
+
+# --- the command --------------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser)
+    parser.add_argument("-f", "--file", required=True, help="the proposed subscriptions YAML file")
+    parser.add_argument(
+        "--input",
+        action="append",
+        metavar="TOPIC",
+        help="an input topic to replay, repeatable (default: every input topic of either configuration)",
+    )
+    parser.add_argument(
+        "--since",
+        metavar="TIMESTAMP",
+        help="only records from then on: ISO 8601 (UTC by default) or epoch ms",
+    )
+    parser.add_argument(
+        "--limit", type=int, metavar="N", help="only the N most recent records of each topic (after --since)"
+    )
+    parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="the file is the whole configuration (as 'config apply --prune'); default: unnamed records stay",
+    )
+    parser.add_argument(
+        "--evaluate-at",
+        choices=EVALUATE_AT,
+        default="arrival",
+        help="route each record as of its arrival (default) or as if it arrived now (expiration applies)",
+    )
+    parser.add_argument(
+        "--examples",
+        type=int,
+        default=DEFAULT_EXAMPLES,
+        metavar="N",
+        help=f"unmatched records to show (default {DEFAULT_EXAMPLES})",
+    )
+    parser.add_argument("--source", choices=("auto", "kafka", "python"), default="auto", help="Kafka source")
+    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+
+
+def print_errors(errors: Sequence[ConfigError]) -> None:
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    print(f"{len(errors)} error(s) in the proposed configuration: nothing was planned", file=sys.stderr)
+
+
+def plan_from_args(args: argparse.Namespace) -> int:
+    """Validate the file, read the current config, plan, print. Exit 0, 1 (Kafka failed) or 2 (bad input).
+
+    An active Spark session (spark-submit, a notebook, tests) is used and left running; otherwise a local one
+    is started for the plan and stopped after it.
+    """
+    desired, errors = load_proposed(args.file)
+    if errors:
+        print_errors(errors)
+        return EXIT_INVALID
+    try:
+        settings = Settings.from_args(args)
+        since_ms = parse_since(args.since) if args.since else None
+        if args.limit is not None and args.limit <= 0:
+            raise SettingsError(f"--limit must be positive, got {args.limit}")
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        print("subroute plan: needs the 'spark' extra: pip install 'subroute[spark]'", file=sys.stderr)
+        return EXIT_INVALID
+    from confluent_kafka import KafkaException
+
+    from router.config_store import read_config
+
+    try:
+        current = read_config(settings)
+    except (KafkaException, TimeoutError) as exc:
+        print(f"error: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    proposed, dropped = proposed_config(current, desired, prune=args.prune)
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    owned = session is None
+    if session is None:
+        from spark.job import build_session
+
+        session = build_session(master=args.master, app_name="subroute-plan")
+    try:
+        result = compute_plan(
+            session,
+            settings,
+            current,
+            proposed,
+            inputs=tuple(args.input or ()),
+            since_ms=since_ms,
+            limit=args.limit,
+            evaluate_at=args.evaluate_at,
+            examples=args.examples,
+            source=args.source,
+        )
+    except (KafkaException, TimeoutError) as exc:
+        print(f"error: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        if owned:
+            session.stop()
+    result.proposed = args.file
+    result.prune = args.prune
+    result.dropped_groups = dropped
+    print(format_plan(result), flush=True)
+    return EXIT_OK

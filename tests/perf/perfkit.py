@@ -1,0 +1,378 @@
+"""Shared pieces of the router benchmarks (``tests/perf/bench_*.py``): workloads, an embedded broker, input
+loading, the pass-through pipe (the ceiling) and a worker that times its own batches.
+
+Not a test module: pytest collects nothing here. Every bench starts its own embedded broker, so the figures of
+one run are measured against each other on the same machine at the same time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+
+from router import names
+from router.config_codec import encode
+from router.config_store import config_topic_spec
+from router.dev_broker import EmbeddedBroker
+from router.kafka_io import TopicSpec, admin_client, ensure_topics
+from router.metrics import RouterMetrics
+from router.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from router.routing import RoutingTable
+from router.settings import Settings
+from router.worker import Worker, WorkerOptions
+
+Headers = list[tuple[str, bytes | None]]
+
+APPS = 10
+GROUPS_PER_APP = 5
+CUSTOMERS = 10_000
+AMOUNTS = 10_000
+REGIONS = 1_000
+ORDER_TYPES = ("EXPRESS", "STANDARD", "BULK")
+VALUE_BYTES = 200
+SQL92_APPS = frozenset({7, 8, 9})  # the last three apps are sql92 (IN, BETWEEN, <>); the rest bmq
+TYPES = {"App": "string", "CustomerId": "int", "Amount": "int", "Region": "string", "OrderType": "string"}
+# Client settings both the pipe and the worker use (the worker's own defaults are the same).
+SESSION_TIMEOUT_MS = 6000
+
+
+# --- workloads ---------------------------------------------------------------------------------------------------
+
+
+def app_name(k: int) -> str:
+    return f"app{k}"
+
+
+def _filter(k: int, fanout: int) -> str:
+    """App k takes messages whose App header is one of app k, k-1, ... (``fanout`` of them): with fanout 1 the
+    app filters are disjoint, with 3 every message passes three app filters."""
+    sql = k in SQL92_APPS
+    names_ = [app_name((k - j) % APPS) for j in range(fanout)]
+    if sql:
+        return "App IN (" + ", ".join(f"'{n}'" for n in names_) + ")"
+    return " || ".join(f'App == "{n}"' for n in names_)
+
+
+def _subscription(k: int, i: int, per_kind: int) -> str:
+    """The i-th consumer subscription of app k; five kinds in turn, each kind partitioning its key space so that
+    a message matches about one subscription of each kind whatever the number of subscriptions."""
+    sql = k in SQL92_APPS
+    kind, j = i % 5, i // 5
+    if kind == 0:  # equality
+        c = (j * (CUSTOMERS // per_kind) + k) % CUSTOMERS
+        return f"CustomerId = {c}" if sql else f"CustomerId == {c}"
+    if kind == 1:  # a range window of Amount
+        width = max(1, AMOUNTS // per_kind)
+        lo = j * width
+        if sql:
+            return f"Amount BETWEEN {lo} AND {lo + width - 1}"
+        return f"Amount >= {lo} && Amount < {lo + width}"
+    if kind == 2:  # IN (sql92) / string equality (bmq)
+        r1, r2 = (2 * j) % REGIONS, (2 * j + 1) % REGIONS
+        if sql:
+            return f"Region IN ('r{r1}', 'r{r2}') AND OrderType <> 'BULK'"
+        return f'Region == "r{r1}" && OrderType != "BULK"'
+    if kind == 3:  # string comparisons
+        r = (j * 7 + 3) % REGIONS
+        t = ORDER_TYPES[j % 3]
+        if sql:
+            return f"Region = 'r{r}' AND OrderType = '{t}'"
+        return f'Region == "r{r}" && OrderType == "{t}"'
+    # mixed: an OR of equalities, a range and a string inequality
+    c1 = (j * (CUSTOMERS // per_kind) + 5000 + k) % CUSTOMERS
+    c2 = (c1 + 1) % CUSTOMERS
+    if sql:
+        return f"(CustomerId = {c1} OR CustomerId = {c2}) AND Amount > {j % 100} AND Region <> 'r0'"
+    return f'(CustomerId == {c1} || CustomerId == {c2}) && Amount > {j % 100} && Region != "r0"'
+
+
+def subscription_config(total: int, topic: str = "orders", fanout: int = 1, version: int = 1) -> Config:
+    """``total`` expressions over ``APPS`` apps: per app one filter, one catch-all subscription (priority 0) and
+    the rest specific subscriptions (priority 1) spread over ``GROUPS_PER_APP`` groups. With one expression per
+    app (``total`` = 10) each app has its filter and one group without subscriptions (it takes everything)."""
+    per_app = max(1, total // APPS)
+    specific = max(0, per_app - 2)
+    per_kind = max(1, -(-specific // 5))
+    apps: dict[str, AppConfig] = {}
+    groups: dict[tuple[str, str], GroupConfig] = {}
+    for k in range(APPS):
+        name = app_name(k)
+        apps[name] = AppConfig(
+            name=name,
+            inputs=(topic,),
+            dialect="sql92" if k in SQL92_APPS else "bmq",
+            properties=TYPES,
+            filter=(_filter(k, fanout),),
+            partitions=1,
+        )
+        subs: list[list[SubscriptionConfig]] = [[] for _ in range(GROUPS_PER_APP)]
+        if per_app >= 2:
+            subs[0].append(SubscriptionConfig("Amount >= 0", priority=0))
+        for i in range(specific):
+            subs[(i // 5) % GROUPS_PER_APP].append(SubscriptionConfig(_subscription(k, i, per_kind), 1))
+        for g, group_subs in enumerate(subs):
+            if group_subs or g == 0:
+                groups[(name, f"g{g}")] = GroupConfig(name, f"g{g}", tuple(group_subs), order=g)
+    return Config(version, apps, groups)
+
+
+def expression_count(config: Config) -> int:
+    return sum(len(a.filter) for a in config.apps.values()) + sum(
+        len(g.subscriptions) for g in config.groups.values()
+    )
+
+
+def message_headers(count: int, seed: int = 11) -> list[Headers]:
+    """Headers of ``count`` orders: App, CustomerId, Amount, Region, OrderType (as UTF-8 text)."""
+    rng = random.Random(seed)
+    out: list[Headers] = []
+    for _ in range(count):
+        out.append(
+            [
+                ("App", app_name(rng.randrange(APPS)).encode()),
+                ("CustomerId", str(rng.randrange(CUSTOMERS)).encode()),
+                ("Amount", str(rng.randrange(AMOUNTS)).encode()),
+                ("Region", f"r{rng.randrange(REGIONS)}".encode()),
+                ("OrderType", rng.choice(ORDER_TYPES).encode()),
+            ]
+        )
+    return out
+
+
+# --- the broker and its topics ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as b:
+        yield b
+
+
+def settings(bootstrap: str, prefix: str | None = None) -> Settings:
+    return Settings(bootstrap_servers=bootstrap, topic_prefix=prefix or f"bench{uuid.uuid4().hex[:8]}")
+
+
+def create_topic(s: Settings, topic: str, partitions: int) -> None:
+    ensure_topics(admin_client(s), [TopicSpec(topic, partitions)])
+
+
+def produce_input(
+    s: Settings, topic: str, headers: Sequence[Headers], start: int = 0, stamp: bool = False
+) -> float:
+    """Produce one record per header list (200-byte values, keys ``k<i>``); seconds it took."""
+    producer = Producer(s.client_config({"linger.ms": 5, "enable.idempotence": True, "acks": "all"}))
+    value = b"v" * VALUE_BYTES
+    began = time.perf_counter()
+    for i, h in enumerate(headers):
+        key = f"k{start + i}".encode()
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, headers=h)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(60)
+    return time.perf_counter() - began
+
+
+def write_config(s: Settings, config: Config) -> int:
+    """Write every app and group of ``config`` to the config topic; the number of records written."""
+    ensure_topics(admin_client(s), [config_topic_spec(s)])
+    producer = Producer(s.client_config({"linger.ms": 5, "enable.idempotence": True, "acks": "all"}))
+    values: list[AppConfig | GroupConfig] = [*config.apps.values(), *config.groups.values()]
+    for v in values:
+        key, payload, hdrs = encode(v)
+        producer.produce(s.config_topic, key=key.encode(), value=payload, headers=hdrs)
+    producer.flush(60)
+    return len(values)
+
+
+def output_topics(s: Settings, config: Config) -> list[TopicSpec]:
+    specs = []
+    for app in config.apps.values():
+        n = app.partitions or 1
+        specs.append(TopicSpec(names.pending_topic(s.topic_prefix, app.name), n))
+        specs.append(TopicSpec(names.dlq_topic(s.topic_prefix, app.name), n))
+    for a, g in config.groups:
+        specs.append(TopicSpec(names.group_topic(s.topic_prefix, a, g), config.apps[a].partitions or 1))
+    return specs
+
+
+# --- measuring ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """Timing of one consumer (pipe or worker) over a pre-loaded input."""
+
+    messages: int = 0
+    produced: int = 0
+    first: float | None = None
+    last: float = 0.0
+    batches: list[tuple[float, float, int, int]] = field(default_factory=list)  # (start, end, n, version)
+
+    @property
+    def seconds(self) -> float:
+        return self.last - (self.first or self.last)
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def produced_rate(self) -> float:
+        return self.produced / self.seconds if self.seconds > 0 else 0.0
+
+
+def consumer_config(s: Settings, group: str) -> dict[str, Any]:
+    return s.client_config(
+        {"group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed"},
+        defaults={
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": SESSION_TIMEOUT_MS,
+        },
+    )
+
+
+def producer_config(s: Settings) -> dict[str, Any]:
+    return s.client_config({"acks": "all", "enable.idempotence": True}, defaults={"linger.ms": 5})
+
+
+def run_pipe(s: Settings, source: str, sink: str, expected: int, batch_size: int = 2000) -> Run:
+    """The ceiling: consume a batch, produce every record with its key, headers and timestamp, flush, commit."""
+    consumer = Consumer(consumer_config(s, f"{s.topic_prefix}.pipe"))
+    producer = Producer(producer_config(s))
+    failures: list[object] = []
+
+    def delivered(error: object, message: object) -> None:
+        if error is not None:
+            failures.append(error)
+
+    consumer.subscribe([source])
+    run = Run()
+    try:
+        while run.messages < expected:
+            batch = consumer.consume(batch_size, timeout=0.2)
+            if not batch:
+                continue
+            started = time.perf_counter()
+            run.first = run.first or started
+            offsets: dict[tuple[str, int], int] = {}
+            produce = producer.produce
+            for m in batch:
+                if m.error() is not None:
+                    continue
+                while True:
+                    try:
+                        produce(
+                            sink,
+                            value=m.value(),
+                            key=m.key(),
+                            headers=m.headers(),
+                            timestamp=m.timestamp()[1],
+                            on_delivery=delivered,
+                        )
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                offsets[(m.topic(), m.partition())] = m.offset() + 1
+            producer.flush()
+            if failures:
+                raise RuntimeError(f"pipe: {len(failures)} records not delivered")
+            consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+            )
+            run.messages += len(batch)
+            run.produced += len(batch)
+            run.last = time.perf_counter()
+            run.batches.append((started, run.last, len(batch), 0))
+    finally:
+        consumer.close()
+    return run
+
+
+class TimedWorker(Worker):
+    """The real worker, recording when each batch started and ended and under which config version."""
+
+    def __init__(self, s: Settings, options: WorkerOptions, expected: int | None = None) -> None:
+        super().__init__(s, options, RouterMetrics())
+        self.timing = Run()
+        self.expected = expected
+        self.on_batch: Callable[[TimedWorker], None] | None = None
+
+    def _process_batch(self, table: RoutingTable, batch: list[Message]) -> None:
+        started = time.perf_counter()
+        self.timing.first = self.timing.first or started
+        before = self._produced_total()
+        super()._process_batch(table, batch)
+        t = self.timing
+        t.last = time.perf_counter()
+        t.messages += len(batch)
+        t.produced += self._produced_total() - before
+        t.batches.append((started, t.last, len(batch), table.version))
+        if self.on_batch is not None:
+            self.on_batch(self)
+        if self.expected is not None and t.messages >= self.expected:
+            self.stop()
+
+    def _produced_total(self) -> int:
+        return int(
+            sum(
+                s.value for m in self.metrics.routed.collect() for s in m.samples if s.name.endswith("_total")
+            )
+        )
+
+
+def run_worker(s: Settings, expected: int, **options: Any) -> TimedWorker:
+    """Route ``expected`` input records with one in-process worker; returns it with its timing."""
+    worker = TimedWorker(s, WorkerOptions(session_timeout_ms=SESSION_TIMEOUT_MS, **options), expected)
+    worker.run()
+    return worker
+
+
+def run_in_thread(fn: Callable[[], Any]) -> threading.Thread:
+    thread = threading.Thread(target=fn, daemon=True)
+    thread.start()
+    return thread
+
+
+# --- reporting ---------------------------------------------------------------------------------------------------
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def spread(values: Sequence[float], fmt: str = "{:.0f}") -> str:
+    """``median (min-max, n runs)``."""
+    if not values:
+        return "n/a"
+    return f"{fmt.format(median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))}, {len(values)} runs)"
+
+
+def verdict(ok: bool) -> str:
+    return "holds" if ok else "DOES NOT HOLD"
+
+
+def common_arguments(parser: argparse.ArgumentParser, messages: int, repeat: int = 3) -> None:
+    parser.add_argument(
+        "--messages", type=int, default=messages, help=f"input records per run (default {messages})"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=repeat, help=f"runs per figure, median reported ({repeat})"
+    )
