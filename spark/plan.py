@@ -34,6 +34,7 @@ import datetime as dt
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -67,6 +68,7 @@ EMPTY_LAG: Lag = MappingProxyType({})
 
 Headers = tuple[tuple[str, bytes | None], ...]
 Transition = tuple[str, str]  # (old destination, new destination)
+Decisions = Mapping[str, Decision]  # app -> its decision for one record
 
 
 # --- the result ---------------------------------------------------------------------------------------------
@@ -176,8 +178,13 @@ def parse_since(text: str) -> int:
 # --- routing (runs on the executors) ------------------------------------------------------------------------
 
 
-def routed_schema() -> StructType:
-    """What mapInArrow hands back: one row per (record, app that reads it under either configuration)."""
+def summary_schema() -> StructType:
+    """What mapInArrow hands back: a few rows per Spark partition, never one per record.
+
+    ``kind`` says which fields are set: ``topic`` (topic, count: records read), ``transition`` (app, old,
+    new, count), ``unmatched`` (count: records with an app whose new destination is pending) and
+    ``example`` (topic, partition, offset, apps, headers: the first few unmatched records of the partition).
+    """
     from pyspark.sql.types import (
         ArrayType,
         BinaryType,
@@ -189,12 +196,13 @@ def routed_schema() -> StructType:
     )
 
     header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-    text = ("app", "old", "new", "topic")
     return StructType(
         [
-            *(StructField(name, StringType()) for name in text),
+            *(StructField(name, StringType()) for name in ("kind", "app", "old", "new", "topic")),
+            StructField("count", LongType()),
             StructField("partition", IntegerType()),
             StructField("offset", LongType()),
+            StructField("apps", ArrayType(StringType())),
             StructField("headers", ArrayType(header)),
         ]
     )
@@ -212,21 +220,72 @@ def destination(decision: Decision | None) -> str:
     return f"(dead-letter: {decision.reason or 'unknown'})"
 
 
+@dataclass
+class PartitionSummary:
+    """What one partition iterator learns; records arrive in (topic, partition, offset) order."""
+
+    examples_wanted: int
+    topics: Counter[str] = field(default_factory=Counter)
+    transitions: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (app, old, new)
+    unmatched: int = 0
+    examples: list[Example] = field(default_factory=list)
+
+    def add(
+        self, topic: str, partition: int, offset: int, headers: Headers, old: Decisions, new: Decisions
+    ) -> None:
+        self.topics[topic] += 1
+        pending: list[str] = []
+        for app in sorted(old.keys() | new.keys()):
+            after = destination(new.get(app))
+            self.transitions[(app, destination(old.get(app)), after)] += 1
+            if after == PENDING:
+                pending.append(app)
+        if pending:
+            self.unmatched += 1
+            if len(self.examples) < self.examples_wanted:
+                self.examples.append(Example(topic, partition, offset, tuple(pending), headers))
+
+    def rows(self) -> dict[str, list[Any]]:
+        columns = ("kind", "app", "old", "new", "topic", "count", "partition", "offset", "apps", "headers")
+        out: dict[str, list[Any]] = {name: [] for name in columns}
+
+        def row(**values: Any) -> None:
+            for name in columns:
+                out[name].append(values.get(name))
+
+        for topic, count in self.topics.items():
+            row(kind="topic", topic=topic, count=count)
+        for (app, old, new), count in self.transitions.items():
+            row(kind="transition", app=app, old=old, new=new, count=count)
+        row(kind="unmatched", count=self.unmatched)
+        for e in self.examples:
+            headers = [{"key": k, "value": v} for k, v in e.headers]
+            row(
+                kind="example",
+                topic=e.topic,
+                partition=e.partition,
+                offset=e.offset,
+                apps=list(e.apps),
+                headers=headers,
+            )
+        return out
+
+
 def route_records(
-    current: Config, proposed: Config, at_ms: int | None
+    current: Config, proposed: Config, at_ms: int | None, examples: int
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function. The two configs travel in its closure (plain frozen values, pickled once);
-    each partition iterator compiles one routing table per configuration and keeps one Router for each."""
+    each partition iterator compiles one routing table per configuration, keeps one Router for each, and
+    yields one summary batch at its end."""
 
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        schema = to_arrow_schema(routed_schema(), timezone="UTC")
         old_table, new_table = build_table(current), build_table(proposed)
         old_router, new_router = Router(), Router()
+        summary = PartitionSummary(examples)
         for batch in batches:
-            out: dict[str, list[Any]] = {name: [] for name in schema.names}
             columns = batch.to_pydict()
             for topic, partition, offset, ts_ms, raw_headers in zip(
                 columns["topic"],
@@ -236,24 +295,14 @@ def route_records(
                 columns["headers"],
                 strict=True,
             ):
-                headers = [(h["key"], h["value"]) for h in raw_headers or ()]
+                headers = tuple((h["key"], h["value"]) for h in raw_headers or ())
                 view = MessageView(topic, headers, ts_ms or 0)
                 now_ms = at_ms if at_ms is not None else ts_ms or 0
                 old = {d.app: d for d in old_router.route(old_table, view, EMPTY_LAG, now_ms).decisions}
                 new = {d.app: d for d in new_router.route(new_table, view, EMPTY_LAG, now_ms).decisions}
-                for app in sorted(old.keys() | new.keys()):
-                    after = destination(new.get(app))
-                    out["app"].append(app)
-                    out["old"].append(destination(old.get(app)))
-                    out["new"].append(after)
-                    out["topic"].append(topic)
-                    out["partition"].append(partition)
-                    out["offset"].append(offset)
-                    # Headers only where an example may be shown: unmatched under the proposed config.
-                    out["headers"].append(
-                        [{"key": k, "value": v} for k, v in headers] if after == PENDING else None
-                    )
-            yield pa.RecordBatch.from_pydict(out, schema=schema)
+                summary.add(topic, partition, offset, headers, old, new)
+        schema = to_arrow_schema(summary_schema(), timezone="UTC")
+        yield pa.RecordBatch.from_pydict(summary.rows(), schema=schema)
 
     return route
 
@@ -367,9 +416,6 @@ def compute_plan(
     source: str = "auto",
 ) -> PlanResult:
     """Route the input history under both configurations and count the transitions (reads Kafka only)."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
     if limit is not None and limit <= 0:
         raise SettingsError(f"--limit must be positive, got {limit}")
     if evaluate_at not in EVALUATE_AT:
@@ -393,42 +439,30 @@ def compute_plan(
     if not topics:
         return result
     frame, result.source_format = read_history(spark, settings, topics, limit=limit, source=source)
-    records = select_records(frame, since_ms, limit).persist(StorageLevel.MEMORY_AND_DISK)
-    routed = None
-    try:
-        result.topics = dict.fromkeys(topics, 0)
-        result.topics.update({r["topic"]: r["count"] for r in records.groupBy("topic").count().collect()})
-        at_ms = int(time.time() * 1000) if evaluate_at == "now" else None
-        routed = records.mapInArrow(route_records(current, proposed, at_ms), routed_schema()).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
-        for row in routed.groupBy("app", "old", "new").count().collect():
-            result.tables.setdefault(row["app"], {})[(row["old"], row["new"])] = row["count"]
-        result.tables = {app: dict(sorted(t.items())) for app, t in sorted(result.tables.items())}
-        unmatched = (
-            routed.filter(F.col("new") == PENDING)
-            .groupBy("topic", "partition", "offset")
-            .agg(F.sort_array(F.collect_set("app")).alias("apps"), F.first("headers").alias("headers"))
-        )
-        result.unmatched = unmatched.count()
-        if examples > 0 and result.unmatched:
-            rows = unmatched.orderBy("topic", "partition", "offset").limit(examples).collect()
-            result.examples = [
-                Example(
-                    r["topic"],
-                    r["partition"],
-                    r["offset"],
-                    tuple(r["apps"]),
-                    tuple(
-                        (h["key"], None if h["value"] is None else bytes(h["value"])) for h in r["headers"]
-                    ),
-                )
-                for r in rows
-            ]
-    finally:
-        if routed is not None:
-            routed.unpersist()
-        records.unpersist()
+    at_ms = int(time.time() * 1000) if evaluate_at == "now" else None
+    records = select_records(frame, since_ms, limit)
+    summaries = records.mapInArrow(
+        route_records(current, proposed, at_ms, max(examples, 0)), summary_schema()
+    )
+    result.topics = dict.fromkeys(topics, 0)
+    found: list[Example] = []
+    for row in summaries.collect():  # one action; a few rows per Spark partition
+        kind = row["kind"]
+        if kind == "topic":
+            result.topics[row["topic"]] = result.topics.get(row["topic"], 0) + row["count"]
+        elif kind == "transition":
+            table = result.tables.setdefault(row["app"], {})
+            table[(row["old"], row["new"])] = table.get((row["old"], row["new"]), 0) + row["count"]
+        elif kind == "unmatched":
+            result.unmatched += row["count"]
+        else:
+            headers = tuple(
+                (h["key"], None if h["value"] is None else bytes(h["value"])) for h in row["headers"]
+            )
+            found.append(Example(row["topic"], row["partition"], row["offset"], tuple(row["apps"]), headers))
+    result.tables = {app: dict(sorted(t.items())) for app, t in sorted(result.tables.items())}
+    # Each partition sent its first examples in offset order: the smallest overall are among them.
+    result.examples = sorted(found, key=lambda e: (e.topic, e.partition, e.offset))[: max(examples, 0)]
     return result
 
 
