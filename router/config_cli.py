@@ -18,7 +18,7 @@ from router import kafka_io, names
 from router.config_codec import ConfigValue, Headers, app_key, encode, group_key, key_of
 from router.config_diff import DELETED, Change, diff, kept, render
 from router.config_store import config_topic_spec, read_config
-from router.config_validation import ConfigError, input_matches, validate_state
+from router.config_validation import ConfigError, check_limits, input_matches, validate_state
 from router.config_yaml import ParsedConfig, config_to_document, dump_yaml, load_yaml_file
 from router.model import AppConfig, Config
 from router.settings import Settings, SettingsError, add_common_arguments
@@ -182,6 +182,14 @@ def _values(config: Config) -> dict[str, ConfigValue]:
 
 def _apply(settings: Settings, desired: Mapping[str, ConfigValue], *, prune: bool, dry_run: bool) -> int:
     current = _values(read_config(settings))
+    # The file was validated alone; what stays in force is the file plus the records it keeps (without --prune).
+    merged = desired if prune else {**current, **desired}
+    limit_errors = check_limits(merged.values())
+    if limit_errors:
+        for error in limit_errors:
+            print(f"error: {error}", file=sys.stderr)
+        print(f"{len(limit_errors)} error(s): nothing was written", file=sys.stderr)
+        return EXIT_INVALID
     changes = diff(current, desired, prune=prune)
     print(render(changes) if changes else "no changes")
     untouched = kept(current, desired)

@@ -22,7 +22,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from router import kafka_io
 from router.config_codec import ConfigDecodeError, ConfigValue, app_key, decode, to_record
-from router.config_validation import validate_app, validate_group
+from router.config_validation import check_limits, validate_app, validate_group
 from router.metrics import RouterMetrics
 from router.model import AppConfig, Config, GroupConfig
 from router.settings import Settings
@@ -73,6 +73,9 @@ class ConfigState:
         else:
             app = self._values.get(app_key(value.app))
             errors = validate_group(value, app if isinstance(app, AppConfig) else None)
+        if not errors:
+            # Limits that span records (subscriptions per app and in total) hold for the state after it.
+            errors = check_limits([*(v for k, v in self._values.items() if k != text_key), value])
         if errors:
             self._refuse(partition, offset, "\n".join(str(e) for e in errors))
             return False

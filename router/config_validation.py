@@ -6,13 +6,18 @@ slipped past the CLI (written by hand, by an older or newer tool) is refused ins
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import expressions
+from expressions import ast as expr_ast
+from router.limits import Limits, LimitsError, current_limits
 from router.model import DIALECTS, FAIRNESS_MODELS, PROPERTY_TYPES, AppConfig, Config, GroupConfig
 from router.names import NAME_PATTERN, RESERVED_GROUP_NAMES
+
+log = logging.getLogger(__name__)
 
 # Properties are referenced by name inside expressions, so they must be identifiers of both dialects.
 PROPERTY_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -74,10 +79,39 @@ def _check_int(
         errors.append(ConfigError(location, f"{value} is out of range: {what} from {low} to {high}"))
 
 
+def _limits(errors: list[ConfigError], limits: Limits | None) -> Limits:
+    """The limits to apply: the caller's, else the defaults overridden by ``SUBROUTE_MAX_*``."""
+    if limits is not None:
+        return limits
+    try:
+        return current_limits()
+    except LimitsError as exc:  # a bad variable must not make every config record invalid
+        log.warning("%s; the default limits apply", exc)
+        return Limits()
+
+
+def expression_depth(node: expr_ast.Node) -> int:
+    """Levels of the expression's tree (a single property or literal is 1), without recursion."""
+    deepest = 0
+    stack = [(node, 1)]
+    while stack:
+        current, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in expr_ast.children(current))
+    return deepest
+
+
 def _compile(
-    errors: list[ConfigError], location: str, text: object, app: AppConfig, *, integer: bool = False
+    errors: list[ConfigError],
+    location: str,
+    text: object,
+    app: AppConfig,
+    *,
+    integer: bool = False,
+    limits: Limits | None = None,
 ) -> None:
-    """Compile and type-check one expression under the app's dialect and declared property types.
+    """Compile and type-check one expression under the app's dialect and declared property types, within the
+    configured length and nesting limits (``router.limits``).
 
     ``integer``: the expression must yield a number (AMPS's Priority), not a condition.
     """
@@ -86,6 +120,16 @@ def _compile(
         return
     if app.dialect not in DIALECTS:
         return  # reported once at the app; compiling under an unknown dialect would only add noise
+    bounds = _limits(errors, limits)
+    if len(text) > bounds.max_expression_length:
+        errors.append(
+            ConfigError(
+                location,
+                f"expression is {len(text)} characters long; at most {bounds.max_expression_length} are "
+                f"allowed (limit {Limits.variable('max_expression_length')})",
+            )
+        )
+        return
     types = {
         name: kind
         for name, kind in app.properties.items()
@@ -95,7 +139,15 @@ def _compile(
         if integer:
             _compile_integer(text, app.dialect, types)
         else:
-            expressions.compile(text, dialect=app.dialect, types=types)
+            depth = expression_depth(expressions.compile(text, dialect=app.dialect, types=types).ast)
+            if depth > bounds.max_nesting_depth:
+                errors.append(
+                    ConfigError(
+                        location,
+                        f"expression nests {depth} levels deep; at most {bounds.max_nesting_depth} are allowed "
+                        f"(limit {Limits.variable('max_nesting_depth')})",
+                    )
+                )
     except expressions.ExpressionError as exc:
         errors.append(ConfigError(location, str(exc)))
     except Exception as exc:  # an expression must never take the CLI or the config store down
@@ -130,9 +182,10 @@ def _compile_integer(text: str, dialect: str, types: Mapping[str, str]) -> None:
     raise expressions.ExpressionTypeError(f"priority must be an integer expression{what}", text, 0) from None
 
 
-def validate_app(app: AppConfig) -> list[ConfigError]:
+def validate_app(app: AppConfig, limits: Limits | None = None) -> list[ConfigError]:
     """Every problem of one app record, expressions (filters, priority) included."""
     errors: list[ConfigError] = []
+    bounds = _limits(errors, limits)
     where = app_location(app.name)
     _check_name(errors, where, "app name", app.name)
     if app.dialect not in DIALECTS:
@@ -189,10 +242,13 @@ def validate_app(app: AppConfig) -> list[ConfigError]:
         not isinstance(app.group_by, str) or not PROPERTY_NAME_PATTERN.match(app.group_by)
     ):
         errors.append(ConfigError(f"{where}.group_by", f"{app.group_by!r} is not a property name"))
-    for index, text in enumerate(app.filter):
-        _compile(errors, f"{where}.filter[{index}]", text, app)
+    if len(app.filter) > bounds.max_subscriptions_per_app:
+        errors.append(_too_many(f"{where}.filter", len(app.filter), bounds, "per_app", f"app {app.name}"))
+    else:
+        for index, text in enumerate(app.filter):
+            _compile(errors, f"{where}.filter[{index}]", text, app, limits=bounds)
     if app.priority is not None:
-        _compile(errors, f"{where}.priority", app.priority, app, integer=True)
+        _compile(errors, f"{where}.priority", app.priority, app, integer=True, limits=bounds)
     if app.partitions is not None:
         _check_int(errors, f"{where}.partitions", app.partitions, 1, 100_000, "partitions")
     if app.expiration_ms is not None:
@@ -224,10 +280,32 @@ def _safe_matches(pattern: str, topic: str) -> bool:
         return False  # the bad regex is reported under inputs
 
 
-def validate_group(group: GroupConfig, app: AppConfig | None) -> list[ConfigError]:
-    """Every problem of one group record. Without its app only what does not depend on it is checked."""
+def _too_many(location: str, count: int, limits: Limits, scope: str, owner: str) -> ConfigError:
+    limit = limits.max_subscriptions_per_app if scope == "per_app" else limits.max_subscriptions_total
+    variable = Limits.variable(f"max_subscriptions_{scope}")
+    return ConfigError(
+        location, f"{owner} has {count} subscriptions; at most {limit} are allowed (limit {variable})"
+    )
+
+
+def validate_group(
+    group: GroupConfig, app: AppConfig | None, limits: Limits | None = None
+) -> list[ConfigError]:
+    """Every problem of one group record. Without its app only what does not depend on it is checked.
+
+    One group may not hold more subscriptions than an app may (``max_subscriptions_per_app``): the config
+    store, which validates record by record, refuses such a record. Counting across records (per app with all
+    its groups, and in total) is ``check_limits``'s job."""
     errors: list[ConfigError] = []
+    bounds = _limits(errors, limits)
     where = group_location(group.app, group.name)
+    if len(group.subscriptions) > bounds.max_subscriptions_per_app:
+        errors.append(
+            _too_many(
+                f"{where}.subscriptions", len(group.subscriptions), bounds, "per_app", f"group {group.name}"
+            )
+        )
+        return errors
     _check_name(errors, where, "group name", group.name)
     if group.name in RESERVED_GROUP_NAMES:
         errors.append(
@@ -244,18 +322,48 @@ def validate_group(group: GroupConfig, app: AppConfig | None) -> list[ConfigErro
         if sub.max_unconfirmed is not None:
             _check_int(errors, f"{at}.max_unconfirmed", sub.max_unconfirmed, 1, _INT64_MAX, "max_unconfirmed")
         if sub.expression is not None and app is not None:
-            _compile(errors, f"{at}.expression", sub.expression, app)
+            _compile(errors, f"{at}.expression", sub.expression, app, limits=bounds)
     return errors
 
 
-def validate_state(values: Iterable[AppConfig | GroupConfig]) -> list[ConfigError]:
-    """Validate a whole desired state (apps and their groups), e.g. a parsed YAML file."""
-    items = list(values)
-    apps: Mapping[str, AppConfig] = {v.name: v for v in items if isinstance(v, AppConfig)}
+def subscription_count(values: Iterable[AppConfig | GroupConfig]) -> dict[str, int]:
+    """Expressions per app in the plan: its filter entries and all its groups' subscriptions."""
+    counts: dict[str, int] = {}
+    for value in values:
+        if isinstance(value, AppConfig):
+            counts[value.name] = counts.get(value.name, 0) + len(value.filter)
+        else:
+            counts[value.app] = counts.get(value.app, 0) + len(value.subscriptions)
+    return counts
+
+
+def check_limits(
+    values: Iterable[AppConfig | GroupConfig], limits: Limits | None = None
+) -> list[ConfigError]:
+    """The limits that span records: subscriptions per app (over all its groups) and in total."""
     errors: list[ConfigError] = []
+    bounds = _limits(errors, limits)
+    counts = subscription_count(values)
+    for app, count in sorted(counts.items()):
+        if count > bounds.max_subscriptions_per_app:
+            errors.append(_too_many(app_location(app), count, bounds, "per_app", f"app {app}"))
+    total = sum(counts.values())
+    if total > bounds.max_subscriptions_total:
+        errors.append(_too_many("apps", total, bounds, "total", "the configuration"))
+    return errors
+
+
+def validate_state(
+    values: Iterable[AppConfig | GroupConfig], limits: Limits | None = None
+) -> list[ConfigError]:
+    """Validate a whole desired state (apps and their groups), e.g. a parsed YAML file, limits included."""
+    items = list(values)
+    errors: list[ConfigError] = []
+    bounds = _limits(errors, limits)
+    apps: Mapping[str, AppConfig] = {v.name: v for v in items if isinstance(v, AppConfig)}
     for value in items:
         if isinstance(value, AppConfig):
-            errors.extend(validate_app(value))
+            errors.extend(validate_app(value, bounds))
         else:
             app = apps.get(value.app)
             if app is None:
@@ -264,9 +372,10 @@ def validate_state(values: Iterable[AppConfig | GroupConfig]) -> list[ConfigErro
                         group_location(value.app, value.name), f"group of an unknown app {value.app!r}"
                     )
                 )
-            errors.extend(validate_group(value, app))
+            errors.extend(validate_group(value, app, bounds))
+    errors.extend(check_limits(items, bounds))
     return errors
 
 
-def validate_config(config: Config) -> list[ConfigError]:
-    return validate_state([*config.apps.values(), *config.groups.values()])
+def validate_config(config: Config, limits: Limits | None = None) -> list[ConfigError]:
+    return validate_state([*config.apps.values(), *config.groups.values()], limits)

@@ -40,6 +40,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=int(os.environ.get("SUBROUTE_BATCH_SIZE", "2000")),
         help="records per poll",
     )
+    worker.add_argument(
+        "--transactional-id",
+        default=os.environ.get("SUBROUTE_TRANSACTIONAL_ID"),
+        metavar="ID",
+        help="exactly-once: a stable id per worker (e.g. the pod name) so a restarted worker aborts its "
+        "predecessor's open transaction at once (env SUBROUTE_TRANSACTIONAL_ID; default: fresh per process)",
+    )
     worker.add_argument("--log-level", default=os.environ.get("SUBROUTE_LOG_LEVEL", "INFO"))
     worker.set_defaults(func=_run)
 
@@ -48,7 +55,10 @@ def _run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
     settings = Settings.from_args(args)
     options = WorkerOptions(
-        guarantee=args.guarantee, batch_size=args.batch_size, exit_on_idle=args.exit_on_idle
+        guarantee=args.guarantee,
+        batch_size=args.batch_size,
+        exit_on_idle=args.exit_on_idle,
+        transactional_id=args.transactional_id,
     )
     metrics = RouterMetrics()
     worker = Worker(settings, options, metrics)

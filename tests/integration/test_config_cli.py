@@ -260,3 +260,21 @@ def test_unreachable_broker_is_a_clear_error(tmp_path: Path, capsys: pytest.Capt
 def test_get_on_an_empty_prefix_prints_no_apps(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
     assert corner.run("config", "get") == 0
     assert yaml.safe_load(capsys.readouterr().out) == {"apps": {}}
+
+
+def test_apply_checks_limits_on_the_file_plus_the_records_it_keeps(
+    kafka, unique, monkeypatch, capsys
+) -> None:
+    from router.config_store import read_config
+    from tests.integration.harness import apply, make_env
+
+    monkeypatch.setenv("SUBROUTE_MAX_SUBSCRIPTIONS_TOTAL", "3")
+    env = make_env(kafka.bootstrap_servers, unique)
+    first = "apps:\n  a:\n    inputs: [INPUT]\n    groups:\n      g: {subscriptions: ['x == 1', 'x == 2']}\n"
+    second = "apps:\n  b:\n    inputs: [INPUT]\n    groups:\n      g: {subscriptions: ['x == 1', 'x == 2']}\n"
+    assert apply(env, first) == 0
+    version = read_config(env.settings).version
+    assert apply(env, second) == 2  # a's 2 are kept: 4 in force would pass the limit of 3
+    assert "SUBROUTE_MAX_SUBSCRIPTIONS_TOTAL" in capsys.readouterr().err
+    assert read_config(env.settings).version == version
+    assert apply(env, second, "--prune") == 0  # a is deleted: 2 in force

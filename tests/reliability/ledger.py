@@ -157,6 +157,14 @@ class Report:
             text += "\n  " + "\n  ".join(str(p) for p in first)
         return text
 
+    def lost_ranges(self) -> dict[str, tuple[int, int, int]]:
+        """Lost input messages per input partition: ``topic/partition`` -> (first offset, last offset, count)."""
+        offsets: dict[str, set[int]] = defaultdict(set)
+        for problem in self.lost:
+            topic, partition, offset = names.parse_source(problem.source)
+            offsets[f"{topic}/{partition}"].add(offset)
+        return {tp: (min(o), max(o), len(o)) for tp, o in sorted(offsets.items())}
+
     def assert_clean(self) -> None:
         assert not self.problems, self.summary()
 
@@ -179,6 +187,7 @@ class Oracle:
 
     def __init__(self, history: Sequence[Config]) -> None:
         self.history = history
+        self._cache: dict[tuple[str, str, int], Expect | None] = {}
 
     def expect(self, sent: Sent, app_name: str, version: int, now_ms: int) -> Expect | None:
         """None when the app does not exist at that version or does not read the message's topic."""
@@ -190,6 +199,12 @@ class Oracle:
             raise NotImplementedError("the ledger does not model priority bands")
         if is_expired(app, sent.headers, sent.timestamp, now_ms):
             return Expect(False, frozenset({DLQ}))
+        key = (sent.source, app_name, version)
+        if key not in self._cache:
+            self._cache[key] = self._evaluate(sent, app, config)
+        return self._cache[key]
+
+    def _evaluate(self, sent: Sent, app: AppConfig, config: Config) -> Expect:
         props, _ = decode_headers(sent.headers, app.properties)
         types = _types(app)
         if app.filter and not any(_compiled(f, app.dialect, types).matches(props) for f in app.filter):

@@ -204,6 +204,9 @@ class WorkerProcess:
         if self.alive():
             self.kill()
         self.log.close()
+        if os.environ.get("SUBROUTE_RELIABILITY_KEEP_LOGS"):
+            print(f"worker log kept: {self.log.name}")
+            return
         with contextlib.suppress(OSError):
             os.unlink(self.log.name)
 
@@ -293,30 +296,36 @@ def read_outputs(
         consumer.close()
 
 
-def write_config(settings: Settings, values: Sequence[ConfigValue | tuple[str, None]]) -> None:
-    """Write config records (or ``(key, None)`` tombstones) straight to the config topic, in order."""
-    producer = Producer(settings.client_config({"linger.ms": 2, "enable.idempotence": True, "acks": "all"}))
-    failures: list[str] = []
+class ConfigWriter:
+    """Writes config records (or ``(key, None)`` tombstones) straight to the config topic, in order, with one
+    idempotent producer; ``write`` returns once every record is acknowledged."""
 
-    def delivered(error: KafkaError | None, _message: Any) -> None:
-        if error is not None:
-            failures.append(str(error))
-
-    for value in values:
-        if isinstance(value, tuple):
-            key, record, headers = value[0], None, []
-        else:
-            key, record, headers = encode(value)  # type: ignore[assignment]
-        producer.produce(
-            names.config_topic(settings.topic_prefix),
-            key=key.encode(),
-            value=record,
-            headers=headers,
-            on_delivery=delivered,
+    def __init__(self, settings: Settings) -> None:
+        self.topic = names.config_topic(settings.topic_prefix)
+        self.producer = Producer(
+            settings.client_config({"linger.ms": 1, "enable.idempotence": True, "acks": "all"})
         )
-        producer.poll(0)
-    assert producer.flush(60) == 0, "config records not acknowledged"
-    assert not failures, failures
+        self.failures: list[str] = []
+
+    def _delivered(self, error: KafkaError | None, _message: Any) -> None:
+        if error is not None:
+            self.failures.append(str(error))
+
+    def write(self, values: Sequence[ConfigValue | tuple[str, None]]) -> None:
+        for value in values:
+            if isinstance(value, tuple):
+                key, record, headers = value[0], None, []
+            else:
+                key, record, headers = encode(value)  # type: ignore[assignment]
+            self.producer.produce(
+                self.topic, key=key.encode(), value=record, headers=headers, on_delivery=self._delivered
+            )
+        assert self.producer.flush(60) == 0, "config records not acknowledged"
+        assert not self.failures, self.failures
+
+
+def write_config(settings: Settings, values: Sequence[ConfigValue | tuple[str, None]]) -> None:
+    ConfigWriter(settings).write(values)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.1) -> float:
@@ -327,3 +336,26 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
     return time.monotonic() - started
+
+
+def input_ends(sent: Iterable[Sent]) -> dict[tuple[str, int], int]:
+    """The end offset of every input partition the stream wrote to, from the delivery reports."""
+    ends: dict[tuple[str, int], int] = {}
+    for s in sent:
+        ends[(s.topic, s.partition)] = max(ends.get((s.topic, s.partition), 0), s.offset + 1)
+    return ends
+
+
+def committed_offsets(
+    settings: Settings, sent: Iterable[Sent], group: str | None = None
+) -> dict[tuple[str, int], int]:
+    """The router group's committed offsets on the input partitions (fetched without joining the group)."""
+    partitions = list(input_ends(sent))
+    consumer = Consumer(
+        settings.client_config({"group.id": group or names.worker_group_id(settings.topic_prefix)})
+    )
+    try:
+        found = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=10)
+        return {(tp.topic, tp.partition): tp.offset for tp in found}
+    finally:
+        consumer.close()

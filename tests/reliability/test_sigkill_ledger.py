@@ -1,0 +1,210 @@
+"""SIGKILL a worker at random points of a live input stream, then prove with the ledger that nothing was lost.
+
+Sizes: ``make test`` runs 50,000 messages with 8 kills (at-least-once) and 30,000 with 6 (exactly-once, whose
+final drain may wait out a transaction timeout); ``pytest --soak`` runs the full
+200,000-message stream with 20 kills (issue 7). The kill points are random (the seed is printed): about one in
+five falls in the start-up phase (config read, group join), the rest once the worker has consumed a random
+number of records (1 to 3 batches), i.e. mid-batch, between produce and commit, or inside a transaction.
+
+After the last kill a fresh worker runs until idle; then every app topic is read back and the ledger
+(``ledger.py``) checks each (input, app): routed to a group the stamped config version dictates, filtered
+(nothing written), pending, or dead-lettered (expired); none lost; values, keys and headers intact.
+
+* at-least-once: duplicates are counted and bounded: at most one batch (2,000 records) per kill is replayed.
+* exactly-once: readers use ``read_committed``; zero duplicates is required on a broker that hides aborted
+  transactions. Tansu returns aborted records to read_committed readers (BROKER-NOTES.md): detected with a
+  probe, and only that one assertion is skipped there, with the reason; the loss checks always run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import subprocess
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from router import names
+from router.config_store import history
+from router.settings import Settings
+from tests.integration.harness import apply, make_env
+from tests.integration.test_worker_guarantees import broker_hides_aborted_records
+from tests.reliability.ledger import Ledger, Output
+from tests.reliability.scenarios import APPS, CONFIG, orders
+from tests.reliability.support import (
+    Stream,
+    WorkerProcess,
+    app_topics,
+    committed_offsets,
+    input_ends,
+    read_outputs,
+)
+
+pytestmark = pytest.mark.kafka
+
+BATCH = 2000  # the worker's default --batch-size
+# The final worker must be idle within this time: longer than Kafka's default transaction.timeout.ms (60 s),
+# after which a broker aborts the open transactions of killed exactly-once workers.
+IDLE_WITHIN = 75
+
+
+def _crash(worker: WorkerProcess, when: str) -> str:
+    """What a worker that exited on its own left behind: its exit code and the end of its log."""
+    tail = worker.log_tail(2500)
+    last = next((line for line in reversed(tail.splitlines()) if line.strip()), "")
+    return f"worker exited by itself ({when}, code {worker.process.returncode}): {last}\n{tail}"
+
+
+def _kill_repeatedly(
+    settings: Settings,
+    guarantee: str,
+    kills: int,
+    rng: random.Random,
+    env: dict[str, str],
+    crashes: list[str],
+) -> tuple[WorkerProcess, list[str]]:
+    """Kill ``kills`` workers; returns the survivor (still running) and what happened.
+
+    The successor of a worker is started while it still routes (as a Deployment replaces a crashed pod while
+    others keep running), so each kill also exercises a rebalance: the successor takes the dead member's
+    partitions once its session expires. About one kill in five hits a spare worker in its start-up phase
+    (config read, group join). A worker that exits by itself is recorded in ``crashes`` and replaced.
+    """
+    log: list[str] = []
+    ids = itertools.count()
+
+    def start() -> tuple[WorkerProcess, str]:
+        # exactly-once: each worker has its own transactional id; after a kill, its replacement's
+        # init_transactions (here: fence()) aborts the transaction the dead worker left open.
+        tid = f"{settings.topic_prefix}.router.w{next(ids)}"
+        extra = ["--transactional-id", tid] if guarantee == "exactly-once" else []
+        return WorkerProcess(settings, "--guarantee", guarantee, *extra, env=env), tid
+
+    def fence(tid: str) -> None:
+        if guarantee == "exactly-once":
+            Producer(settings.client_config({"transactional.id": tid})).init_transactions(30)
+
+    current, current_id = start()
+    try:
+        for k in range(kills):
+            if rng.random() < 0.2:
+                spare, spare_id = start()
+                time.sleep(rng.uniform(0.2, 3.0))
+                if spare.alive():
+                    spare.kill()
+                    fence(spare_id)
+                    log.append(f"kill {k + 1}: a worker in start-up")
+                else:
+                    crashes.append(_crash(spare, "in start-up"))
+                spare.close()
+                continue
+            successor, successor_id = start()
+            threshold = current.messages_in() + rng.randint(1, 3 * BATCH)
+            deadline = time.monotonic() + 30
+            while current.alive() and current.messages_in() < threshold and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(rng.uniform(0, 0.3))  # anywhere in the batch that follows: routing, produce, commit
+            if current.alive():
+                seen = current.messages_in()
+                current.kill()
+                fence(current_id)
+                log.append(f"kill {k + 1}: at {seen:.0f} records consumed (target {threshold:.0f})")
+            else:
+                crashes.append(_crash(current, f"before kill {k + 1}"))
+            current.close()
+            current, current_id = successor, successor_id
+        return current, log
+    except BaseException:
+        current.close()
+        raise
+
+
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+def test_sigkill_at_random_points_loses_nothing(kafka, unique, soak, fast_session_env, guarantee) -> None:
+    count, kills = (200_000, 20) if soak else ((50_000, 8) if guarantee == "at-least-once" else (30_000, 6))
+    seed = int(os.environ.get("SUBROUTE_RELIABILITY_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    print(f"\n{guarantee}: {count} messages, {kills} kills, seed {seed} (SUBROUTE_RELIABILITY_SEED)")
+    env = make_env(kafka.bootstrap_servers, unique, partitions=2)
+    assert apply(env, CONFIG) == 0
+    # Spread the stream over the kill phase (about 4 s per kill cycle), so every kill lands in live traffic.
+    stream = Stream(env.settings, env.input, orders(count), rate=count / (kills * 4.0)).start()
+    started = time.monotonic()
+    crashes: list[str] = []
+    survivor, kill_log = _kill_repeatedly(env.settings, guarantee, kills, rng, fast_session_env, crashes)
+    print("\n".join(kill_log))
+    sent = stream.join()
+    final = WorkerProcess(env.settings, "--guarantee", guarantee, "--exit-on-idle", "3", env=fast_session_env)
+    stalled = False
+    try:
+        if survivor.terminate() != 0:  # SIGTERM: finish the batch, commit, leave the group
+            crashes.append(_crash(survivor, "on SIGTERM"))
+        try:
+            if final.wait(IDLE_WITHIN) != 0:
+                crashes.append(_crash(final, "final run"))
+        except subprocess.TimeoutExpired:
+            stalled = True
+            final.terminate()
+    finally:
+        survivor.close()
+        final.close()
+    drained = time.monotonic()
+    print(f"stream, kills and the final worker took {drained - started:.1f} s")
+
+    eos = guarantee == "exactly-once"
+    topics = app_topics(env.settings, APPS)
+    outputs = read_outputs(env.settings, topics, read_committed=eos)
+    ledger = Ledger(env.prefix, history(env.settings), sent)
+    report = ledger.verify(outputs)
+    report.router_disagrees.extend(ledger.cross_check(outputs, limit=20_000))
+    print(report.summary())
+    print(f"reading back and the ledger took {time.monotonic() - drained:.1f} s")
+
+    findings: list[str] = []
+    if crashes:
+        findings.append(f"{len(crashes)} worker(s) exited by themselves; the first: {crashes[0]}")
+    if stalled:
+        findings.append(
+            f"the final worker was not caught up and idle within {IDLE_WITHIN} s (--exit-on-idle 3): its "
+            "read_committed consumer cannot pass open transactions that killed workers left behind"
+        )
+    if report.problems and eos:
+        written = ledger.verify(read_outputs(env.settings, topics, read_committed=False))
+        findings.append(
+            f"read_committed readers miss {len(report.lost)} (input, app) pairs, lost input offsets per partition "
+            f"(first, last, count): {report.lost_ranges()}; read_uncommitted readers miss {len(written.lost)}: "
+            f"{written.lost_ranges()}. Router group's committed input offsets: "
+            f"{committed_offsets(env.settings, sent)}; input ends: {input_ends(sent)}"
+        )
+    assert not findings, "\n\n".join([*findings, report.summary()])
+    report.assert_clean()
+    assert len(sent) == count
+    assert set(report.versions) == {len(ledger.history) - 1}, "one config version throughout"
+    for fate in ("routed", "filtered", "pending", "dlq"):
+        assert report.fates[fate] > 0, f"the workload should produce {fate} messages: {report.fates}"
+
+    # The ledger must see a loss when there is one: drop every copy of one routed record and verify again.
+    victim = next(o for o in outputs if o.topic == f"{env.prefix}.audit.all")
+    without = [o for o in outputs if not _same_message(o, victim)]
+    assert [str(p) for p in ledger.verify(without).lost] == [
+        f"{victim.header(names.SOURCE)} app=audit: no record at all; version {len(ledger.history) - 1} "
+        "dictates ['group:all']"
+    ], "the ledger did not notice a dropped record"
+
+    if not eos:
+        assert report.duplicated_inputs <= kills * BATCH, report.summary()
+        return
+    if not broker_hides_aborted_records(env):
+        pytest.skip(
+            f"no loss, no misroute verified ({report.summary().splitlines()[0]}); the zero-duplicates assertion "
+            "needs a broker whose read_committed hides aborted transactions, and this one (Tansu) returns them "
+            "(BROKER-NOTES.md): run with KAFKA_BOOTSTRAP or SUBROUTE_TEST_BROKER=testcontainers"
+        )
+    assert report.duplicates == 0, report.summary()
+
+
+def _same_message(a: Output, b: Output) -> bool:
+    return a.topic == b.topic and a.header(names.SOURCE) == b.header(names.SOURCE)
