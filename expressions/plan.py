@@ -9,10 +9,13 @@ How a plan is built:
    sub-expressions of all subscriptions (per dialect) are one object.
 2. The top-level conjuncts of each subscription are searched for a *gate*: ``prop == literal``, sql92
    ``prop IN (...)``, an ``||`` of equalities of one property with literals of one type, a numeric range
-   ``prop < <= > >= literal`` or a sql92 ``prop BETWEEN lit AND lit``. A required conjunct that is not true
-   makes the whole conjunction not true in both dialects (false, error, or sql92's FALSE/UNKNOWN), so a
-   subscription whose gate does not hold can never match and is skipped. Equality gates go into a hash map
-   per property and value type, range gates into sorted bounds per property and operator (bisect).
+   ``prop < <= > >= literal``, a sql92 ``prop BETWEEN lit AND lit``, or an *interval*: a lower and an upper
+   bound of one property (``p >= a && p < b``, BETWEEN). A required conjunct that is not true makes the whole
+   conjunction not true in both dialects (false, error, or sql92's FALSE/UNKNOWN), so a subscription whose
+   gate does not hold can never match and is skipped. Equality gates go into a hash map per property and value
+   type, range gates into sorted bounds per property and operator (bisect), intervals into sorted lower bounds
+   per width class: an interval no wider than W can only hold v if its lower bound is in [v - W, v], so a
+   message's candidates are about the intervals that hold it, however many there are.
 3. When the gate holding is exactly the conjunct being true (every gate but BETWEEN), that conjunct is
    dropped: only the rest, the *residual*, is evaluated. This never changes the outcome: the conjunct would
    have been evaluated, without error, to true.
@@ -39,6 +42,7 @@ from .expression import check
 from .outcome import INT64_MAX, INT64_MIN, EvalError
 
 _MISSING: Any = object()
+_NONE: frozenset[Hashable] = frozenset()
 
 # (subscription id, residual closure or None when the gate alone decides, True for sql92)
 Entry = tuple[Hashable, Fn | None, bool]
@@ -79,10 +83,12 @@ class Plan:
         self._always: tuple[Entry, ...] = tuple(builder.always)
         self._eq_probes = tuple(builder.eq_probes())
         self._range_probes = tuple(builder.range_probes())
+        self._interval_probes = tuple(builder.interval_probes())
         self.stats: dict[str, int] = {
             "subscriptions": len(self.subscriptions),
             "indexed_equality": builder.counts["eq"],
             "indexed_range": builder.counts["range"],
+            "indexed_interval": builder.counts["interval"],
             "unindexed": len(self._always),
             "shared_nodes": builder.shared_count,
         }
@@ -90,14 +96,17 @@ class Plan:
     def __len__(self) -> int:
         return len(self.subscriptions)
 
-    def _snapshot(self, props: Props) -> dict[str, Any]:
-        """Each property the plan reads, read once from the message."""
+    def _snapshot(self, props: Props) -> Mapping[str, Any]:
+        """Each property the plan reads, read once from the message. A plain dict is read as it is: reading it
+        twice gives the same value, and the names the plan does not read are never looked at."""
+        if type(props) is dict:
+            return props
         names = self._names
         if len(props) <= len(names):
             return {k: v for k, v in props.items() if k in names}
         return {k: props[k] for k in names if k in props}
 
-    def _candidates(self, vals: dict[str, Any]) -> list[Entry]:
+    def _candidates(self, vals: Mapping[str, Any]) -> list[Entry]:
         cands = list(self._always)
         for name, by_type in self._eq_probes:
             v = vals.get(name, _MISSING)
@@ -124,6 +133,22 @@ class Plan:
                 cands.extend(entries[bisect.bisect_right(bounds, v) :])
             else:
                 cands.extend(entries[bisect.bisect_left(bounds, v) :])
+        for name, floats, classes in self._interval_probes:
+            v = vals.get(name, _MISSING)
+            t = type(v)
+            if t is int:
+                if not INT64_MIN <= v <= INT64_MAX:
+                    continue
+            elif t is not float or not floats or not math.isfinite(v):
+                continue
+            for width, lows, entries in classes:
+                lowest = v - width
+                if t is float:  # step past the rounding of the subtraction: a superset is fine, a subset not
+                    lowest = math.nextafter(math.nextafter(lowest, -math.inf), -math.inf)
+                i = bisect.bisect_left(lows, lowest)
+                j = bisect.bisect_right(lows, v)
+                if i < j:
+                    cands.extend(entries[i:j])
         return cands
 
     def match(self, props: Props) -> frozenset[Hashable]:
@@ -167,7 +192,7 @@ class Plan:
                 out.append(sid)
             elif v is not False and not (v is None and sql):
                 errors.append(sid)
-        return frozenset(out), frozenset(errors)
+        return frozenset(out), frozenset(errors) if errors else _NONE
 
 
 def compile_plan(subscriptions: Iterable[Subscription]) -> Plan:
@@ -243,6 +268,9 @@ def _value_class(value: Any, sql: bool) -> str:
 def _find_gates(conjuncts: tuple[ast.Node, ...], sql: bool) -> list[_Gate]:
     """Every gate the conjuncts offer; the plan picks the most selective one."""
     gates: list[_Gate] = []
+    interval = _interval_gate(conjuncts, sql)
+    if interval is not None:
+        gates.append(interval)
     for i, c in enumerate(conjuncts):
         gate: _Gate | None = None
         literal = _eq_literal(c, sql)
@@ -303,6 +331,43 @@ def _range_gate(c: ast.Node, i: int, sql: bool) -> _Gate | None:
     return None
 
 
+def _interval_gate(conjuncts: tuple[ast.Node, ...], sql: bool) -> _Gate | None:
+    """A lower and an upper numeric bound of one property among the conjuncts (a BETWEEN is both). The gate
+    only narrows the candidates; the bounds stay in the residual, which decides exactly."""
+    numeric = (ast.IntLit, ast.FloatLit) if sql else (ast.IntLit,)
+    lower: dict[str, tuple[int, Any]] = {}
+    upper: dict[str, Any] = {}
+    for i, c in enumerate(conjuncts):
+        if isinstance(c, ast.Compare) and isinstance(c.left, ast.Prop) and isinstance(c.right, numeric):
+            if c.op in (">", ">="):
+                lower.setdefault(c.left.name, (i, c.right.value))
+            elif c.op in ("<", "<="):
+                upper.setdefault(c.left.name, c.right.value)
+        elif (
+            sql
+            and isinstance(c, ast.Between)
+            and not c.negated
+            and isinstance(c.operand, ast.Prop)
+            and isinstance(c.low, numeric)
+            and isinstance(c.high, numeric)
+        ):
+            lower.setdefault(c.operand.name, (i, c.low.value))
+            upper.setdefault(c.operand.name, c.high.value)
+    for prop, (i, low) in lower.items():
+        if prop in upper and math.isfinite(upper[prop] - low):
+            return _Gate(prop, False, i, op="interval", bound=(low, upper[prop]))
+    return None
+
+
+def _width_class(width: Any) -> int:
+    """The smallest power of two at least ``width`` (0 for an empty or one-point interval); an int, so that
+    ``v - class`` is exact for int values."""
+    if width <= 0:
+        return 0
+    whole: int = math.ceil(width)
+    return 1 << (whole - 1).bit_length()
+
+
 class _Builder:
     def __init__(self) -> None:
         self.properties: set[str] = set()
@@ -315,7 +380,8 @@ class _Builder:
         self.always: list[Entry] = []
         self.eq: dict[tuple[str, str], dict[str, dict[Any, list[Entry]]]] = {}
         self.ranges: dict[tuple[str, str, str], list[tuple[Any, int, Entry]]] = {}
-        self.counts = {"eq": 0, "range": 0}
+        self.intervals: dict[tuple[str, str], dict[int, list[tuple[Any, int, Entry]]]] = {}
+        self.counts = {"eq": 0, "range": 0, "interval": 0}
         self.shared_count = 0
 
     def add(self, sub: Subscription) -> None:
@@ -341,7 +407,7 @@ class _Builder:
             for g in gates:
                 if g.values:
                     eq_count.update((dialect, g.prop, _value_class(v, sql), v) for v in set(g.values))
-                else:
+                elif g.op != "interval":
                     range_count[(dialect, g.prop, g.op)] += 1
 
         def cost(dialect: str, g: _Gate) -> tuple[float, int, int]:
@@ -349,7 +415,9 @@ class _Builder:
                 sql = dialect == "sql92"
                 keys = {(dialect, g.prop, _value_class(v, sql), v) for v in g.values}
                 return (sum(eq_count[k] for k in keys), 0, g.conjunct)
-            return (max(1.0, range_count[(dialect, g.prop, g.op)] / 2), 1, g.conjunct)
+            if g.op == "interval":  # about the intervals holding the value, plus a neighbour or two
+                return (2.0, 1, g.conjunct)
+            return (max(1.0, range_count[(dialect, g.prop, g.op)] / 2), 2, g.conjunct)
 
         for sid, dialect, conjuncts, gates in self.items:
             gate = min(gates, key=lambda g: cost(dialect, g)) if gates else None
@@ -380,6 +448,12 @@ class _Builder:
                 # A value repeated in the gate must not list the subscription twice.
                 for value in dict.fromkeys(gate.values):
                     table.setdefault(value, []).append(entry)
+            elif gate.op == "interval":
+                self.counts["interval"] += 1
+                low, high = gate.bound
+                classes = self.intervals.setdefault((dialect, gate.prop), {})
+                bucket = classes.setdefault(_width_class(high - low), [])
+                bucket.append((low, len(bucket), entry))
             else:
                 self.counts["range"] += 1
                 bucket = self.ranges.setdefault((dialect, gate.prop, gate.op), [])
@@ -422,6 +496,14 @@ class _Builder:
                 else:
                     by_type[{"int": int, "str": str, "bool": bool}[cls]] = table
             yield prop, by_type
+
+    def interval_probes(self) -> Iterable[tuple[str, bool, tuple[tuple[int, list[Any], list[Entry]], ...]]]:
+        for (dialect, prop), classes in self.intervals.items():
+            probe = []
+            for width, bucket in sorted(classes.items()):
+                bucket.sort(key=lambda item: (item[0], item[1]))
+                probe.append((width, [low for low, _, _ in bucket], [e for _, _, e in bucket]))
+            yield prop, dialect == "sql92", tuple(probe)
 
     def range_probes(self) -> Iterable[tuple[str, bool, str, list[Any], list[Entry]]]:
         for (dialect, prop, op), bucket in self.ranges.items():

@@ -7,7 +7,7 @@ the caller counts it): an expression never sees a half-decoded value.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 PropertyValue = int | float | str | bool
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -18,14 +18,14 @@ class PropertyDecodeError(ValueError):
 
 
 def _decode_int(raw: bytes) -> int:
-    text = raw.decode("ascii")
-    # int() would also accept "1_000", " 7" and "+7"; producers send plain decimal text.
-    body = text[1:] if text[:1] == "-" else text
-    if not body.isdigit() or not body.isascii():
-        raise PropertyDecodeError(f"not a decimal integer: {text!r}")
-    value = int(text)
+    # int() would also accept "1_000", " 7" and "+7"; producers send plain decimal text. bytes.isdigit() is
+    # true for ASCII digits only (and false for b"").
+    body = raw[1:] if raw[:1] == b"-" else raw
+    if not body.isdigit():
+        raise PropertyDecodeError(f"not a decimal integer: {raw[:40]!r}")
+    value = int(raw)
     if not INT64_MIN <= value <= INT64_MAX:
-        raise PropertyDecodeError(f"outside int64: {text}")
+        raise PropertyDecodeError(f"outside int64: {raw[:40]!r}")
     return value
 
 
@@ -66,13 +66,55 @@ def decode_value(raw: bytes, type_name: str) -> PropertyValue:
         raise PropertyDecodeError(str(exc)) from None
 
 
+Decoder = Callable[[bytes], PropertyValue]
+
+
+def decoders_for(types: Mapping[str, str], names: Iterable[str]) -> dict[str, Decoder]:
+    """The decoder of each of ``names`` (undeclared ones are strings), for ``decode_with``."""
+    return {name: _decoder(types.get(name, "string")) for name in names}
+
+
+def _decoder(type_name: str) -> Decoder:
+    # bytes.decode is the string decoder without a Python frame: UTF-8, strict, as _decode_string.
+    return bytes.decode if type_name == "string" else DECODERS[type_name]
+
+
+def decode_with(
+    headers: Sequence[tuple[str, bytes | None]] | None, decoders: Mapping[str, Decoder]
+) -> tuple[dict[str, PropertyValue], int]:
+    """``decode_headers`` for the names of ``decoders`` only: other headers are neither decoded nor counted."""
+    props: dict[str, PropertyValue] = {}
+    failures = 0
+    if not headers:
+        return props, failures
+    for name, raw in headers:
+        decode = decoders.get(name)
+        if decode is None:
+            continue
+        if raw is None:
+            props.pop(name, None)
+            continue
+        try:
+            props[name] = decode(raw)
+        except ValueError:  # PropertyDecodeError, UnicodeDecodeError, int()'s own
+            props.pop(name, None)
+            failures += 1
+    return props, failures
+
+
 def decode_headers(
-    headers: Sequence[tuple[str, bytes | None]] | None, types: Mapping[str, str]
+    headers: Sequence[tuple[str, bytes | None]] | None,
+    types: Mapping[str, str],
+    only: Iterable[str] | None = None,
 ) -> tuple[dict[str, PropertyValue], int]:
     """Properties of one message and how many header values failed to decode.
 
-    Where a header repeats, the last value wins (as most Kafka clients' ``lastHeader``).
+    Where a header repeats, the last value wins (as most Kafka clients' ``lastHeader``). With ``only``, headers
+    of other names are neither decoded nor counted (the router passes the names its expressions read and the
+    declared ones).
     """
+    if only is not None:
+        return decode_with(headers, decoders_for(types, only))
     props: dict[str, PropertyValue] = {}
     failures = 0
     if not headers:

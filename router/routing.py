@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import cast
@@ -20,7 +20,7 @@ from typing import cast
 import expressions
 from router import names, priority
 from router.model import AppConfig, Config, GroupConfig
-from router.properties import PropertyValue, decode_headers
+from router.properties import Decoder, PropertyValue, decode_with, decoders_for
 
 Props = Mapping[str, PropertyValue]
 PlanId = tuple[str, ...]  # ("filter", app, i) or ("subscription", app, group, i)
@@ -47,7 +47,7 @@ class Candidate:
     order: int  # configuration order of the group, then the subscription
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     app: str
     action: Action
@@ -60,14 +60,27 @@ class Decision:
 
 @dataclass(frozen=True)
 class AppRoute:
-    """An app compiled for routing: what it reads, its filter and its priority levels, highest first."""
+    """An app compiled for routing: what it reads, its filter, its own plan and its priority levels, highest
+    first.
+
+    The app's filter is evaluated in its environment's filter plan; its consumer subscriptions (and priority
+    bands) form a plan of their own, evaluated only for messages that pass the filter (DESIGN.md §2, step 1),
+    so a message costs the subscriptions of the apps it is for, not those of every app.
+    """
 
     config: AppConfig
-    environment: int  # index of the property-type environment (and plan) it evaluates in
+    environment: int  # index of the property-type environment it decodes and filters in
     filter_ids: frozenset[tuple[str, ...]]
     levels: tuple[tuple[Candidate, ...], ...]
     input_names: frozenset[str]
     input_patterns: tuple[re.Pattern[str], ...]
+    plan: expressions.Plan  # the consumer subscriptions and the priority bands
+    # Each candidate with its position in ``levels`` (flattened), which sorts matches into levels.
+    by_plan_id: Mapping[Hashable, tuple[int, Candidate]] = field(default_factory=dict)
+    unconditional: tuple[tuple[int, Candidate], ...] = ()  # groups without subscriptions: any message
+    filtered: Decision | None = None  # the (immutable) decisions most messages get, made once
+    pending: Decision | None = None
+    routed: Mapping[int, Decision] = field(default_factory=dict)  # by Candidate.order
 
     @property
     def name(self) -> str:
@@ -80,20 +93,65 @@ class AppRoute:
 
 @dataclass(frozen=True)
 class Environment:
-    """Apps that declare the same property types share one decoding of the headers and one plan."""
+    """Apps that declare the same property types share one decoding of the headers and one plan of their app
+    filters."""
 
     types: Mapping[str, str]
-    plan: expressions.Plan
+    plan: expressions.Plan  # the app filters of the environment's apps
+    # The headers worth decoding: those an expression reads and the declared ones (whose decoding failures are
+    # counted), each with its decoder. Others are never looked at.
+    decoders: Mapping[str, Decoder] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FilterOutcome:
+    """For one set of app filters that held: the apps skipped (their decisions made once) and the apps to
+    evaluate further."""
+
+    filtered: tuple[Decision, ...]
+    passed: tuple[AppRoute, ...]
+
+
+@dataclass
+class EnvironmentGroup:
+    """The apps reading one topic that share an environment: one decoding, one filter plan evaluation.
+
+    ``outcomes`` caches what a set of held filters means for these apps; a workload has few such sets.
+    """
+
+    environment: Environment
+    apps: tuple[AppRoute, ...]
+    outcomes: dict[frozenset[Hashable], FilterOutcome] = field(default_factory=dict)
+
+    expiring: bool = False  # an app here has an expiration of its own
+
+    def __post_init__(self) -> None:
+        self.expiring = any(app.config.expiration_ms is not None for app in self.apps)
+
+    def outcome(self, held: frozenset[Hashable]) -> FilterOutcome:
+        found = self.outcomes.get(held)
+        if found is None:
+            skipped = [a for a in self.apps if a.filter_ids and a.filter_ids.isdisjoint(held)]
+            found = FilterOutcome(
+                tuple(a.filtered or Decision(a.name, Action.FILTERED) for a in skipped),
+                tuple(a for a in self.apps if a not in skipped),
+            )
+            if len(self.outcomes) >= 4096:  # filters that vary without bound: keep the cache bounded
+                self.outcomes.clear()
+            self.outcomes[held] = found
+        return found
 
 
 @dataclass
 class RoutingTable:
-    """Every app of one config version, compiled; built off the hot path, then only read."""
+    """Every app of one config version, compiled; built off the hot path, then only read (its caches aside)."""
 
     version: int
     apps: tuple[AppRoute, ...]
     environments: tuple[Environment, ...]
     _by_topic: dict[str, tuple[AppRoute, ...]] = field(default_factory=dict)
+    _groups: dict[str, tuple[EnvironmentGroup, ...]] = field(default_factory=dict)
+    _groups_of_app: dict[str, tuple[EnvironmentGroup, ...]] = field(default_factory=dict)
 
     def apps_for(self, topic: str) -> tuple[AppRoute, ...]:
         found = self._by_topic.get(topic)
@@ -102,12 +160,27 @@ class RoutingTable:
             self._by_topic[topic] = found
         return found
 
+    def groups_for(self, topic: str, only_app: str | None = None) -> tuple[EnvironmentGroup, ...]:
+        """The apps a record of ``topic`` is routed for (or just ``only_app``), by environment."""
+        cache, key = (self._groups, topic) if only_app is None else (self._groups_of_app, only_app)
+        found = cache.get(key)
+        if found is None:
+            apps = self.apps_for(topic) if only_app is None else _only(self, only_app)
+            by_env: dict[int, list[AppRoute]] = {}
+            for app in apps:
+                by_env.setdefault(app.environment, []).append(app)
+            found = tuple(
+                EnvironmentGroup(self.environments[env], tuple(members)) for env, members in by_env.items()
+            )
+            cache[key] = found
+        return found
+
     def app(self, name: str) -> AppRoute | None:
         return next((a for a in self.apps if a.name == name), None)
 
     @property
     def expression_count(self) -> int:
-        return sum(len(env.plan) for env in self.environments)
+        return sum(len(env.plan) for env in self.environments) + sum(len(app.plan) for app in self.apps)
 
 
 def filter_id(app: str, index: int) -> tuple[str, ...]:
@@ -137,7 +210,7 @@ def band_thresholds(app: AppConfig) -> list[expressions.Subscription]:
     ]
 
 
-def band_of(app: AppConfig, matched: frozenset[PlanId]) -> int:
+def band_of(app: AppConfig, matched: Collection[Hashable]) -> int:
     if app.priority is None:
         return priority.LOWEST_BAND
     return sum(1 for k in range(1, priority.HIGHEST_BAND + 1) if band_id(app.name, k) in matched)
@@ -156,48 +229,67 @@ def _candidates(app: AppConfig, groups: Sequence[GroupConfig]) -> tuple[tuple[Ca
     return tuple(tuple(by_priority[p]) for p in sorted(by_priority, reverse=True))
 
 
-def build_table(config: Config) -> RoutingTable:
-    """Compile every app of ``config`` into one table; expressions were validated before they got here."""
+def build_table(config: Config, previous: RoutingTable | None = None) -> RoutingTable:
+    """Compile every app of ``config`` into one table; expressions were validated before they got here.
+
+    With the ``previous`` table, an app whose plan entries are unchanged keeps its compiled plan (plans are
+    immutable), so a change to one group recompiles one app, not every expression of the config.
+    """
+    reusable = {app.name: app.plan for app in previous.apps} if previous is not None else {}
     env_index: dict[tuple[tuple[str, str], ...], int] = {}
-    env_subscriptions: list[list[expressions.Subscription]] = []
+    env_filters: list[list[expressions.Subscription]] = []
     env_types: list[Mapping[str, str]] = []
+    env_reads: list[set[str]] = []
     apps: list[AppRoute] = []
     for app in sorted(config.apps.values(), key=lambda a: a.name):
         signature = tuple(sorted(app.properties.items()))
         if signature not in env_index:
             env_index[signature] = len(env_types)
             env_types.append(dict(app.properties))
-            env_subscriptions.append([])
+            env_filters.append([])
+            env_reads.append(set())
         env = env_index[signature]
         types = dict(app.properties)
-        entries = env_subscriptions[env]
         filter_ids = []
         for i, text in enumerate(app.filter):
             fid = filter_id(app.name, i)
-            entries.append(expressions.Subscription(fid, text, app.dialect, types))
+            env_filters[env].append(expressions.Subscription(fid, text, app.dialect, types))
             filter_ids.append(fid)
-        entries.extend(band_thresholds(app))
+        entries = band_thresholds(app)
         groups = config.groups_of(app.name)
         for group in groups:
             for i, sub in enumerate(group.subscriptions):
                 if sub.expression is not None:
                     sid = subscription_id(app.name, group.name, i)
                     entries.append(expressions.Subscription(sid, sub.expression, app.dialect, types))
+        plan = reusable.get(app.name)
+        if plan is None or plan.subscriptions != tuple(entries):
+            plan = expressions.compile_plan(entries)
+        env_reads[env] |= plan.properties
+        levels = _candidates(app, groups)
+        candidates = [c for level in levels for c in level]
         apps.append(
             AppRoute(
                 config=app,
                 environment=env,
                 filter_ids=frozenset(filter_ids),
-                levels=_candidates(app, groups),
+                levels=levels,
                 input_names=frozenset(i for i in app.inputs if not i.startswith("^")),
                 input_patterns=tuple(re.compile(i) for i in app.inputs if i.startswith("^")),
+                plan=plan,
+                by_plan_id={c.plan_id: (i, c) for i, c in enumerate(candidates) if c.plan_id is not None},
+                unconditional=tuple((i, c) for i, c in enumerate(candidates) if c.plan_id is None),
+                filtered=Decision(app.name, Action.FILTERED),
+                pending=Decision(app.name, Action.PENDING),
+                routed={c.order: Decision(app.name, Action.ROUTE, c.group, c.label) for c in candidates},
             )
         )
-    environments = tuple(
-        Environment(types, expressions.compile_plan(subs))
-        for types, subs in zip(env_types, env_subscriptions, strict=True)
-    )
-    return RoutingTable(config.version, tuple(apps), environments)
+    environments = []
+    for env_type, filters, reads in zip(env_types, env_filters, env_reads, strict=True):
+        filter_plan = expressions.compile_plan(filters)
+        readable = reads | filter_plan.properties | set(env_type)
+        environments.append(Environment(env_type, filter_plan, decoders_for(env_type, sorted(readable))))
+    return RoutingTable(config.version, tuple(apps), tuple(environments))
 
 
 # --- choosing among candidates ----------------------------------------------------------------------------------
@@ -262,19 +354,30 @@ def choose(
     return matching[start % count]
 
 
-def matching_levels(
-    app: AppRoute, matched: frozenset[tuple[str, ...]] | set[tuple[str, ...]]
-) -> Iterable[tuple[Candidate, ...]]:
-    """The app's priority levels, highest first, each reduced to the candidates the message matches."""
-    for level in app.levels:
-        hits = tuple(c for c in level if c.plan_id is None or c.plan_id in matched)
-        if hits:
-            yield hits
+def matching_levels(app: AppRoute, matched: Collection[Hashable]) -> list[tuple[Candidate, ...]]:
+    """The app's priority levels, highest first, each reduced to the candidates the message matches (in
+    configuration order). Works from the matches, so its cost does not grow with the app's subscriptions."""
+    by_id = app.by_plan_id
+    hits = [hit for hit in map(by_id.get, matched) if hit is not None]
+    if app.unconditional:
+        hits.extend(app.unconditional)
+    if len(hits) <= 1:
+        return [(hits[0][1],)] if hits else []
+    hits.sort()  # positions are unique: the candidates themselves are never compared
+    levels: list[tuple[Candidate, ...]] = []
+    level: list[Candidate] = []
+    for _, candidate in hits:
+        if level and candidate.priority != level[0].priority:
+            levels.append(tuple(level))
+            level = []
+        level.append(candidate)
+    levels.append(tuple(level))
+    return levels
 
 
 def decide_app(
     app: AppRoute,
-    matched: frozenset[PlanId],
+    matched: Collection[Hashable],
     group_key: bytes | None,
     lag: Lag,
     cursors: dict[tuple[str, int], int],
@@ -292,12 +395,17 @@ def decide_app(
             break
     if chosen is None:
         if first_level is None:
+            if group_key is None and app.pending is not None:
+                return app.pending
             return Decision(app.name, Action.PENDING, key=group_key)
         # No room anywhere (or no spillover): the top level still takes it; Kafka holds the backlog.
         chosen = choose(app, first_level, group_key, lag, cursors)
-    return Decision(
-        app.name, Action.ROUTE, chosen.group, chosen.label, group_key, band=band_of(app.config, matched)
-    )
+    band = band_of(app.config, matched)
+    if group_key is None and band == priority.LOWEST_BAND:
+        made = app.routed.get(chosen.order)
+        if made is not None:
+            return made
+    return Decision(app.name, Action.ROUTE, chosen.group, chosen.label, group_key, band=band)
 
 
 def group_key_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None) -> bytes | None:
@@ -320,8 +428,8 @@ def parse_duration_ms(text: str) -> int | None:
     return int(match.group(1)) * unit
 
 
-def expiration_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None) -> int | None:
-    """The message's own ``subroute.expiration`` wins over the app's."""
+def message_expiration(headers: Sequence[tuple[str, bytes | None]] | None) -> int | None:
+    """The message's own ``subroute.expiration`` (the first that parses), if any."""
     for name, raw in headers or ():
         if name == names.EXPIRATION and raw:
             try:
@@ -330,7 +438,13 @@ def expiration_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | 
                 parsed = None
             if parsed is not None:
                 return parsed
-    return app.expiration_ms
+    return None
+
+
+def expiration_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None) -> int | None:
+    """The message's own ``subroute.expiration`` wins over the app's."""
+    own = message_expiration(headers)
+    return own if own is not None else app.expiration_ms
 
 
 def is_expired(
@@ -340,7 +454,7 @@ def is_expired(
     return limit is not None and timestamp_ms > 0 and now_ms - timestamp_ms > limit
 
 
-@dataclass
+@dataclass(slots=True)
 class MessageView:
     """What the router needs of one record (also built from explain's --header arguments)."""
 
@@ -349,11 +463,20 @@ class MessageView:
     timestamp_ms: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class RouteResult:
-    decisions: list[Decision]
+    """The decisions for one message: ``routed`` (route, pending, dead-letter) and ``filtered`` (skipped by the
+    app filter), and the errors met, per app."""
+
+    routed: list[Decision]
+    filtered: Sequence[Decision]
     evaluation_errors: dict[str, int]
     decode_errors: dict[str, int]
+
+    @property
+    def decisions(self) -> list[Decision]:
+        """One decision per app, in app-name order (the table's)."""
+        return sorted([*self.routed, *self.filtered], key=lambda d: d.app)
 
 
 class Router:
@@ -370,36 +493,59 @@ class Router:
         now_ms: int,
         only_app: str | None = None,
     ) -> RouteResult:
-        apps = table.apps_for(message.topic) if only_app is None else _only(table, only_app)
-        decisions: list[Decision] = []
+        headers = message.headers
+        timestamp = message.timestamp_ms
+        routed: list[Decision] = []
+        filtered: Sequence[Decision] = ()
         evaluation_errors: dict[str, int] = {}
         decode_errors: dict[str, int] = {}
-        evaluated: dict[int, tuple[frozenset[PlanId], frozenset[PlanId], int]] = {}
-        for app in apps:
-            config = app.config
-            if is_expired(config, message.headers, message.timestamp_ms, now_ms):
-                decisions.append(Decision(app.name, Action.DEAD_LETTER, reason="expired"))
-                continue
-            result = evaluated.get(app.environment)
-            if result is None:
-                env = table.environments[app.environment]
-                props, failures = decode_headers(message.headers, env.types)
-                matched, errored = env.plan.match_with_errors(props)
-                result = (cast(frozenset[PlanId], matched), cast(frozenset[PlanId], errored), failures)
-                evaluated[app.environment] = result
-            matched, errored, failures = result
-            if failures:
-                decode_errors[app.name] = failures
-            if errored:
-                own = sum(1 for e in errored if e[1] == app.name)
-                if own:
-                    evaluation_errors[app.name] = own
-            if app.filter_ids and app.filter_ids.isdisjoint(matched):
-                decisions.append(Decision(app.name, Action.FILTERED))
-                continue
-            key = group_key_of(config, message.headers)
-            decisions.append(decide_app(app, matched, key, lag, self.cursors))
-        return RouteResult(decisions, evaluation_errors, decode_errors)
+        own_expiration = message_expiration(headers) if timestamp > 0 else None
+        for group in table.groups_for(message.topic, only_app):
+            # Expiration comes first: an expired record is dead-lettered for the app, whatever its filter.
+            expired: set[str] = set()
+            if timestamp > 0 and (own_expiration is not None or group.expiring):
+                expired = {
+                    app.name
+                    for app in group.apps
+                    if _expired(app.config.expiration_ms, own_expiration, timestamp, now_ms)
+                }
+                routed.extend(
+                    Decision(name, Action.DEAD_LETTER, reason="expired") for name in sorted(expired)
+                )
+                if len(expired) == len(group.apps):
+                    continue
+            env = group.environment
+            props, failures = decode_with(headers, env.decoders)
+            held, filter_errors = env.plan.match_with_errors(props)
+            outcome = group.outcome(held)
+            if failures or filter_errors:
+                for app in group.apps:
+                    if app.name in expired:
+                        continue
+                    if failures:
+                        decode_errors[app.name] = failures
+                    own = sum(1 for e in cast(frozenset[PlanId], filter_errors) if e[1] == app.name)
+                    if own:
+                        evaluation_errors[app.name] = own
+            passed: Sequence[AppRoute] = outcome.passed
+            skipped: Sequence[Decision] = outcome.filtered
+            if expired:
+                passed = [a for a in passed if a.name not in expired]
+                skipped = [d for d in skipped if d.app not in expired]
+            filtered = skipped if not filtered else [*filtered, *skipped]
+            for app in passed:
+                matched, errored = app.plan.match_with_errors(props)
+                if errored:
+                    evaluation_errors[app.name] = evaluation_errors.get(app.name, 0) + len(errored)
+                config = app.config
+                key = group_key_of(config, headers) if config.group_by is not None else None
+                routed.append(decide_app(app, matched, key, lag, self.cursors))
+        return RouteResult(routed, filtered, evaluation_errors, decode_errors)
+
+
+def _expired(app_limit: int | None, own_limit: int | None, timestamp_ms: int, now_ms: int) -> bool:
+    limit = own_limit if own_limit is not None else app_limit
+    return limit is not None and now_ms - timestamp_ms > limit
 
 
 def _only(table: RoutingTable, app_name: str) -> tuple[AppRoute, ...]:

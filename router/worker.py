@@ -11,6 +11,7 @@ that partition until the version changes (or the expiration sweep comes round), 
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import threading
@@ -19,7 +20,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -55,10 +56,12 @@ class WorkerOptions:
     pending_sweep_seconds: float = 30.0
     capacity_refresh_seconds: float = 3.0
     session_timeout_ms: int = 10_000
+    # exactly-once: a successor that reuses a dead worker's id fences (aborts) its open transaction at once;
+    # with a fresh id the broker aborts it only after transaction.timeout.ms. None: a fresh id per process.
+    transactional_id: str | None = None
 
 
-@dataclass(frozen=True)
-class OutRecord:
+class OutRecord(NamedTuple):
     topic: str
     value: bytes | None
     key: bytes | None
@@ -67,27 +70,31 @@ class OutRecord:
 
 
 @dataclass(slots=True)
-class InputRecord:
-    """A consumed record with the types confluent-kafka leaves optional pinned down (it came without error)."""
+class InputRecord(MessageView):
+    """A consumed record with the types confluent-kafka leaves optional pinned down (it came without error).
 
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: Headers
-    timestamp: int
+    It is the router's ``MessageView`` itself (topic, headers, timestamp), so routing needs no second object.
+    """
+
+    partition: int = 0
+    offset: int = 0
+    key: bytes | None = None
+    value: bytes | None = None
+
+    @property
+    def headers_list(self) -> Headers:
+        return cast(Headers, self.headers)
 
     @classmethod
     def of(cls, message: Message) -> InputRecord:
         return cls(
             cast(str, message.topic()),
+            cast(Headers, message.headers() or []),
+            message.timestamp()[1],
             cast(int, message.partition()),
             cast(int, message.offset()),
             message.key(),
             message.value(),
-            cast(Headers, message.headers() or []),
-            message.timestamp()[1],
         )
 
 
@@ -96,19 +103,60 @@ class _BatchState:
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     produced: int = 0
+    # Counted per batch, then added to the metrics once: a labelled counter costs a lock and a lookup per call.
+    # Decisions are keyed by identity; the entry holds the decision, so its id cannot be reused meanwhile.
+    decisions: dict[int, tuple[Decision, int]] = field(default_factory=dict)
+    filtered: dict[int, tuple[Sequence[Decision], int]] = field(default_factory=dict)
+    decode_errors: dict[str, int] = field(default_factory=dict)
+    evaluation_errors: dict[str, int] = field(default_factory=dict)
+    messages_in: int = 0
 
 
-def _routing_headers(decision: Decision, version: int, now_ms: int) -> Headers:
-    added: Headers = [(names.APP, decision.app.encode())]
-    if decision.group is not None:
-        added.append((names.GROUP, decision.group.encode()))
-    if decision.subscription is not None:
-        added.append((names.SUBSCRIPTION, decision.subscription.encode()))
-    added.append((names.CONFIG_VERSION, str(version).encode()))
-    added.append((names.ROUTED_AT, str(now_ms).encode()))
-    if decision.reason is not None:
-        added.append((names.DLQ_REASON, decision.reason.encode()))
-    return added
+def destination(decision: Decision, prefix: str) -> str:
+    """The topic a (non-filtered) decision writes to."""
+    if decision.action is Action.ROUTE:
+        assert decision.group is not None
+        return priority.band_topic(prefix, decision.app, decision.group, decision.band)
+    if decision.action is Action.PENDING:
+        return names.pending_topic(prefix, decision.app)
+    return names.dlq_topic(prefix, decision.app)
+
+
+class _Outputs:
+    """The topic and the routing headers of each decision, made once per decision object and config version.
+
+    The routing headers keep their order (app, group, subscription, config version, routing time, dead-letter
+    reason); the routing time is fixed per batch, the source (topic/partition/offset) varies per record.
+    """
+
+    def __init__(self, prefix: str, table: RoutingTable) -> None:
+        self.prefix = prefix
+        self.table = table
+        self._version = (names.CONFIG_VERSION, str(table.version).encode())
+        self._stamp: tuple[int, Headers] = (-1, [])
+        self._made: dict[int, tuple[Decision, str, Headers, Headers]] = {}
+
+    def stamp(self, now_ms: int) -> Headers:
+        """Config version and routing time."""
+        if self._stamp[0] != now_ms:
+            self._stamp = (now_ms, [self._version, (names.ROUTED_AT, str(now_ms).encode())])
+        return self._stamp[1]
+
+    def of(self, decision: Decision) -> tuple[Decision, str, Headers, Headers]:
+        """``(decision, topic, headers before the stamp, headers after it)``."""
+        made = self._made.get(id(decision))
+        if made is None:
+            before: Headers = [(names.APP, decision.app.encode())]
+            if decision.group is not None:
+                before.append((names.GROUP, decision.group.encode()))
+            if decision.subscription is not None:
+                before.append((names.SUBSCRIPTION, decision.subscription.encode()))
+            after: Headers = [] if decision.reason is None else [(names.DLQ_REASON, decision.reason.encode())]
+            if len(self._made) >= 100_000:  # decisions made per message (message groups, bands) come and go
+                self._made.clear()
+            # The entry keeps the decision alive, so no other object can take its id while it is cached.
+            made = self._made[id(decision)] = (decision, destination(decision, self.prefix), before, after)
+        return made
 
 
 def records_for(
@@ -118,37 +166,28 @@ def records_for(
     prefix: str,
     now_ms: int,
     redriven: bool,
+    outputs: _Outputs | None = None,
 ) -> list[OutRecord]:
     """The records one input (or pending) record turns into. Value and original headers are kept byte for byte."""
-    original = message.headers
+    if outputs is None or outputs.table is not table:
+        outputs = _Outputs(prefix, table)
+    original = message.headers_list
     if redriven:
         original = [(k, v) for k, v in original if k not in _PARKING_HEADERS]
-        has_source = True
+        source = (names.REDRIVEN, b"pending")
     else:
-        has_source = False
-    source: Headers = (
-        []
-        if has_source
-        else [(names.SOURCE, names.source_of(message.topic, message.partition, message.offset).encode())]
-    )
-    marker: Headers = [(names.REDRIVEN, b"pending")] if redriven else []
-    timestamp = message.timestamp
+        source = (names.SOURCE, names.source_of(message.topic, message.partition, message.offset).encode())
+    stamp = outputs.stamp(now_ms)
+    timestamp = message.timestamp_ms if message.timestamp_ms > 0 else now_ms
     out: list[OutRecord] = []
     for decision in decisions:
         if decision.action is Action.FILTERED:
             continue
-        if decision.action is Action.ROUTE:
-            assert decision.group is not None
-            topic = priority.band_topic(prefix, decision.app, decision.group, decision.band)
-            key = decision.key if decision.key is not None else message.key
-        elif decision.action is Action.PENDING:
-            topic = names.pending_topic(prefix, decision.app)
-            key = message.key
-        else:
-            topic = names.dlq_topic(prefix, decision.app)
-            key = message.key
-        headers = [*original, *source, *marker, *_routing_headers(decision, table.version, now_ms)]
-        out.append(OutRecord(topic, message.value, key, headers, timestamp if timestamp > 0 else now_ms))
+        _, topic, before, after = outputs.of(decision)
+        key = decision.key if decision.action is Action.ROUTE and decision.key is not None else message.key
+        out.append(
+            OutRecord(topic, message.value, key, [*original, source, *before, *stamp, *after], timestamp)
+        )
     return out
 
 
@@ -170,6 +209,39 @@ def app_topics(config: Config, prefix: str, partitions_of: Callable[[Sequence[st
     return specs
 
 
+def _topic_layout(config: Config) -> object:
+    """What decides the topics ``app_topics`` asks for: apps, their inputs and sizes, their groups, bands."""
+    return tuple(
+        sorted(
+            (
+                app.name,
+                app.inputs,
+                app.partitions,
+                app.priority is not None,
+                tuple(g.name for g in config.groups_of(app.name)),
+            )
+            for app in config.apps.values()
+        )
+    )
+
+
+def _add(into: dict[str, int], counts: dict[str, int]) -> None:
+    for name, count in counts.items():
+        into[name] = into.get(name, 0) + count
+
+
+# Commit errors that mean "these partitions may no longer be yours", not "something is broken".
+_MEMBERSHIP_LOST = frozenset(
+    {
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.REBALANCE_IN_PROGRESS,
+        KafkaError._ASSIGNMENT_LOST,
+        KafkaError.FENCED_INSTANCE_ID,
+    }
+)
+
+
 class Worker:
     def __init__(
         self, settings: Settings, options: WorkerOptions, metrics: RouterMetrics | None = None
@@ -184,6 +256,7 @@ class Worker:
         self._assigned: set[tuple[str, int]] = set()
         self._paused_pending: set[tuple[str, int]] = set()
         self._last_sweep = time.monotonic()
+        self._lag_measured = 0.0
         self._table_version = -1
         self._subscribed: tuple[str, ...] = ()
         self._admin: AdminClient = admin_client(settings)
@@ -192,6 +265,11 @@ class Worker:
         self.consumer: Consumer | None = None
         self.producer: Producer | None = None
         self._delivery_failures = 0
+        self._last_built: RoutingTable | None = (
+            None  # the store thread's last table: unchanged apps reuse plans
+        )
+        self._topics_ensured: object = None  # the topic layout last ensured (see _topic_layout)
+        self._outputs: _Outputs | None = None  # topics and routing headers of the table in force
 
     # --- health -------------------------------------------------------------------------------------------------
 
@@ -216,7 +294,12 @@ class Worker:
 
     def _build(self, config: Config) -> RoutingTable:
         started = time.perf_counter()
-        table = build_table(config)
+        table = build_table(config, self._last_built)
+        self._last_built = table
+        # A plan of 10,000 expressions is a million long-lived objects: left to the cyclic collector, each full
+        # collection walks them all while holding the GIL (routing stops for a few hundred ms). Frozen, they are
+        # skipped; refcounting still frees them when a later table replaces this one.
+        gc.freeze()
         self.metrics.plan_compile_seconds.observe(time.perf_counter() - started)
         return table
 
@@ -232,7 +315,11 @@ class Worker:
         return table
 
     def _on_new_table(self, config: Config, table: RoutingTable) -> None:
-        ensure_topics(self._admin, app_topics(config, self.prefix, self._partitions_of))
+        # Between batches: a change of subscriptions only (the usual change) needs no broker round trip here.
+        layout = _topic_layout(config)
+        if layout != self._topics_ensured:
+            ensure_topics(self._admin, app_topics(config, self.prefix, self._partitions_of))
+            self._topics_ensured = layout
         self._table_version = table.version
         self.metrics.plan_version.set(table.version)
         self.metrics.plan_subscriptions.set(table.expression_count)
@@ -293,7 +380,9 @@ class Worker:
                     and time.monotonic() - self._last_sweep > self.options.pending_sweep_seconds
                 ):
                     self._resume_pending()
-                batch = self.consumer.consume(self.options.batch_size, timeout=self.options.poll_timeout)
+                batch = self._next_batch()
+                if time.monotonic() - self._lag_measured > 5:
+                    self._measure_input_lag()
                 if batch:
                     idle_since = None
                     self._process_batch(table, batch)
@@ -307,6 +396,29 @@ class Worker:
         finally:
             self._close()
         return 0
+
+    def _measure_input_lag(self) -> None:
+        """subroute_input_lag_messages: records of the assigned partitions not consumed yet (cached watermarks)."""
+        assert self.consumer is not None
+        self._lag_measured = time.monotonic()
+        if not self._assigned:
+            self.metrics.input_lag.set(0)
+            return
+        lag = 0
+        for tp in self.consumer.position([TopicPartition(t, p) for t, p in self._assigned]):
+            _, high = self.consumer.get_watermark_offsets(tp, cached=True)
+            if high is not None and high >= 0 and tp.offset >= 0:
+                lag += max(0, high - tp.offset)
+        self.metrics.input_lag.set(lag)
+
+    def _next_batch(self) -> list[Message]:
+        """Wait for one record, then take what else is already fetched, up to the batch size: a batch never
+        waits to fill up, so a record waits for the batch before it, not for the ones after it."""
+        assert self.consumer is not None
+        first = self.consumer.poll(self.options.poll_timeout)
+        if first is None:
+            return []
+        return [first, *self.consumer.consume(self.options.batch_size - 1, timeout=0)]
 
     def _open_clients(self) -> None:
         consumer_config = self.settings.client_config(
@@ -322,13 +434,29 @@ class Worker:
                 "session.timeout.ms": self.options.session_timeout_ms,
                 # regex inputs pick up topics created later within this time
                 "topic.metadata.refresh.interval.ms": 10_000,
+                # a broker that holds an empty fetch for the whole wait adds it to the latency (500 ms default)
+                "fetch.wait.max.ms": 50,
             },
         )
-        producer_overrides: dict[str, object] = {"acks": "all", "enable.idempotence": True}
+        producer_overrides: dict[str, object] = {
+            "acks": "all",
+            "enable.idempotence": True,
+            # Failures are all the worker needs to hear of: a report per delivered record costs a callback each.
+            "on_delivery": self._on_delivery,
+            "delivery.report.only.error": True,
+        }
         if self.options.guarantee == EXACTLY_ONCE:
-            producer_overrides["transactional.id"] = f"{self.prefix}.router.{uuid.uuid4().hex[:12]}"
+            producer_overrides["transactional.id"] = (
+                self.options.transactional_id or f"{self.prefix}.router.{uuid.uuid4().hex[:12]}"
+            )
         self.consumer = Consumer(consumer_config)
-        self.producer = Producer(self.settings.client_config(producer_overrides, defaults={"linger.ms": 5}))
+        self.producer = Producer(
+            self.settings.client_config(
+                producer_overrides,
+                # a crashed worker's open transaction blocks read_committed readers until this runs out
+                defaults={"linger.ms": 5, "transaction.timeout.ms": 15_000},
+            )
+        )
         if self.options.guarantee == EXACTLY_ONCE:
             self.producer.init_transactions(30)
         self._table_version = -1
@@ -373,6 +501,10 @@ class Worker:
         now_ms = int(time.time() * 1000)
         stopped: set[tuple[str, int]] = set()
         pending_app = self._pending_topics(table)
+        if self._outputs is None or self._outputs.table is not table:
+            self._outputs = _Outputs(self.prefix, table)
+        outputs = self._outputs
+        produce = self._produce
         for raw in batch:
             error = raw.error()
             if error is not None:
@@ -383,7 +515,8 @@ class Worker:
             tp = (message.topic, message.partition)
             if tp in stopped:
                 continue
-            state.first_offsets.setdefault(tp, message.offset)
+            if tp not in state.first_offsets:
+                state.first_offsets[tp] = message.offset
             app_name = pending_app.get(message.topic)
             if app_name is not None and not self._due(message, table):
                 # Not re-evaluable yet: come back to it when the config changes.
@@ -393,11 +526,12 @@ class Worker:
                 stopped.add(tp)
                 state.offsets[tp] = message.offset
                 continue
-            self.metrics.messages_in.inc()
-            for record in self._route(table, message, lag, now_ms, app_name):
-                self._produce(record)
+            state.messages_in += 1
+            for record in self._route(table, message, lag, now_ms, app_name, state, outputs):
+                produce(record)
                 state.produced += 1
             state.offsets[tp] = message.offset + 1
+        self._count_batch(state)
         self._commit(state, eos)
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
 
@@ -406,7 +540,7 @@ class Worker:
 
     def _due(self, message: InputRecord, table: RoutingTable) -> bool:
         """A parked record is re-evaluated under a newer config, or when the expiration sweep comes round."""
-        for key, value in message.headers:
+        for key, value in message.headers_list:
             if key == names.CONFIG_VERSION and value is not None:
                 try:
                     parked = int(value)
@@ -417,7 +551,7 @@ class Worker:
         app = table.app(names.app_of_pending(self.prefix, message.topic))
         if app is None:
             return False
-        return is_expired(app.config, message.headers, message.timestamp, int(time.time() * 1000))
+        return is_expired(app.config, message.headers, message.timestamp_ms, int(time.time() * 1000))
 
     def _route(
         self,
@@ -426,10 +560,12 @@ class Worker:
         lag: dict[tuple[str, str], int],
         now_ms: int,
         pending_app: str | None,
+        state: _BatchState,
+        outputs: _Outputs,
     ) -> list[OutRecord]:
-        view = MessageView(message.topic, message.headers, message.timestamp)
+        redriven = pending_app is not None
         try:
-            result = self.router.route(table, view, lag, now_ms, only_app=pending_app)
+            result = self.router.route(table, message, lag, now_ms, only_app=pending_app)
         except Exception:  # a bug must not stop the worker or lose the record: dead-letter it, counted
             log.exception(
                 "routing failed; dead-lettering the record", extra={"fields": {"topic": message.topic}}
@@ -437,28 +573,56 @@ class Worker:
             apps = [pending_app] if pending_app else [a.name for a in table.apps_for(message.topic)]
             decisions = [Decision(a, Action.DEAD_LETTER, reason="rejected") for a in apps if a]
             self.metrics.malformed.inc()
-            return records_for(message, decisions, table, self.prefix, now_ms, pending_app is not None)
-        for app, count in result.decode_errors.items():
-            self.metrics.property_decode_errors.labels(app).inc(count)
-        for app, count in result.evaluation_errors.items():
-            self.metrics.evaluation_errors.labels(app).inc(count)
-        for decision in result.decisions:
-            self._count(decision, pending_app is not None)
-        return records_for(message, result.decisions, table, self.prefix, now_ms, pending_app is not None)
+            return records_for(message, decisions, table, self.prefix, now_ms, redriven, outputs)
+        if result.decode_errors:
+            _add(state.decode_errors, result.decode_errors)
+        if result.evaluation_errors:
+            _add(state.evaluation_errors, result.evaluation_errors)
+        if redriven:
+            for decision in result.routed:
+                self._count(decision, redriven=True)
+            for decision in result.filtered:
+                self._count(decision, redriven=True)
+        else:
+            counted = state.decisions
+            for decision in result.routed:
+                entry = counted.get(id(decision))
+                counted[id(decision)] = (decision, 1) if entry is None else (decision, entry[1] + 1)
+            if result.filtered:
+                # Usually one tuple made once per table for a whole set of skipped apps: counted as a whole.
+                skipped = state.filtered.get(id(result.filtered))
+                state.filtered[id(result.filtered)] = (
+                    (result.filtered, 1) if skipped is None else (result.filtered, skipped[1] + 1)
+                )
+        return records_for(message, result.routed, table, self.prefix, now_ms, redriven, outputs)
 
-    def _count(self, decision: Decision, redriven: bool) -> None:
+    def _count_batch(self, state: _BatchState) -> None:
+        m = self.metrics
+        if state.messages_in:
+            m.messages_in.inc(state.messages_in)
+        for app, count in state.decode_errors.items():
+            m.property_decode_errors.labels(app).inc(count)
+        for app, count in state.evaluation_errors.items():
+            m.evaluation_errors.labels(app).inc(count)
+        for decision, count in state.decisions.values():
+            self._count(decision, redriven=False, count=count)
+        for decisions, count in state.filtered.values():
+            for decision in decisions:
+                self._count(decision, redriven=False, count=count)
+
+    def _count(self, decision: Decision, redriven: bool, count: int = 1) -> None:
         m = self.metrics
         if decision.action is Action.ROUTE:
-            m.routed.labels(decision.app, decision.group).inc()
+            m.routed.labels(decision.app, decision.group).inc(count)
             if redriven:
-                m.redriven.labels(decision.app).inc()
+                m.redriven.labels(decision.app).inc(count)
         elif decision.action is Action.FILTERED:
-            m.filtered.labels(decision.app).inc()
+            m.filtered.labels(decision.app).inc(count)
         elif decision.action is Action.PENDING:
             if not redriven:
-                m.pending.labels(decision.app).inc()
+                m.pending.labels(decision.app).inc(count)
         else:
-            m.dead_lettered.labels(decision.app, decision.reason or "unknown").inc()
+            m.dead_lettered.labels(decision.app, decision.reason or "unknown").inc(count)
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
@@ -475,7 +639,6 @@ class Worker:
                     key=record.key,
                     headers=cast(Any, record.headers),  # the stubs want list[tuple[str, str | bytes | None]]
                     timestamp=record.timestamp,
-                    on_delivery=self._on_delivery,
                 )
                 return
             except BufferError:  # local queue full: let deliveries drain
@@ -492,6 +655,12 @@ class Worker:
                     )
                 self.producer.commit_transaction(30)
             except KafkaException as exc:
+                error = exc.args[0]
+                if error.fatal() or not (error.txn_requires_abort() or error.retriable()):
+                    # fenced by a newer worker with our id, or the producer is unusable: stop; nothing was
+                    # committed, so the batch is routed again by whoever owns the partitions now
+                    log.error("transaction failed for good; exiting", extra={"fields": {"error": str(exc)}})
+                    raise
                 log.error(
                     "transaction failed; aborting and re-reading the batch",
                     extra={"fields": {"error": str(exc)}},
@@ -506,7 +675,17 @@ class Worker:
             self._rewind(state)
             return
         if offsets:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
+            try:
+                self.consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:
+                if exc.args[0].code() not in _MEMBERSHIP_LOST:
+                    raise
+                # The group rebalanced (or expelled us) during the batch: the partitions' new owner re-routes
+                # from the last commit (duplicates, at-least-once); partitions we keep are committed next batch.
+                log.warning(
+                    "commit refused after a rebalance; the batch will be routed again",
+                    extra={"fields": {"error": str(exc)}},
+                )
 
     def _rewind(self, state: _BatchState) -> None:
         assert self.consumer is not None

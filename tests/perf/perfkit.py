@@ -36,6 +36,7 @@ from router.settings import Settings
 from router.worker import Worker, WorkerOptions
 
 Headers = list[tuple[str, bytes | None]]
+ROOT = Path(__file__).resolve().parents[2]
 
 APPS = 10
 GROUPS_PER_APP = 5
@@ -253,16 +254,28 @@ def producer_config(s: Settings) -> dict[str, Any]:
     return s.client_config({"acks": "all", "enable.idempotence": True}, defaults={"linger.ms": 5})
 
 
-def run_pipe(s: Settings, source: str, sink: str, expected: int, batch_size: int = 2000) -> Run:
-    """The ceiling: consume a batch, produce every record with its key, headers and timestamp, flush, commit."""
+ROUTING_HEADERS_SAMPLE: Headers = [
+    (names.APP, b"app3"),
+    (names.GROUP, b"g2"),
+    (names.SUBSCRIPTION, b'Region == "r12" && OrderType != "BULK"'),
+    (names.CONFIG_VERSION, b"61"),
+    (names.ROUTED_AT, b"1795320112822"),
+]
+
+
+def run_pipe(
+    s: Settings, source: str, sink: str, expected: int, batch_size: int = 2000, routing_headers: bool = False
+) -> Run:
+    """The ceiling: consume a batch, produce every record with its key, headers and timestamp, flush, commit.
+
+    With ``routing_headers`` it also adds the six headers the router adds (same names, similar sizes): the
+    ceiling of any router that keeps the routing headers of DESIGN.md §2 on this broker.
+    """
     consumer = Consumer(consumer_config(s, f"{s.topic_prefix}.pipe"))
-    producer = Producer(producer_config(s))
-    failures: list[object] = []
-
-    def delivered(error: object, message: object) -> None:
-        if error is not None:
-            failures.append(error)
-
+    producer = Producer(
+        {**producer_config(s), "on_delivery": _pipe_delivered, "delivery.report.only.error": True}
+    )
+    _pipe_failures.clear()
     consumer.subscribe([source])
     run = Run()
     try:
@@ -277,23 +290,26 @@ def run_pipe(s: Settings, source: str, sink: str, expected: int, batch_size: int
             for m in batch:
                 if m.error() is not None:
                     continue
+                topic, partition, offset = m.topic(), m.partition(), m.offset()
+                headers = m.headers()
+                if routing_headers:
+                    headers = [
+                        *(headers or ()),
+                        (names.SOURCE, f"{topic}/{partition}/{offset}".encode()),
+                        *ROUTING_HEADERS_SAMPLE,
+                    ]
                 while True:
                     try:
                         produce(
-                            sink,
-                            value=m.value(),
-                            key=m.key(),
-                            headers=m.headers(),
-                            timestamp=m.timestamp()[1],
-                            on_delivery=delivered,
+                            sink, value=m.value(), key=m.key(), headers=headers, timestamp=m.timestamp()[1]
                         )
                         break
                     except BufferError:
                         producer.poll(0.05)
-                offsets[(m.topic(), m.partition())] = m.offset() + 1
+                offsets[(topic, partition)] = offset + 1
             producer.flush()
-            if failures:
-                raise RuntimeError(f"pipe: {len(failures)} records not delivered")
+            if _pipe_failures:
+                raise RuntimeError(f"pipe: {len(_pipe_failures)} records not delivered")
             consumer.commit(
                 offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
             )
@@ -304,6 +320,14 @@ def run_pipe(s: Settings, source: str, sink: str, expected: int, batch_size: int
     finally:
         consumer.close()
     return run
+
+
+_pipe_failures: list[object] = []
+
+
+def _pipe_delivered(error: object, message: object) -> None:
+    if error is not None:
+        _pipe_failures.append(error)
 
 
 class TimedWorker(Worker):
@@ -318,24 +342,19 @@ class TimedWorker(Worker):
     def _process_batch(self, table: RoutingTable, batch: list[Message]) -> None:
         started = time.perf_counter()
         self.timing.first = self.timing.first or started
-        before = self._produced_total()
         super()._process_batch(table, batch)
         t = self.timing
         t.last = time.perf_counter()
         t.messages += len(batch)
-        t.produced += self._produced_total() - before
         t.batches.append((started, t.last, len(batch), table.version))
         if self.on_batch is not None:
             self.on_batch(self)
         if self.expected is not None and t.messages >= self.expected:
             self.stop()
 
-    def _produced_total(self) -> int:
-        return int(
-            sum(
-                s.value for m in self.metrics.routed.collect() for s in m.samples if s.name.endswith("_total")
-            )
-        )
+    def _commit(self, state: Any, eos: bool) -> None:
+        self.timing.produced += state.produced
+        super()._commit(state, eos)
 
 
 def run_worker(s: Settings, expected: int, **options: Any) -> TimedWorker:

@@ -1,0 +1,145 @@
+"""A config change applied while routing: ``python tests/perf/bench_config_swap.py [--messages N] [--repeat R]``.
+
+A worker routes a pre-loaded input under a 10,000-expression config; meanwhile one group's subscriptions are
+rewritten (one config record). Reported per run, then as medians:
+
+* write to in force: from the produce call of the record to the start of the first batch routed under the new
+  version (the worker swaps plans between batches);
+* the longest routing pause: the longest time between two consecutive records routed (per-record timestamps),
+  the longest gap between two batches and the longest batch, during the swap (from the write to 2 s after the
+  new version is in force), against the same figures before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import threading
+import time
+from typing import Any
+
+import perfkit
+from confluent_kafka import Producer
+from perfkit import median, spread, verdict
+
+from router.config_codec import encode
+from router.model import GroupConfig, SubscriptionConfig
+
+
+class TracingWorker(perfkit.TimedWorker):
+    """Also records when each record was routed (one perf_counter per record)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.routed_at: list[float] = []
+
+    def _route(self, *args: Any, **kwargs: Any) -> Any:
+        self.routed_at.append(time.perf_counter())
+        return super()._route(*args, **kwargs)
+
+
+def one_run(bootstrap: str, topic: str, messages: int, swap_after: float) -> dict[str, float]:
+    s = perfkit.settings(bootstrap)
+    config = perfkit.subscription_config(10_000, topic)
+    perfkit.write_config(s, config)
+    worker = TracingWorker(
+        s, perfkit.WorkerOptions(session_timeout_ms=perfkit.SESSION_TIMEOUT_MS), messages
+    )
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    while worker.timing.first is None:
+        time.sleep(0.01)
+    time.sleep(swap_after)
+    # Rewrite one group: its subscriptions are replaced by others (same app, same topics).
+    app, group = "app3", "g1"
+    old = config.groups[(app, group)]
+    changed = GroupConfig(
+        app,
+        group,
+        tuple(SubscriptionConfig(f"{sub.expression} && Amount != 7", 1) for sub in old.subscriptions),
+        old.order,
+    )
+    version_before = worker.store.snapshot()[0].version
+    producer = Producer(perfkit.producer_config(s))
+    key, payload, headers = encode(changed)
+    written = time.perf_counter()
+    producer.produce(s.config_topic, key=key.encode(), value=payload, headers=headers)
+    producer.flush(30)
+    thread.join(timeout=600)
+    batches = worker.timing.batches
+    swapped = next((b for b in batches if b[3] > version_before), None)
+    if swapped is None:
+        raise RuntimeError("the new version never came into force: add --messages so routing lasts longer")
+    in_force = swapped[0]
+
+    def pauses(start: float, end: float) -> tuple[float, float]:
+        window = [b for b in batches if start <= b[0] <= end]
+        gaps = [b[0] - a[1] for a, b in itertools.pairwise(window)]
+        longest_batch = max((b[1] - b[0] for b in window), default=0.0)
+        return max(gaps, default=0.0), longest_batch
+
+    gap_swap, batch_swap = pauses(written, in_force + 2.0)
+    gap_before, batch_before = pauses(batches[0][0], written)
+    stamps = worker.routed_at
+
+    def longest_silence(start: float, end: float) -> float:
+        window = [t for t in stamps if start <= t <= end]
+        return max((b - a for a, b in itertools.pairwise(window)), default=0.0)
+
+    return {
+        "silence_swap_ms": longest_silence(written, in_force + 2.0) * 1e3,
+        "silence_before_ms": longest_silence(stamps[0], written) * 1e3,
+        "to_in_force_ms": (in_force - written) * 1e3,
+        "gap_swap_ms": gap_swap * 1e3,
+        "batch_swap_ms": batch_swap * 1e3,
+        "gap_before_ms": gap_before * 1e3,
+        "batch_before_ms": batch_before * 1e3,
+        "compile_s": worker.metrics.plan_compile_seconds._sum.get(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    perfkit.common_arguments(parser, messages=250_000)
+    parser.add_argument("--swap-after", type=float, default=2.0, help="seconds of routing before the change")
+    args = parser.parse_args()
+    runs = []
+    for rep in range(args.repeat):
+        with perfkit.broker() as b:  # a fresh broker per run: it slows as its memory fills
+            base = perfkit.settings(b.bootstrap_servers)
+            topic = f"{base.topic_prefix}-orders"
+            perfkit.create_topic(base, topic, 1)
+            perfkit.produce_input(base, topic, perfkit.message_headers(args.messages))
+            r = one_run(b.bootstrap_servers, topic, args.messages, args.swap_after)
+        runs.append(r)
+        print(
+            f"run {rep + 1}: write -> in force {r['to_in_force_ms']:.0f} ms; during the swap: longest time "
+            f"without routing {r['silence_swap_ms']:.0f} ms (before it {r['silence_before_ms']:.0f} ms), longest "
+            f"gap between batches {r['gap_swap_ms']:.0f} ms, longest batch {r['batch_swap_ms']:.0f} ms; before "
+            f"it: {r['gap_before_ms']:.0f} ms, {r['batch_before_ms']:.0f} ms",
+            flush=True,
+        )
+
+    def col(name: str) -> list[float]:
+        return [r[name] for r in runs]
+
+    pause = median(col("silence_swap_ms"))
+    print(
+        f"\n10,000 expressions, one group of app3 (~200 expressions) rewritten while routing ({args.repeat} runs):"
+    )
+    print(f"  write -> new version in force: {spread(col('to_in_force_ms'))} ms")
+    print(
+        f"  longest time between two records routed during the swap: {spread(col('silence_swap_ms'))} ms "
+        f"(target < 100 ms: {verdict(pause < 100)}); before the swap {spread(col('silence_before_ms'))} ms"
+    )
+    print(f"  longest gap between batches during the swap: {spread(col('gap_swap_ms'))} ms")
+    print(
+        f"  longest batch during the swap: {spread(col('batch_swap_ms'))} ms; before the swap {spread(col('batch_before_ms'))} ms"
+    )
+    print(f"  longest gap between batches before the swap: {spread(col('gap_before_ms'))} ms")
+
+
+if __name__ == "__main__":
+    main()
