@@ -655,17 +655,16 @@ class Worker:
                     )
                 self.producer.commit_transaction(30)
             except KafkaException as exc:
-                error = exc.args[0]
-                if error.fatal() or not (error.txn_requires_abort() or error.retriable()):
-                    # fenced by a newer worker with our id, or the producer is unusable: stop; nothing was
-                    # committed, so the batch is routed again by whoever owns the partitions now
-                    log.error("transaction failed for good; exiting", extra={"fields": {"error": str(exc)}})
+                if exc.args[0].fatal():
+                    # fenced by a newer worker with our transactional id: it owns the work now; nothing of
+                    # this batch was committed
+                    log.error("transaction fenced or fatal; exiting", extra={"fields": {"error": str(exc)}})
                     raise
                 log.error(
                     "transaction failed; aborting and re-reading the batch",
                     extra={"fields": {"error": str(exc)}},
                 )
-                self.producer.abort_transaction(30)
+                self.producer.abort_transaction(30)  # if even this fails, exit: the broker aborts it later
                 self._rewind(state)
             return
         self.producer.flush()

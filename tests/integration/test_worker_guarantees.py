@@ -92,7 +92,11 @@ def test_exactly_once_sigkill_no_loss_and_no_duplicates_for_read_committed(kafka
     env = make_env(kafka.bootstrap_servers, unique, partitions=2)
     assert apply(env, CONFIG) == 0
     produce(env, [{"N": i} for i in range(COUNT)])
-    _kill_midstream_then_finish(env, "--guarantee", "exactly-once")
+    # The successor takes over the killed worker's transactional id (as a restarted pod would), which aborts
+    # the transaction the killed worker left open.
+    _kill_midstream_then_finish(
+        env, "--guarantee", "exactly-once", "--transactional-id", f"{env.prefix}.router.w0"
+    )
     counts = _routed_counts(env, **{"isolation.level": "read_committed"})
     assert set(counts) == {f"m{i}".encode() for i in range(COUNT)}
     if not broker_hides_aborted_records(env):

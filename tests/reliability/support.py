@@ -359,3 +359,31 @@ def committed_offsets(
         return {(tp.topic, tp.partition): tp.offset for tp in found}
     finally:
         consumer.close()
+
+
+def resolve_unknown_offsets(settings: Settings, sent: list[Sent]) -> list[Sent]:
+    """Fill in offsets that delivery reports left unknown.
+
+    After a network cut an idempotent producer's retry can be acknowledged as a duplicate without an offset;
+    the record is in the log all the same. Values are unique, so read the input back and find each by value.
+    """
+    unknown = [s for s in sent if s.offset is None or s.offset < 0]
+    if not unknown:
+        return sent
+    from dataclasses import replace
+
+    from router.kafka_io import read_to_end
+
+    where: dict[bytes, tuple[int, int]] = {}
+    for topic in {s.topic for s in unknown}:
+        for message in read_to_end(settings, topic, idle_timeout=2.0, max_wait=120):
+            value = message.value()
+            if value is not None:
+                where[value] = (message.partition() or 0, message.offset() or 0)
+    resolved = []
+    for s in sent:
+        if (s.offset is None or s.offset < 0) and s.value in where:
+            partition, offset = where[s.value]
+            s = replace(s, partition=partition, offset=offset)
+        resolved.append(s)
+    return resolved

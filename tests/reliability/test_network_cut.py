@@ -35,6 +35,7 @@ from tests.reliability.support import (
     committed_offsets,
     input_ends,
     read_outputs,
+    resolve_unknown_offsets,
     wait_for,
 )
 from tests.reliability.tcp_proxy import TcpProxy
@@ -125,7 +126,7 @@ def test_network_cut_under_load_recovers_and_loses_nothing(kafka, unique) -> Non
                     print(f"first record consumed {first:.1f} s after the heal")
             except AssertionError as exc:
                 findings.append(str(exc))
-            sent = backlog + stream.join()
+            sent = resolve_unknown_offsets(env.settings, backlog + stream.join())
             ends = input_ends(sent)
             if worker.alive():
                 try:
