@@ -135,7 +135,7 @@ def format_report(report: Report) -> str:
     lines.append("Records on the pending and dead-letter topics")
     apps = sorted(set(report.pending) | set(report.dead_letters))
     waiting = [(app, str(report.pending.get(app, 0)), str(report.dead_letters.get(app, 0))) for app in apps]
-    lines.extend(_table(("app", "pending topic", "dead-letter topic"), waiting) if waiting else ["  (no apps)"])
+    lines.extend(_table(("app", "pending", "dead letters"), waiting) if waiting else ["  (no apps)"])
     return "\n".join(lines)
 
 
