@@ -361,29 +361,37 @@ def committed_offsets(
         consumer.close()
 
 
-def resolve_unknown_offsets(settings: Settings, sent: list[Sent]) -> list[Sent]:
-    """Fill in offsets that delivery reports left unknown.
+def positions_from_log(settings: Settings, sent: list[Sent]) -> tuple[list[Sent], list[str]]:
+    """The ledger's input side as the input log holds it, and what disagreed with the delivery reports.
 
-    After a network cut an idempotent producer's retry can be acknowledged as a duplicate without an offset;
-    the record is in the log all the same. Values are unique, so read the input back and find each by value.
+    Delivery reports are not a reliable ground truth under faults: after a network cut an idempotent
+    producer's retry can be acknowledged without an offset, and the embedded broker once reported the same
+    offsets for two batches of a fresh partition (CI, 2026-11-22). The worker routes what is in the log, so
+    the ledger must too. Values are unique per test stream: read the input back and place each sent record
+    where its value is; a value the log holds twice becomes two inputs, one the log lacks is reported.
     """
-    unknown = [s for s in sent if s.offset is None or s.offset < 0]
-    if not unknown:
-        return sent
     from dataclasses import replace
 
     from router.kafka_io import read_to_end
 
-    where: dict[bytes, tuple[int, int]] = {}
-    for topic in {s.topic for s in unknown}:
-        for message in read_to_end(settings, topic, idle_timeout=2.0, max_wait=120):
+    where: dict[bytes, list[tuple[int, int, int]]] = {}
+    for topic in {s.topic for s in sent}:
+        for message in read_to_end(settings, topic, idle_timeout=2.0, max_wait=180):
             value = message.value()
             if value is not None:
-                where[value] = (message.partition() or 0, message.offset() or 0)
-    resolved = []
+                position = (message.partition() or 0, message.offset() or 0, message.timestamp()[1])
+                where.setdefault(value, []).append(position)
+    placed: list[Sent] = []
+    disagreements: list[str] = []
     for s in sent:
-        if (s.offset is None or s.offset < 0) and s.value in where:
-            partition, offset = where[s.value]
-            s = replace(s, partition=partition, offset=offset)
-        resolved.append(s)
-    return resolved
+        positions = where.get(s.value or b"", [])
+        if not positions:
+            disagreements.append(f"{s.source}: acknowledged but not in the log")
+            continue
+        if len(positions) > 1:
+            disagreements.append(f"{s.source}: in the log {len(positions)} times")
+        for partition, offset, timestamp in positions:
+            if (partition, offset) != (s.partition, s.offset):
+                disagreements.append(f"{s.source}: the log has it at {partition}/{offset}")
+            placed.append(replace(s, partition=partition, offset=offset, timestamp=timestamp))
+    return placed, disagreements

@@ -40,6 +40,7 @@ from tests.reliability.support import (
     app_topics,
     committed_offsets,
     input_ends,
+    positions_from_log,
     read_outputs,
 )
 
@@ -141,7 +142,9 @@ def test_sigkill_at_random_points_loses_nothing(kafka, unique, soak, fast_sessio
     crashes: list[str] = []
     survivor, kill_log = _kill_repeatedly(env.settings, guarantee, kills, rng, fast_session_env, crashes)
     print("\n".join(kill_log))
-    sent = stream.join()
+    sent, disagreements = positions_from_log(env.settings, stream.join())
+    print(f"{len(disagreements)} delivery report(s) disagree with the input log: {disagreements[:5]}")
+    assert not [d for d in disagreements if "not in the log" in d], disagreements[:20]
     final = WorkerProcess(env.settings, "--guarantee", guarantee, "--exit-on-idle", "3", env=fast_session_env)
     stalled = False
     try:
