@@ -225,6 +225,10 @@ def _topic_layout(config: Config) -> object:
     )
 
 
+def _names(partitions: Sequence[TopicPartition]) -> list[str]:
+    return [f"{p.topic}/{p.partition}" for p in partitions]
+
+
 def _add(into: dict[str, int], counts: dict[str, int]) -> None:
     for name, count in counts.items():
         into[name] = into.get(name, 0) + count
@@ -347,8 +351,12 @@ class Worker:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._assigned.update((p.topic, p.partition) for p in partitions)
         self.metrics.ready.set(1 if self.ready() else 0)
+        log.info(
+            "partitions assigned", extra={"fields": {"added": _names(partitions), "now": len(self._assigned)}}
+        )
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("partitions revoked", extra={"fields": {"removed": _names(partitions)}})
         gone = {(p.topic, p.partition) for p in partitions}
         self._assigned -= gone
         self._paused_pending -= gone
