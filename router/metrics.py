@@ -82,6 +82,16 @@ class RouterMetrics:
         self.ready = Gauge(
             "subroute_ready", "1 once the config is caught up and partitions are assigned.", registry=r
         )
+        self.assigned_partitions = Gauge(
+            "subroute_assigned_partitions",
+            "Partitions (inputs and pending topics) assigned to this worker.",
+            registry=r,
+        )
+        self.rebalances = Counter(
+            "subroute_rebalances_total",
+            "Partition assignments received from the group (one per rebalance this worker takes part in).",
+            registry=r,
+        )
         self.input_lag = Gauge(
             "subroute_input_lag_messages",
             "Input records not yet consumed by this worker (assigned partitions).",

@@ -351,6 +351,8 @@ class Worker:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._assigned.update((p.topic, p.partition) for p in partitions)
         self.metrics.ready.set(1 if self.ready() else 0)
+        self.metrics.assigned_partitions.set(len(self._assigned))
+        self.metrics.rebalances.inc()
         log.info(
             "partitions assigned", extra={"fields": {"added": _names(partitions), "now": len(self._assigned)}}
         )
@@ -361,6 +363,7 @@ class Worker:
         self._assigned -= gone
         self._paused_pending -= gone
         self.metrics.ready.set(1 if self.ready() else 0)
+        self.metrics.assigned_partitions.set(len(self._assigned))
 
     def _resume_pending(self) -> None:
         if self._paused_pending and self.consumer is not None:

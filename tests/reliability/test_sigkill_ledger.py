@@ -143,14 +143,26 @@ def test_sigkill_at_random_points_loses_nothing(kafka, unique, soak, fast_sessio
     # The survivor drains the input, then leaves; only then does the final worker join. On the embedded broker a
     # member that leaves the group (LeaveGroup) while a rebalance is in progress wedges the group: nobody is
     # assigned again (tests/reliability/test_broker_quirks.py shows it with two plain consumers). A real Kafka
-    # re-elects. So the survivor must be past any rebalance (routing, caught up) when it gets its SIGTERM.
+    # re-elects. So the survivor gets its SIGTERM only once it owns every partition (the killed members are
+    # expelled), has committed the input to its end, and has seen no rebalance for two session timeouts.
     ends = input_ends(sent)
+    partitions = 2 * (1 + len(APPS))  # the input and each app's pending topic, 2 partitions each
+    quiet_for = 2 * int(fast_session_env["SUBROUTE_KAFKA_SESSION_TIMEOUT_MS"]) / 1000
     stalled = False
     stall_log = ""
     try:
         deadline = time.monotonic() + IDLE_WITHIN
+        last_rebalances, quiet_since = -1.0, time.monotonic()
         while survivor.alive() and time.monotonic() < deadline:
-            if all(o >= ends[tp] for tp, o in committed_offsets(env.settings, sent).items()):
+            metrics = survivor.metrics()
+            rebalances = metrics.get("subroute_rebalances_total", -1.0)
+            if rebalances != last_rebalances:
+                last_rebalances, quiet_since = rebalances, time.monotonic()
+            if (
+                metrics.get("subroute_assigned_partitions") == partitions
+                and time.monotonic() - quiet_since >= quiet_for
+                and all(o >= ends[tp] for tp, o in committed_offsets(env.settings, sent).items())
+            ):
                 break
             time.sleep(0.5)
         else:
