@@ -32,7 +32,7 @@ import bisect
 import dataclasses
 import math
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,12 +72,22 @@ class Plan:
     """The compiled plan. ``match`` returns exactly the ids of the subscriptions that evaluating each alone
     would match."""
 
-    def __init__(self, subscriptions: Iterable[Subscription]) -> None:
+    def __init__(
+        self,
+        subscriptions: Iterable[Subscription],
+        reuse: Plan | None = None,
+        pause: Callable[[], None] | None = None,
+    ) -> None:
         self.subscriptions: tuple[Subscription, ...] = tuple(subscriptions)
-        builder = _Builder()
+        builder = _Builder(reuse)
         for sub in self.subscriptions:
             builder.add(sub)
-        builder.finish()
+            if pause is not None:
+                pause()
+        builder.finish(pause)
+        # Each subscription's normalized tree (mostly shared with the residuals): a later plan that has the same
+        # expression starts from it instead of parsing and type-checking the text again.
+        self._roots: tuple[ast.Node, ...] = tuple(builder.roots)
         self.properties: frozenset[str] = frozenset(builder.properties)
         self._names = self.properties
         self._always: tuple[Entry, ...] = tuple(builder.always)
@@ -195,9 +205,19 @@ class Plan:
         return frozenset(out), frozenset(errors) if errors else _NONE
 
 
-def compile_plan(subscriptions: Iterable[Subscription]) -> Plan:
-    """Compile subscriptions into one plan. Raises the first ``ExpressionError`` met."""
-    return Plan(subscriptions)
+def compile_plan(
+    subscriptions: Iterable[Subscription],
+    reuse: Plan | None = None,
+    pause: Callable[[], None] | None = None,
+) -> Plan:
+    """Compile subscriptions into one plan. Raises the first ``ExpressionError`` met.
+
+    With ``reuse`` (an earlier plan), expressions it already holds (same text, dialect and types) are not parsed
+    and type-checked again: parsing is most of the cost of compiling, and a change usually keeps most of them.
+    ``pause`` is called after each subscription is parsed and after each is compiled, so that a caller compiling
+    in a background thread can let other threads run (it does not change the plan).
+    """
+    return Plan(subscriptions, reuse, pause)
 
 
 class _Normalizer:
@@ -368,11 +388,26 @@ def _width_class(width: Any) -> int:
     return 1 << (whole - 1).bit_length()
 
 
+_CheckKey = tuple[str, str, tuple[tuple[str, str], ...]]  # text, dialect, declared types
+
+
+def _check_key(sub: Subscription) -> _CheckKey:
+    return (sub.text, sub.dialect, tuple(sorted((sub.types or {}).items())))
+
+
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, reuse: Plan | None = None) -> None:
         self.properties: set[str] = set()
         self.normalizers = {"bmq": _Normalizer(), "sql92": _Normalizer()}
-        self.checked: dict[tuple[str, str, tuple[tuple[str, str], ...]], ast.Node] = {}
+        self.checked: dict[_CheckKey, ast.Node] = {}
+        # Normalized trees of an earlier plan. Normalizing is idempotent, so normalizing one again (below) only
+        # interns it into this plan's nodes; the outcome is that of parsing and checking its text again.
+        self.reused: dict[_CheckKey, ast.Node] = (
+            {_check_key(sub): root for sub, root in zip(reuse.subscriptions, reuse._roots, strict=True)}
+            if reuse is not None
+            else {}
+        )
+        self.roots: list[ast.Node] = []
         # (sid, dialect, top-level conjuncts, the gates they offer)
         self.items: list[tuple[Hashable, str, tuple[ast.Node, ...], list[_Gate]]] = []
         # (sid, dialect, chosen gate, residual)
@@ -385,14 +420,18 @@ class _Builder:
         self.shared_count = 0
 
     def add(self, sub: Subscription) -> None:
-        key = (sub.text, sub.dialect, tuple(sorted((sub.types or {}).items())))
+        key = _check_key(sub)
         tree = self.checked.get(key)
         if tree is None:
-            tree = self.checked[key] = check(sub.text, sub.dialect, sub.types)
+            tree = self.reused.get(key)
+            if tree is None:
+                tree = check(sub.text, sub.dialect, sub.types)
+            self.checked[key] = tree
         self.properties |= ast.property_names(tree)
         sql = sub.dialect == "sql92"
         norm = self.normalizers[sub.dialect]
         root = norm.normalize(tree)
+        self.roots.append(root)
         conjuncts = root.items if isinstance(root, ast.Junction) and root.op == "and" else (root,)
         self.items.append((sub.id, sub.dialect, conjuncts, _find_gates(conjuncts, sql)))
 
@@ -433,10 +472,12 @@ class _Builder:
                 residual = self.normalizers[dialect].intern(ast.Junction("and", rest))
             self.chosen.append((sid, dialect, gate, residual))
 
-    def finish(self) -> None:
+    def finish(self, pause: Callable[[], None] | None = None) -> None:
         self._choose()
         compilers = {d: Compiler(d, self._shared(d)) for d in ("bmq", "sql92")}
         for sid, dialect, gate, residual in self.chosen:
+            if pause is not None:
+                pause()
             sql = dialect == "sql92"
             entry: Entry = (sid, None if residual is None else compilers[dialect].compile(residual), sql)
             if gate is None:

@@ -68,6 +68,7 @@ class ConfigState:
         text_key = str(key)
         if value is None:
             return self._values.pop(text_key, None) is not None
+        app: ConfigValue | None = None
         if isinstance(value, AppConfig):
             errors = validate_app(value)
         else:
@@ -83,6 +84,9 @@ class ConfigState:
         if old is not None and to_record(old) == to_record(value):
             return False
         self._values[text_key] = value
+        if isinstance(value, GroupConfig) and isinstance(app, AppConfig):
+            # Just checked against its app: config() need not compile its expressions a second time.
+            self._group_checks[text_key] = (app, value, True)
         return True
 
     def _refuse(self, partition: int, offset: int, reason: str) -> None:
@@ -121,6 +125,28 @@ class ConfigState:
                 groups[(value.app, value.name)] = value
         self._group_checks = checks
         return Config(self.version, MappingProxyType(apps), MappingProxyType(groups))
+
+
+class Pacer:
+    """Lets long work in a background thread give way to routing: called between steps of the work, it sleeps
+    ``rest`` seconds once ``work`` seconds have passed since it last slept.
+
+    The routing thread takes the GIL briefly and very often while it waits on Kafka: confluent-kafka's producer
+    takes it once per delivered record during ``flush()``. Beside a thread that keeps the GIL busy, each take
+    waits its turn, and a 2,000-record flush took 60-500 ms instead of 20-40 (a config change stopped routing
+    that long). While this thread sleeps, routing has the interpreter to itself. A shorter switch interval
+    (``sys.setswitchinterval``) did not help; see docs/performance.md, "Config swap".
+    """
+
+    def __init__(self, work: float = 0.001, rest: float = 0.001) -> None:
+        self.work = work
+        self.rest = rest
+        self._since = time.perf_counter()
+
+    def __call__(self) -> None:
+        if time.perf_counter() - self._since >= self.work:
+            time.sleep(self.rest)
+            self._since = time.perf_counter()
 
 
 ClientConfig = dict[str, str | int | float | bool]
@@ -339,9 +365,14 @@ class ConfigStore(Generic[T]):
             dirty_since = time.monotonic()
             while not self._stop.is_set():
                 records = reader.poll(0.2)
+                # Records that arrive together are validated one after the other: once routing runs, give way
+                # to it between them.
+                pause = Pacer() if self._snapshot is not None else None
                 for message in records:
                     if state.apply(message) and not pending:
                         pending, dirty_since = True, time.monotonic()
+                    if pause is not None:
+                        pause()
                 with self._condition:
                     self._position = state.version
                     self._condition.notify_all()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import cast
@@ -81,6 +81,8 @@ class AppRoute:
     filtered: Decision | None = None  # the (immutable) decisions most messages get, made once
     pending: Decision | None = None
     routed: Mapping[int, Decision] = field(default_factory=dict)  # by Candidate.order
+    # The groups ``levels`` was made from: a later table reuses this app whole while they are unchanged.
+    groups: tuple[GroupConfig, ...] = ()
 
     @property
     def name(self) -> str:
@@ -229,13 +231,20 @@ def _candidates(app: AppConfig, groups: Sequence[GroupConfig]) -> tuple[tuple[Ca
     return tuple(tuple(by_priority[p]) for p in sorted(by_priority, reverse=True))
 
 
-def build_table(config: Config, previous: RoutingTable | None = None) -> RoutingTable:
+def build_table(
+    config: Config, previous: RoutingTable | None = None, pause: Callable[[], None] | None = None
+) -> RoutingTable:
     """Compile every app of ``config`` into one table; expressions were validated before they got here.
 
     With the ``previous`` table, an app whose plan entries are unchanged keeps its compiled plan (plans are
-    immutable), so a change to one group recompiles one app, not every expression of the config.
+    immutable), so a change to one group recompiles one app, not every expression of the config; and that app
+    parses only the expressions that are new to it. An app whose config and groups are unchanged as well is
+    reused whole. ``pause`` is called between steps of the work (see ``expressions.compile_plan``).
     """
-    reusable = {app.name: app.plan for app in previous.apps} if previous is not None else {}
+    before = {app.name: app for app in previous.apps} if previous is not None else {}
+    before_filters = (
+        {tuple(sorted(env.types.items())): env.plan for env in previous.environments} if previous else {}
+    )
     env_index: dict[tuple[tuple[str, str], ...], int] = {}
     env_filters: list[list[expressions.Subscription]] = []
     env_types: list[Mapping[str, str]] = []
@@ -262,10 +271,20 @@ def build_table(config: Config, previous: RoutingTable | None = None) -> Routing
                 if sub.expression is not None:
                     sid = subscription_id(app.name, group.name, i)
                     entries.append(expressions.Subscription(sid, sub.expression, app.dialect, types))
-        plan = reusable.get(app.name)
+        old = before.get(app.name)
+        plan = old.plan if old is not None else None
         if plan is None or plan.subscriptions != tuple(entries):
-            plan = expressions.compile_plan(entries)
+            plan = expressions.compile_plan(entries, reuse=plan, pause=pause)
         env_reads[env] |= plan.properties
+        if pause is not None:
+            pause()
+        if (
+            old is not None
+            and old.plan is plan
+            and (old.config, old.environment, old.groups) == (app, env, groups)
+        ):
+            apps.append(old)  # immutable, and everything it was made from is equal
+            continue
         levels = _candidates(app, groups)
         candidates = [c for level in levels for c in level]
         apps.append(
@@ -282,11 +301,14 @@ def build_table(config: Config, previous: RoutingTable | None = None) -> Routing
                 filtered=Decision(app.name, Action.FILTERED),
                 pending=Decision(app.name, Action.PENDING),
                 routed={c.order: Decision(app.name, Action.ROUTE, c.group, c.label) for c in candidates},
+                groups=groups,
             )
         )
     environments = []
     for env_type, filters, reads in zip(env_types, env_filters, env_reads, strict=True):
-        filter_plan = expressions.compile_plan(filters)
+        filter_plan = before_filters.get(tuple(sorted(env_type.items())))
+        if filter_plan is None or filter_plan.subscriptions != tuple(filters):
+            filter_plan = expressions.compile_plan(filters, reuse=filter_plan, pause=pause)
         readable = reads | filter_plan.properties | set(env_type)
         environments.append(Environment(env_type, filter_plan, decoders_for(env_type, sorted(readable))))
     return RoutingTable(config.version, tuple(apps), tuple(environments))

@@ -27,7 +27,7 @@ from confluent_kafka.admin import AdminClient
 
 from router import names, priority
 from router.capacity import CapacityMonitor
-from router.config_store import ConfigStore
+from router.config_store import ConfigStore, Pacer
 from router.config_validation import input_matches
 from router.kafka_io import Headers, TopicSpec, admin_client, ensure_topics, existing_topics
 from router.metrics import RouterMetrics
@@ -298,7 +298,13 @@ class Worker:
 
     def _build(self, config: Config) -> RoutingTable:
         started = time.perf_counter()
-        table = build_table(config, self._last_built)
+        # Freeze what is alive first: a full collection set off by the build's allocations then walks only the
+        # build's own objects, not all that routing has kept since the last build, in one hold of the GIL.
+        gc.freeze()
+        # Once a table is in force, routing runs beside this thread: the build gives way to it (see Pacer). The
+        # first build has nobody to wait for.
+        pause = Pacer() if self._last_built is not None else None
+        table = build_table(config, self._last_built, pause)
         self._last_built = table
         # A plan of 10,000 expressions is a million long-lived objects: left to the cyclic collector, each full
         # collection walks them all while holding the GIL (routing stops for a few hundred ms). Frozen, they are

@@ -4,10 +4,14 @@ A worker routes a pre-loaded input under a 10,000-expression config; meanwhile o
 rewritten (one config record). Reported per run, then as medians:
 
 * write to in force: from the produce call of the record to the start of the first batch routed under the new
-  version (the worker swaps plans between batches);
+  version (the worker swaps plans between batches). The writing producer is connected beforehand, so its
+  connection set-up is not counted;
 * the longest routing pause: the longest time between two consecutive records routed (per-record timestamps),
   the longest gap between two batches and the longest batch, during the swap (from the write to 2 s after the
-  new version is in force), against the same figures before it.
+  new version is in force), against the same figures before it. For the longest pause it also says how much
+  of it the worker spent making the batch durable (producer flush and offset commit), where a pause grows when
+  another thread of the process keeps the GIL busy (docs/performance.md, "Config swap"), and how much CPU the
+  config thread used meanwhile: a pause it did not share is the machine's, not the swap's.
 """
 
 from __future__ import annotations
@@ -27,15 +31,32 @@ from router.model import GroupConfig, SubscriptionConfig
 
 
 class TracingWorker(perfkit.TimedWorker):
-    """Also records when each record was routed (one perf_counter per record)."""
+    """Also records when each record was routed (one perf_counter per record) and when each batch was made
+    durable (flush and commit)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.routed_at: list[float] = []
+        self.commits: list[tuple[float, float, float]] = []  # start, end, config thread CPU seconds meanwhile
+        self._store_clock: int | None = None
+
+    def _store_cpu(self) -> float:
+        if self._store_clock is None:
+            store = next((t for t in threading.enumerate() if t.name == "subroute-config-store"), None)
+            if store is None or store.ident is None:
+                return 0.0
+            self._store_clock = time.pthread_getcpuclockid(store.ident)
+        return time.clock_gettime(self._store_clock)
 
     def _route(self, *args: Any, **kwargs: Any) -> Any:
         self.routed_at.append(time.perf_counter())
         return super()._route(*args, **kwargs)
+
+    def _commit(self, state: Any, eos: bool) -> None:
+        cpu = self._store_cpu()
+        started = time.perf_counter()
+        super()._commit(state, eos)
+        self.commits.append((started, time.perf_counter(), self._store_cpu() - cpu))
 
 
 def one_run(bootstrap: str, topic: str, messages: int, swap_after: float) -> dict[str, float]:
@@ -61,6 +82,7 @@ def one_run(bootstrap: str, topic: str, messages: int, swap_after: float) -> dic
     )
     version_before = worker.store.snapshot()[0].version
     producer = Producer(perfkit.producer_config(s))
+    producer.list_topics(s.config_topic, timeout=30)  # connected before the clock starts
     key, payload, headers = encode(changed)
     written = time.perf_counter()
     producer.produce(s.config_topic, key=key.encode(), value=payload, headers=headers)
@@ -82,13 +104,20 @@ def one_run(bootstrap: str, topic: str, messages: int, swap_after: float) -> dic
     gap_before, batch_before = pauses(batches[0][0], written)
     stamps = worker.routed_at
 
-    def longest_silence(start: float, end: float) -> float:
+    def longest_silence(start: float, end: float) -> tuple[float, float, float]:
+        """The longest time between two records routed, how much of it went to flush and commit, and the config
+        thread's CPU time during those."""
         window = [t for t in stamps if start <= t <= end]
-        return max((b - a for a, b in itertools.pairwise(window)), default=0.0)
+        a, b = max(itertools.pairwise(window), key=lambda pair: pair[1] - pair[0], default=(0.0, 0.0))
+        inside = [c for c in worker.commits if a <= c[0] and c[1] <= b]
+        return b - a, sum(c1 - c0 for c0, c1, _ in inside), sum(cpu for _, _, cpu in inside)
 
+    silence_swap, silence_swap_durable, silence_swap_config = longest_silence(written, in_force + 2.0)
     return {
-        "silence_swap_ms": longest_silence(written, in_force + 2.0) * 1e3,
-        "silence_before_ms": longest_silence(stamps[0], written) * 1e3,
+        "silence_swap_ms": silence_swap * 1e3,
+        "silence_swap_durable_ms": silence_swap_durable * 1e3,
+        "silence_swap_config_ms": silence_swap_config * 1e3,
+        "silence_before_ms": longest_silence(stamps[0], written)[0] * 1e3,
         "to_in_force_ms": (in_force - written) * 1e3,
         "gap_swap_ms": gap_swap * 1e3,
         "batch_swap_ms": batch_swap * 1e3,
@@ -116,7 +145,9 @@ def main() -> None:
         runs.append(r)
         print(
             f"run {rep + 1}: write -> in force {r['to_in_force_ms']:.0f} ms; during the swap: longest time "
-            f"without routing {r['silence_swap_ms']:.0f} ms (before it {r['silence_before_ms']:.0f} ms), longest "
+            f"without routing {r['silence_swap_ms']:.0f} ms, {r['silence_swap_durable_ms']:.0f} ms of it in flush "
+            f"and commit while the config thread ran {r['silence_swap_config_ms']:.0f} ms (before the swap "
+            f"{r['silence_before_ms']:.0f} ms), longest "
             f"gap between batches {r['gap_swap_ms']:.0f} ms, longest batch {r['batch_swap_ms']:.0f} ms; before "
             f"it: {r['gap_before_ms']:.0f} ms, {r['batch_before_ms']:.0f} ms",
             flush=True,
@@ -133,6 +164,10 @@ def main() -> None:
     print(
         f"  longest time between two records routed during the swap: {spread(col('silence_swap_ms'))} ms "
         f"(target < 100 ms: {verdict(pause < 100)}); before the swap {spread(col('silence_before_ms'))} ms"
+    )
+    print(
+        f"    of which in flush and commit: {spread(col('silence_swap_durable_ms'))} ms; the config thread's CPU "
+        f"meanwhile: {spread(col('silence_swap_config_ms'))} ms"
     )
     print(f"  longest gap between batches during the swap: {spread(col('gap_swap_ms'))} ms")
     print(
