@@ -28,9 +28,9 @@ give the candidates; the candidates' residuals are evaluated.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -117,17 +117,18 @@ class Plan:
         return {k: props[k] for k in names if k in props}
 
     def _candidates(self, vals: Mapping[str, Any]) -> list[Entry]:
+        missing = _MISSING  # a local, read once per probe
         cands = list(self._always)
         for name, by_type in self._eq_probes:
-            v = vals.get(name, _MISSING)
-            if v is not _MISSING:
+            v = vals.get(name, missing)
+            if v is not missing:
                 table = by_type.get(type(v))
                 if table is not None:
                     hit = table.get(v)
                     if hit is not None:
                         cands.extend(hit)
         for name, floats, op, bounds, entries in self._range_probes:
-            v = vals.get(name, _MISSING)
+            v = vals.get(name, missing)
             t = type(v)
             if t is int:
                 if not INT64_MIN <= v <= INT64_MAX:
@@ -136,15 +137,15 @@ class Plan:
                 continue
             # bounds ascend; "prop > b" holds for the bounds below v, "prop < b" for those above, etc.
             if op == ">":
-                cands.extend(entries[: bisect.bisect_left(bounds, v)])
+                cands.extend(entries[: bisect_left(bounds, v)])
             elif op == ">=":
-                cands.extend(entries[: bisect.bisect_right(bounds, v)])
+                cands.extend(entries[: bisect_right(bounds, v)])
             elif op == "<":
-                cands.extend(entries[bisect.bisect_right(bounds, v) :])
+                cands.extend(entries[bisect_right(bounds, v) :])
             else:
-                cands.extend(entries[bisect.bisect_left(bounds, v) :])
+                cands.extend(entries[bisect_left(bounds, v) :])
         for name, floats, classes in self._interval_probes:
-            v = vals.get(name, _MISSING)
+            v = vals.get(name, missing)
             t = type(v)
             if t is int:
                 if not INT64_MIN <= v <= INT64_MAX:
@@ -155,8 +156,8 @@ class Plan:
                 lowest = v - width
                 if t is float:  # step past the rounding of the subtraction: a superset is fine, a subset not
                     lowest = math.nextafter(math.nextafter(lowest, -math.inf), -math.inf)
-                i = bisect.bisect_left(lows, lowest)
-                j = bisect.bisect_right(lows, v)
+                i = bisect_left(lows, lowest)
+                j = bisect_right(lows, v)
                 if i < j:
                     cands.extend(entries[i:j])
         return cands
@@ -185,7 +186,7 @@ class Plan:
         rest would have raised is not counted. A non-boolean final value counts as an error, a sql92 UNKNOWN
         does not.
         """
-        vals = self._snapshot(props)
+        vals = props if type(props) is dict else self._snapshot(props)  # the router's case, without a call
         memo: dict[int, Any] = {}
         out = []
         errors = []

@@ -20,6 +20,8 @@ class PropertyDecodeError(ValueError):
 def _decode_int(raw: bytes) -> int:
     # int() would also accept "1_000", " 7" and "+7"; producers send plain decimal text. bytes.isdigit() is
     # true for ASCII digits only (and false for b"").
+    if len(raw) < 19 and raw.isdigit():  # the usual case: at most 18 digits, so well inside int64
+        return int(raw)
     body = raw[1:] if raw[:1] == b"-" else raw
     if not body.isdigit():
         raise PropertyDecodeError(f"not a decimal integer: {raw[:40]!r}")
@@ -93,6 +95,9 @@ def decode_with(
             continue
         if raw is None:
             props.pop(name, None)
+            continue
+        if decode is _decode_int and len(raw) < 19 and raw.isdigit():
+            props[name] = int(raw)  # _decode_int's usual case, inline: a Python call costs more than this
             continue
         try:
             props[name] = decode(raw)

@@ -397,6 +397,24 @@ def matching_levels(app: AppRoute, matched: Collection[Hashable]) -> list[tuple[
     return levels
 
 
+def top_level(app: AppRoute, matched: Collection[Hashable]) -> tuple[Candidate, ...]:
+    """The first of ``matching_levels`` (empty when nothing matches), without making the others: what an app
+    without spillover decides from."""
+    hits = list(filter(None, map(app.by_plan_id.get, matched)))
+    if app.unconditional:
+        hits += app.unconditional
+    if len(hits) <= 1:
+        return (hits[0][1],) if hits else ()
+    hits.sort()  # positions are unique: the candidates themselves are never compared
+    top = hits[0][1].priority
+    level = []
+    for _, candidate in hits:
+        if candidate.priority != top:
+            break
+        level.append(candidate)
+    return tuple(level)
+
+
 def decide_app(
     app: AppRoute,
     matched: Collection[Hashable],
@@ -405,24 +423,27 @@ def decide_app(
     cursors: dict[tuple[str, int], int],
 ) -> Decision:
     """The decision for one app given the plan's matches for the message (filter already passed)."""
+    config = app.config
     chosen: Candidate | None = None
-    first_level: tuple[Candidate, ...] | None = None
-    for hits in matching_levels(app, matched):
-        if first_level is None:
-            first_level = hits
-            if not app.config.spillover:
+    if config.spillover:
+        levels = matching_levels(app, matched)
+        for hits in levels:
+            if any(has_room(c, app.name, lag) for c in hits):
+                chosen = choose(app, hits, group_key, lag, cursors)
                 break
-        if any(has_room(c, app.name, lag) for c in hits):
-            chosen = choose(app, hits, group_key, lag, cursors)
-            break
+        first_level = levels[0] if levels else ()
+    else:
+        first_level = top_level(app, matched)
     if chosen is None:
-        if first_level is None:
+        if not first_level:
             if group_key is None and app.pending is not None:
                 return app.pending
             return Decision(app.name, Action.PENDING, key=group_key)
         # No room anywhere (or no spillover): the top level still takes it; Kafka holds the backlog.
-        chosen = choose(app, first_level, group_key, lag, cursors)
-    band = band_of(app.config, matched)
+        chosen = (
+            first_level[0] if len(first_level) == 1 else choose(app, first_level, group_key, lag, cursors)
+        )
+    band = priority.LOWEST_BAND if config.priority is None else band_of(config, matched)
     if group_key is None and band == priority.LOWEST_BAND:
         made = app.routed.get(chosen.order)
         if made is not None:
@@ -452,8 +473,9 @@ def parse_duration_ms(text: str) -> int | None:
 
 def message_expiration(headers: Sequence[tuple[str, bytes | None]] | None) -> int | None:
     """The message's own ``subroute.expiration`` (the first that parses), if any."""
+    expiration = names.EXPIRATION  # a local: this scans every header of every record
     for name, raw in headers or ():
-        if name == names.EXPIRATION and raw:
+        if name == expiration and raw:
             try:
                 parsed = parse_duration_ms(raw.decode("ascii"))
             except UnicodeDecodeError:
@@ -522,9 +544,10 @@ class Router:
         evaluation_errors: dict[str, int] = {}
         decode_errors: dict[str, int] = {}
         own_expiration = message_expiration(headers) if timestamp > 0 else None
+        cursors = self.cursors
         for group in table.groups_for(message.topic, only_app):
             # Expiration comes first: an expired record is dead-lettered for the app, whatever its filter.
-            expired: set[str] = set()
+            expired: Collection[str] = ()
             if timestamp > 0 and (own_expiration is not None or group.expiring):
                 expired = {
                     app.name
@@ -539,7 +562,7 @@ class Router:
             env = group.environment
             props, failures = decode_with(headers, env.decoders)
             held, filter_errors = env.plan.match_with_errors(props)
-            outcome = group.outcome(held)
+            outcome = group.outcomes.get(held) or group.outcome(held)
             if failures or filter_errors:
                 for app in group.apps:
                     if app.name in expired:
@@ -561,7 +584,7 @@ class Router:
                     evaluation_errors[app.name] = evaluation_errors.get(app.name, 0) + len(errored)
                 config = app.config
                 key = group_key_of(config, headers) if config.group_by is not None else None
-                routed.append(decide_app(app, matched, key, lag, self.cursors))
+                routed.append(decide_app(app, matched, key, lag, cursors))
         return RouteResult(routed, filtered, evaluation_errors, decode_errors)
 
 

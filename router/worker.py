@@ -17,10 +17,11 @@ import signal
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, NamedTuple, cast
+from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -61,12 +62,9 @@ class WorkerOptions:
     transactional_id: str | None = None
 
 
-class OutRecord(NamedTuple):
-    topic: str
-    value: bytes | None
-    key: bytes | None
-    headers: Headers
-    timestamp: int
+# (topic, value, key, headers, timestamp): a plain tuple, as one is made per routed record (a NamedTuple's
+# constructor is a Python call, several times the cost).
+OutRecord = tuple[str, bytes | None, bytes | None, Headers, int]
 
 
 @dataclass(slots=True)
@@ -83,16 +81,18 @@ class InputRecord(MessageView):
 
     @property
     def headers_list(self) -> Headers:
-        return cast(Headers, self.headers)
+        return self.headers  # type: ignore[return-value]  # always a list: see ``of``
 
     @classmethod
     def of(cls, message: Message) -> InputRecord:
+        # Without typing.cast (a Python call each): a record consumed without error has its topic, partition
+        # and offset, and its headers are a list of (str, bytes | None).
         return cls(
-            cast(str, message.topic()),
-            cast(Headers, message.headers() or []),
+            message.topic(),  # type: ignore[arg-type]
+            message.headers() or [],  # type: ignore[arg-type]
             message.timestamp()[1],
-            cast(int, message.partition()),
-            cast(int, message.offset()),
+            message.partition(),  # type: ignore[arg-type]
+            message.offset(),  # type: ignore[arg-type]
             message.key(),
             message.value(),
         )
@@ -104,12 +104,22 @@ class _BatchState:
     first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     produced: int = 0
     # Counted per batch, then added to the metrics once: a labelled counter costs a lock and a lookup per call.
-    # Decisions are keyed by identity; the entry holds the decision, so its id cannot be reused meanwhile.
-    decisions: dict[int, tuple[Decision, int]] = field(default_factory=dict)
-    filtered: dict[int, tuple[Sequence[Decision], int]] = field(default_factory=dict)
+    # Most decisions are made once per table, so a batch holds few distinct ones: ``_tally`` counts them.
+    decisions: list[Decision] = field(default_factory=list)
+    filtered: list[Sequence[Decision]] = field(default_factory=list)
     decode_errors: dict[str, int] = field(default_factory=dict)
     evaluation_errors: dict[str, int] = field(default_factory=dict)
     messages_in: int = 0
+
+
+_T = TypeVar("_T")
+
+
+def _tally(items: list[_T]) -> list[tuple[_T, int]]:
+    """Each distinct object of ``items`` (by identity) with the number of times it occurs; in C, not per item
+    in Python. The list keeps the objects alive, so their ids stay theirs meanwhile."""
+    distinct = dict(zip(map(id, items), items, strict=True))
+    return [(distinct[key], count) for key, count in Counter(map(id, items)).items()]
 
 
 def destination(decision: Decision, prefix: str) -> str:
@@ -125,37 +135,36 @@ def destination(decision: Decision, prefix: str) -> str:
 class _Outputs:
     """The topic and the routing headers of each decision, made once per decision object and config version.
 
-    The routing headers keep their order (app, group, subscription, config version, routing time, dead-letter
-    reason); the routing time is fixed per batch, the source (topic/partition/offset) varies per record.
+    The routing headers keep their order (source, app, group, subscription, config version, routing time,
+    dead-letter reason); the source (topic/partition/offset) varies per record, the routing time per batch.
     """
 
     def __init__(self, prefix: str, table: RoutingTable) -> None:
         self.prefix = prefix
         self.table = table
         self._version = (names.CONFIG_VERSION, str(table.version).encode())
-        self._stamp: tuple[int, Headers] = (-1, [])
-        self._made: dict[int, tuple[Decision, str, Headers, Headers]] = {}
+        self._stamp = (-1, self._version, (names.ROUTED_AT, b""))
+        # id(decision) -> (decision, topic, headers before the stamp, headers after it). The entry keeps the
+        # decision alive, so no other object can take its id while it is cached.
+        self.made: dict[int, tuple[Decision, str, Headers, Headers]] = {}
 
-    def stamp(self, now_ms: int) -> Headers:
-        """Config version and routing time."""
+    def stamp(self, now_ms: int) -> tuple[int, tuple[str, bytes], tuple[str, bytes]]:
+        """``(now_ms, config version header, routing time header)``."""
         if self._stamp[0] != now_ms:
-            self._stamp = (now_ms, [self._version, (names.ROUTED_AT, str(now_ms).encode())])
-        return self._stamp[1]
+            self._stamp = (now_ms, self._version, (names.ROUTED_AT, str(now_ms).encode()))
+        return self._stamp
 
-    def of(self, decision: Decision) -> tuple[Decision, str, Headers, Headers]:
-        """``(decision, topic, headers before the stamp, headers after it)``."""
-        made = self._made.get(id(decision))
-        if made is None:
-            before: Headers = [(names.APP, decision.app.encode())]
-            if decision.group is not None:
-                before.append((names.GROUP, decision.group.encode()))
-            if decision.subscription is not None:
-                before.append((names.SUBSCRIPTION, decision.subscription.encode()))
-            after: Headers = [] if decision.reason is None else [(names.DLQ_REASON, decision.reason.encode())]
-            if len(self._made) >= 100_000:  # decisions made per message (message groups, bands) come and go
-                self._made.clear()
-            # The entry keeps the decision alive, so no other object can take its id while it is cached.
-            made = self._made[id(decision)] = (decision, destination(decision, self.prefix), before, after)
+    def make(self, decision: Decision) -> tuple[Decision, str, Headers, Headers]:
+        """A decision's entry of ``made``, on its first use (``made.get(id(decision)) or make(decision)``)."""
+        before: Headers = [(names.APP, decision.app.encode())]
+        if decision.group is not None:
+            before.append((names.GROUP, decision.group.encode()))
+        if decision.subscription is not None:
+            before.append((names.SUBSCRIPTION, decision.subscription.encode()))
+        after: Headers = [] if decision.reason is None else [(names.DLQ_REASON, decision.reason.encode())]
+        if len(self.made) >= 100_000:  # decisions made per message (message groups, bands) come and go
+            self.made.clear()
+        made = self.made[id(decision)] = (decision, destination(decision, self.prefix), before, after)
         return made
 
 
@@ -171,23 +180,24 @@ def records_for(
     """The records one input (or pending) record turns into. Value and original headers are kept byte for byte."""
     if outputs is None or outputs.table is not table:
         outputs = _Outputs(prefix, table)
+    made = outputs.made
+    _, version, routed_at = outputs.stamp(now_ms)
     original = message.headers_list
     if redriven:
         original = [(k, v) for k, v in original if k not in _PARKING_HEADERS]
         source = (names.REDRIVEN, b"pending")
     else:
         source = (names.SOURCE, names.source_of(message.topic, message.partition, message.offset).encode())
-    stamp = outputs.stamp(now_ms)
     timestamp = message.timestamp_ms if message.timestamp_ms > 0 else now_ms
     out: list[OutRecord] = []
     for decision in decisions:
-        if decision.action is Action.FILTERED:
+        action = decision.action
+        if action is Action.FILTERED:
             continue
-        _, topic, before, after = outputs.of(decision)
-        key = decision.key if decision.action is Action.ROUTE and decision.key is not None else message.key
-        out.append(
-            OutRecord(topic, message.value, key, [*original, source, *before, *stamp, *after], timestamp)
-        )
+        _, topic, before, after = made.get(id(decision)) or outputs.make(decision)
+        key = decision.key if action is Action.ROUTE and decision.key is not None else message.key
+        headers = [*original, source, *before, version, routed_at, *after]
+        out.append((topic, message.value, key, headers, timestamp))
     return out
 
 
@@ -521,7 +531,12 @@ class Worker:
         if self._outputs is None or self._outputs.table is not table:
             self._outputs = _Outputs(self.prefix, table)
         outputs = self._outputs
-        produce = self._produce
+        # Locals, not attribute lookups, in the loop: it runs once per record.
+        produce = self.producer.produce
+        route = self._route
+        offsets = state.offsets
+        first_offsets = state.first_offsets
+        routed_in = produced = 0
         for raw in batch:
             error = raw.error()
             if error is not None:
@@ -532,8 +547,8 @@ class Worker:
             tp = (message.topic, message.partition)
             if tp in stopped:
                 continue
-            if tp not in state.first_offsets:
-                state.first_offsets[tp] = message.offset
+            if tp not in first_offsets:
+                first_offsets[tp] = message.offset
             app_name = pending_app.get(message.topic)
             if app_name is not None and not self._due(message, table):
                 # Not re-evaluable yet: come back to it when the config changes.
@@ -541,13 +556,19 @@ class Worker:
                 self.consumer.pause([TopicPartition(tp[0], tp[1])])
                 self._paused_pending.add(tp)
                 stopped.add(tp)
-                state.offsets[tp] = message.offset
+                offsets[tp] = message.offset
                 continue
-            state.messages_in += 1
-            for record in self._route(table, message, lag, now_ms, app_name, state, outputs):
-                produce(record)
-                state.produced += 1
-            state.offsets[tp] = message.offset + 1
+            routed_in += 1
+            for record in route(table, message, lag, now_ms, app_name, state, outputs):
+                topic, value, key, headers, timestamp = record
+                try:
+                    produce(topic, value=value, key=key, headers=headers, timestamp=timestamp)  # type: ignore[arg-type]
+                except BufferError:  # local queue full: _produce waits for deliveries to drain
+                    self._produce(record)
+                produced += 1
+            offsets[tp] = message.offset + 1
+        state.messages_in = routed_in
+        state.produced = produced
         self._count_batch(state)
         self._commit(state, eos)
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
@@ -601,16 +622,10 @@ class Worker:
             for decision in result.filtered:
                 self._count(decision, redriven=True)
         else:
-            counted = state.decisions
-            for decision in result.routed:
-                entry = counted.get(id(decision))
-                counted[id(decision)] = (decision, 1) if entry is None else (decision, entry[1] + 1)
+            state.decisions += result.routed
             if result.filtered:
                 # Usually one tuple made once per table for a whole set of skipped apps: counted as a whole.
-                skipped = state.filtered.get(id(result.filtered))
-                state.filtered[id(result.filtered)] = (
-                    (result.filtered, 1) if skipped is None else (result.filtered, skipped[1] + 1)
-                )
+                state.filtered.append(result.filtered)
         return records_for(message, result.routed, table, self.prefix, now_ms, redriven, outputs)
 
     def _count_batch(self, state: _BatchState) -> None:
@@ -621,9 +636,9 @@ class Worker:
             m.property_decode_errors.labels(app).inc(count)
         for app, count in state.evaluation_errors.items():
             m.evaluation_errors.labels(app).inc(count)
-        for decision, count in state.decisions.values():
+        for decision, count in _tally(state.decisions):
             self._count(decision, redriven=False, count=count)
-        for decisions, count in state.filtered.values():
+        for decisions, count in _tally(state.filtered):
             for decision in decisions:
                 self._count(decision, redriven=False, count=count)
 
@@ -648,15 +663,11 @@ class Worker:
 
     def _produce(self, record: OutRecord) -> None:
         assert self.producer is not None
+        topic, value, key, headers, timestamp = record
         while True:
             try:
-                self.producer.produce(
-                    record.topic,
-                    value=record.value,
-                    key=record.key,
-                    headers=cast(Any, record.headers),  # the stubs want list[tuple[str, str | bytes | None]]
-                    timestamp=record.timestamp,
-                )
+                # the stubs want list[tuple[str, str | bytes | None]]
+                self.producer.produce(topic, value=value, key=key, headers=headers, timestamp=timestamp)  # type: ignore[arg-type]
                 return
             except BufferError:  # local queue full: let deliveries drain
                 self.producer.poll(0.05)

@@ -184,30 +184,32 @@ class _Sink:
     def flush(self, *args: object) -> int:
         return 0
 
-    def commit(self, **kwargs: object) -> None:
-        pass
+    def commit(self, **kwargs: object) -> list[object]:
+        return []  # as the real client's synchronous commit
 
     def snapshot(self) -> dict[tuple[str, str], int]:
         return {}
 
 
-def worker_python(size: int, messages: int) -> float:
+def worker_python(size: int, messages: int, passes: int = 5) -> float:
     """CPU µs per record of the worker's own batch loop (route, build the records, count, hand them to a
     producer) with Kafka's clients replaced by no-ops: the Python cost the pipe does not have."""
     table = build_table(perfkit.subscription_config(size, "orders"))
+    gc.freeze()  # as the worker does after each build: a full collection would walk the whole plan
     worker = Worker(perfkit.settings("127.0.0.1:1"), WorkerOptions(), RouterMetrics())
     sink = _Sink()
     worker.producer = worker.consumer = sink  # type: ignore[assignment]
     worker.capacity = sink  # type: ignore[assignment]
     batch = [_Message(i, h) for i, h in enumerate(perfkit.message_headers(messages, seed=5))]
+    worker._process_batch(table, batch)  # type: ignore[arg-type]  # first pass: caches filled
     samples = []
-    for _ in range(5):
+    for _ in range(passes):
         start = time.process_time()
         worker._process_batch(table, batch)  # type: ignore[arg-type]
         samples.append((time.process_time() - start) / len(batch) * 1e6)
     worker.store.close()
     worker.capacity = None  # type: ignore[assignment]
-    return median(samples)
+    return median(samples) if samples else 0.0
 
 
 def decision_path(messages: int) -> dict[str, float]:
@@ -230,6 +232,21 @@ def decision_path(messages: int) -> dict[str, float]:
     return out
 
 
+def compiled_or_not() -> str:
+    """Whether the hot modules run as plain Python or as compiled extensions (e.g. a mypyc build left in the
+    tree): their figures are not comparable."""
+    import expressions.plan
+    import router.properties
+    import router.routing
+    import router.worker
+
+    modules = (expressions.plan, router.properties, router.routing, router.worker)
+    compiled = [m.__name__ for m in modules if not (m.__file__ or "").endswith(".py")]
+    if compiled:
+        return f"compiled extensions: {', '.join(compiled)}"
+    return "plain Python (no compiled extensions)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -237,8 +254,21 @@ def main() -> None:
     perfkit.common_arguments(parser, messages=100_000)
     parser.add_argument("--partitions", type=int, default=1, help="input partitions (default 1)")
     parser.add_argument("--skip-kafka", action="store_true", help="only the decision path")
+    parser.add_argument(
+        "--python-path-passes",
+        type=int,
+        metavar="N",
+        help="only run the worker's whole Python path N times over 2,000 records at --size expressions, then "
+        "exit: run it under valgrind --tool=callgrind with N and 0, the difference / (N x 2,000) is "
+        "instructions per record, a figure the load on the machine does not move (docs/performance.md)",
+    )
+    parser.add_argument("--size", type=int, default=1_000, help="expressions for --python-path-passes")
     args = parser.parse_args()
+    if args.python_path_passes is not None:
+        worker_python(args.size, 2_000, passes=args.python_path_passes)
+        return
 
+    print(f"hot modules: {compiled_or_not()}")
     print("decision path (no Kafka), CPU µs per message, median of 5 passes over 2,000 messages:")
     d = decision_path(2_000)
     print(
