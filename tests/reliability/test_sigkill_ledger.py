@@ -6,7 +6,8 @@ final drain may wait out a transaction timeout); ``pytest --soak`` runs the full
 five falls in the start-up phase (config read, group join), the rest once the worker has consumed a random
 number of records (1 to 3 batches), i.e. mid-batch, between produce and commit, or inside a transaction.
 
-After the last kill a fresh worker runs until idle; then every app topic is read back and the ledger
+After the last kill the surviving worker drains the input and gets a SIGTERM once its group is quiet (see the
+comment in the test), a fresh worker then runs until idle; then every app topic is read back and the ledger
 (``ledger.py``) checks each (input, app): routed to a group the stamped config version dictates, filtered
 (nothing written), pending, or dead-lettered (expired); none lost; values, keys and headers intact.
 
