@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -339,7 +340,7 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval:
 
 
 def input_ends(sent: Iterable[Sent]) -> dict[tuple[str, int], int]:
-    """The end offset of every input partition the stream wrote to, from the delivery reports."""
+    """The end offset of every input partition the stream wrote to (after ``positions_from_log``: as logged)."""
     ends: dict[tuple[str, int], int] = {}
     for s in sent:
         ends[(s.topic, s.partition)] = max(ends.get((s.topic, s.partition), 0), s.offset + 1)
@@ -361,17 +362,30 @@ def committed_offsets(
         consumer.close()
 
 
-def positions_from_log(settings: Settings, sent: list[Sent]) -> tuple[list[Sent], list[str]]:
-    """The ledger's input side as the input log holds it, and what disagreed with the delivery reports.
+@dataclass(frozen=True)
+class LoggedInput:
+    """The ledger's input side as the input log holds it (``sent``), and how it differed from the delivery
+    reports: records found elsewhere or more than once (``moved``), and records acknowledged but absent from
+    the log (``missing``: the broker lost them, which no router can make up for)."""
+
+    sent: list[Sent]
+    moved: list[str]
+    missing: list[str]
+
+    def summary(self) -> str:
+        disagreements = [*self.missing, *self.moved]
+        return f"{len(disagreements)} delivery report(s) disagree with the input log: {disagreements[:5]}"
+
+
+def positions_from_log(settings: Settings, sent: list[Sent]) -> LoggedInput:
+    """Place each sent record where the input log has it.
 
     Delivery reports are not a reliable ground truth under faults: after a network cut an idempotent
     producer's retry can be acknowledged without an offset, and the embedded broker once reported the same
     offsets for two batches of a fresh partition (CI, 2026-11-22). The worker routes what is in the log, so
     the ledger must too. Values are unique per test stream: read the input back and place each sent record
-    where its value is; a value the log holds twice becomes two inputs, one the log lacks is reported.
+    where its value is; a value the log holds twice becomes two inputs.
     """
-    from dataclasses import replace
-
     from router.kafka_io import read_to_end
 
     where: dict[bytes, list[tuple[int, int, int]]] = {}
@@ -382,16 +396,22 @@ def positions_from_log(settings: Settings, sent: list[Sent]) -> tuple[list[Sent]
                 position = (message.partition() or 0, message.offset() or 0, message.timestamp()[1])
                 where.setdefault(value, []).append(position)
     placed: list[Sent] = []
-    disagreements: list[str] = []
+    moved: list[str] = []
+    missing: list[str] = []
     for s in sent:
         positions = where.get(s.value or b"", [])
         if not positions:
-            disagreements.append(f"{s.source}: acknowledged but not in the log")
+            missing.append(f"{s.source}: acknowledged but not in the log")
             continue
         if len(positions) > 1:
-            disagreements.append(f"{s.source}: in the log {len(positions)} times")
+            moved.append(f"{s.source}: in the log {len(positions)} times")
         for partition, offset, timestamp in positions:
             if (partition, offset) != (s.partition, s.offset):
-                disagreements.append(f"{s.source}: the log has it at {partition}/{offset}")
+                moved.append(f"{s.source}: the log has it at {partition}/{offset}")
             placed.append(replace(s, partition=partition, offset=offset, timestamp=timestamp))
-    return placed, disagreements
+    return LoggedInput(placed, moved, missing)
+
+
+def committed_to_end(settings: Settings, sent: Iterable[Sent], ends: dict[tuple[str, int], int]) -> bool:
+    """The router group has committed every input partition up to ``ends`` (see ``input_ends``)."""
+    return all(o >= ends[tp] for tp, o in committed_offsets(settings, sent).items())
