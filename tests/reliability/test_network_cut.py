@@ -1,6 +1,6 @@
 """Network cut: every byte between the clients and the broker dropped for 10 s while a worker routes a backlog and a live stream.
 
-A dedicated embedded broker listens on one port and advertises the proxy's port in its metadata, so every
+A dedicated broker (Apache Kafka, or Tansu when the session runs on it) listens on one port and advertises the proxy's port in its metadata, so every
 client connection, the bootstrap and all the ones metadata leads to, goes through ``tcp_proxy.TcpProxy`` (a
 proxy in front of a broker that advertises itself would be bypassed after the first metadata call). The cut
 blackholes everything (no RST: clients only notice through their own timeouts), longer than the worker's 6 s
@@ -15,16 +15,13 @@ of the cut to the first record consumed, and to input offsets committed up to th
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from router.config_store import history
-from router.dev_broker import BrokerNotAvailable, find_tansu, free_port
+from router.dev_broker import free_port, local_broker
 from tests.integration.harness import apply, make_env
 from tests.reliability.ledger import Ledger
 from tests.reliability.scenarios import APPS, CONFIG, orders
@@ -46,57 +43,17 @@ CUT_SECONDS = 10.0
 
 
 @contextlib.contextmanager
-def broker_behind_proxy() -> Iterator[TcpProxy]:
-    """An embedded broker whose advertised address is a proxy's: every connection passes the proxy."""
+def broker_behind_proxy(engine: str) -> Iterator[TcpProxy]:
+    """A broker of its own whose advertised address is a proxy's: every connection passes the proxy."""
     broker_port = free_port()
-    with TcpProxy(broker_port) as proxy:
-        command = [
-            str(find_tansu()),
-            "broker",
-            "--listener-url",
-            f"tcp://127.0.0.1:{broker_port}",
-            "--advertised-listener-url",
-            f"tcp://127.0.0.1:{proxy.port}",
-            "--storage-engine",
-            "memory://tansu/",
-        ]
-        process = subprocess.Popen(
-            command,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "RUST_LOG": "warn"},
-            start_new_session=True,
-        )
-        try:
-            import socket
-
-            deadline = time.monotonic() + 30
-            while True:
-                if process.poll() is not None:
-                    raise BrokerNotAvailable(f"tansu exited with code {process.returncode}")
-                with socket.socket() as sock:
-                    if sock.connect_ex(("127.0.0.1", broker_port)) == 0:
-                        break
-                if time.monotonic() > deadline:
-                    raise BrokerNotAvailable("tansu did not listen within 30 s")
-                time.sleep(0.05)
-            yield proxy
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(5)
+    with TcpProxy(broker_port) as proxy, local_broker(engine, broker_port, advertised_port=proxy.port):
+        yield proxy
 
 
 def test_network_cut_under_load_recovers_and_loses_nothing(kafka, unique) -> None:
-    # ``kafka`` (the shared broker) is unused: this test needs a broker that advertises the proxy. It keeps the
-    # fixture so that the test is selected and skipped together with the other broker tests.
-    if kafka.kind != "embedded":
-        pytest.skip("needs the embedded broker binary (its advertised address must be the proxy's)")
-    with broker_behind_proxy() as proxy:
+    # The shared broker is unused: this test needs one that advertises the proxy, of the same engine (Apache
+    # Kafka also when the session runs on a cluster of the user's own, which cannot be made to advertise it).
+    with broker_behind_proxy("tansu" if kafka.is_tansu else "kafka") as proxy:
         env = make_env(proxy.address, unique, partitions=2)
         assert apply(env, CONFIG) == 0
         # Load: a backlog of 60,000 records, then a live stream of 20,000 more at 2,000/s. The cut starts while

@@ -1,4 +1,9 @@
-"""One local Spark session for every Spark test: starting one costs about ten seconds."""
+"""One local Spark session for every Spark test: starting one costs about ten seconds.
+
+The session has Spark's own Kafka connector (``spark-sql-kafka-0-10``, resolved from Maven Central by
+jars/pom.xml) on its classpath, so the job's two sources, Spark's ``kafka`` and the project's Python one, run
+side by side on the same topics.
+"""
 
 from __future__ import annotations
 
@@ -20,9 +25,11 @@ if importlib.util.find_spec("pyspark") is None:
 @pytest.fixture(scope="session")
 def spark_session() -> Iterator[SparkSession]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from router import dev_jars
     from spark.job import build_session
 
-    session = build_session(master="local[2]", app_name="subroute-tests")
+    connector = [str(jar) for jar in dev_jars.jar_files("spark-kafka")]
+    session = build_session(master="local[2]", app_name="subroute-tests", jars=connector)
     try:
         yield session
     finally:

@@ -54,13 +54,29 @@ DATA_COLUMNS = {
 }
 
 
+# The job's two sources: Spark's own connector and the project's Python data source.
+SOURCES = ("kafka", "python")
+
+
 @dataclass(frozen=True)
 class Landed:
+    """The same topics landed twice, once per source, each run to its own output and commit groups."""
+
     prefix: str
-    output: str
-    result: RunResult
+    outputs: dict[str, str]  # source -> Parquet output
+    results: dict[str, RunResult]
     orders: dict[tuple[str, int, int], dict[str, object]]  # (topic, partition, offset) -> decoded payload
     produced: list[Produced]
+
+    @property
+    def output(self) -> str:
+        """The output of Spark's connector, the source the job picks wherever it is on the classpath."""
+        return self.outputs["kafka"]
+
+    @property
+    def python_source_group(self) -> str:
+        """The Python source's run confirms to this one consumer group (the connector's, to each group's own)."""
+        return f"{self.prefix}.python-source"
 
 
 def _committed(bootstrap: str, group: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -121,24 +137,37 @@ def landed(spark_session: SparkSession, kafka, tmp_path_factory: pytest.TempPath
     _produce_plain(bootstrap, f"{prefix}.orders.dlq", 3)
     _produce_plain(bootstrap, f"{prefix}.audit.dlq", 2)
 
-    output = str(tmp_path_factory.mktemp("landed") / "routed")
-    config = JobConfig(
-        Settings(bootstrap, prefix), output, f"{output}/_checkpoint", avro_schemas={"orders": "order"}
-    )
-    result = run(spark_session, config)
+    root = tmp_path_factory.mktemp("landed")
+    outputs = {name: str(root / name) for name in SOURCES}
+    results = {
+        name: run(
+            spark_session,
+            JobConfig(
+                Settings(bootstrap, prefix),
+                outputs[name],
+                f"{outputs[name]}/_checkpoint",
+                avro_schemas={"orders": "order"},
+                source=name,
+                commit_group=None if name == "kafka" else f"{prefix}.python-source",
+            ),
+        )
+        for name in SOURCES
+    }
     orders = {
         (p.topic, p.partition, p.offset): order
         for p, order in zip([*produced_fast, *produced_bulk], [*fast_orders, *bulk_orders], strict=False)
     }
-    yield Landed(prefix, output, result, orders, [*produced_fast, *produced_bulk, *produced_audit])
+    yield Landed(prefix, outputs, results, orders, [*produced_fast, *produced_bulk, *produced_audit])
 
 
-def test_lands_exactly_the_routed_records(spark_session: SparkSession, landed: Landed) -> None:
-    assert landed.result.source_format == ("kafka" if _spark_kafka_present(spark_session) else FORMAT)
-    orders = _read_app(spark_session, landed.output, "orders").withColumn(
-        "routed_ms", F.unix_millis("routed_at")
-    )
-    audit = _read_app(spark_session, landed.output, "audit")
+@pytest.mark.parametrize("source_name", SOURCES)
+def test_lands_exactly_the_routed_records(
+    spark_session: SparkSession, landed: Landed, source_name: str
+) -> None:
+    assert landed.results[source_name].source_format == ("kafka" if source_name == "kafka" else FORMAT)
+    output = landed.outputs[source_name]
+    orders = _read_app(spark_session, output, "orders").withColumn("routed_ms", F.unix_millis("routed_at"))
+    audit = _read_app(spark_session, output, "audit")
     assert set(orders.columns) == DATA_COLUMNS | {"payload", "routed_ms"}
     assert set(audit.columns) == DATA_COLUMNS  # no payload schema given for audit
 
@@ -163,6 +192,16 @@ def test_lands_exactly_the_routed_records(spark_session: SparkSession, landed: L
             assert (None if row.payload is None else row.payload.asDict()) == expected
 
 
+def test_both_sources_land_identical_parquet(spark_session: SparkSession, landed: Landed) -> None:
+    for app in ("orders", "audit"):
+        via_kafka, via_python = (_read_app(spark_session, landed.outputs[name], app) for name in SOURCES)
+        assert via_kafka.schema == via_python.schema
+        assert via_kafka.count() == via_python.count() > 0
+        # Every column of every row, the Kafka positions (topic, partition, offset) among them, both ways.
+        assert via_kafka.exceptAll(via_python).count() == 0
+        assert via_python.exceptAll(via_kafka).count() == 0
+
+
 def test_commits_equal_what_was_processed(landed: Landed, kafka) -> None:
     prefix = landed.prefix
     expected = {
@@ -170,9 +209,13 @@ def test_commits_equal_what_was_processed(landed: Landed, kafka) -> None:
         f"{prefix}.orders.bulk": {(f"{prefix}.orders.bulk", 0): 61},
         f"{prefix}.audit.all": {(f"{prefix}.audit.all", 0): 40},
     }
-    assert landed.result.committed == expected
+    assert landed.results["kafka"].committed == expected
     for group, offsets in expected.items():
         assert _committed(kafka.bootstrap_servers, group, list(offsets)) == offsets
+    # The Python source's run committed the same positions, to its own group.
+    every_offset = {tp: offset for offsets in expected.values() for tp, offset in offsets.items()}
+    assert landed.results["python"].committed == {landed.python_source_group: every_offset}
+    assert _committed(kafka.bootstrap_servers, landed.python_source_group, list(every_offset)) == every_offset
     # Nothing read from, so nothing confirmed on, the pending and dead-letter topics.
     pending = [(f"{prefix}.orders.pending", 0)]
     assert _committed(kafka.bootstrap_servers, f"{prefix}.spark", pending)[pending[0]] < 0
@@ -273,17 +316,18 @@ def test_processing_time_trigger_keeps_landing(
     assert _committed(bootstrap, topic, [(topic, 0)]) == {(topic, 0): 20}
 
 
-def test_source_uses_spark_kafka_only_when_present(spark_session: SparkSession, kafka, unique: str) -> None:
+def test_source_prefers_spark_kafka_and_both_have_one_schema(
+    spark_session: SparkSession, kafka, unique: str
+) -> None:
     settings = Settings(kafka.bootstrap_servers, unique)
-    present = _spark_kafka_present(spark_session)
+    assert _spark_kafka_present(spark_session), (
+        "the test session puts Spark's Kafka connector on the classpath"
+    )
     frame, used = source(spark_session, JobConfig(settings, "/unused", "/unused"))
-    assert used == ("kafka" if present else FORMAT)
+    assert used == "kafka"
     assert frame.isStreaming
     forced, used = source(spark_session, JobConfig(settings, "/unused", "/unused", source="python"))
     assert used == FORMAT and forced.schema == frame.schema
-    if not present:
-        with pytest.raises(Exception, match="KAFKA_DATA_SOURCE_NOT_ENABLED"):
-            source(spark_session, JobConfig(settings, "/unused", "/unused", source="kafka"))
 
 
 def test_group_topics_and_their_consumer_groups() -> None:
