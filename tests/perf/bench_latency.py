@@ -104,7 +104,7 @@ def latency_run(bootstrap: str, rate: float, seconds: float) -> tuple[list[float
     producer = Producer(s.client_config({"linger.ms": 5, "enable.idempotence": True, "acks": "all"}))
     headers = perfkit.message_headers(int(rate * (seconds + 3)) + 1)
     value = b"v" * perfkit.VALUE_BYTES
-    time.sleep(8)  # the worker joins its group (about session.timeout.ms / 2 on the embedded broker)
+    time.sleep(8)  # the worker joins its group (on Tansu the first join takes about session.timeout.ms / 2)
     begin = time.perf_counter()
     sent = 0
     warm = False

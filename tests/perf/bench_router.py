@@ -1,6 +1,6 @@
 """Router throughput against the ceiling: ``python tests/perf/bench_router.py [--messages N] [--repeat R]``.
 
-On one embedded broker and one pre-loaded input topic (200-byte values, five headers), in turn and ``--repeat``
+On one local broker (Apache Kafka, or Tansu) and one pre-loaded input topic (200-byte values, five headers), in turn and ``--repeat``
 times (the median is reported):
 
 * the pass-through pipe, the ceiling: consume a batch, produce every record with its headers, flush, commit;
@@ -41,7 +41,7 @@ def throughput(args: argparse.Namespace) -> dict[str, list[float]]:
         "fanout_in": [],
     }
     for rep in range(args.repeat):
-        # A fresh broker per run: the embedded broker keeps everything in memory and slows as it fills up.
+        # A fresh broker per run: Tansu keeps everything in memory and slows as it fills up.
         with perfkit.broker() as b:
             base = perfkit.settings(b.bootstrap_servers)
             topic = f"{base.topic_prefix}-orders"
@@ -292,7 +292,7 @@ def main() -> None:
     if args.skip_kafka:
         return
 
-    print(f"\nthroughput on the embedded broker, {args.messages:,} records per run, {args.repeat} runs:")
+    print(f"\nthroughput on the local broker, {args.messages:,} records per run, {args.repeat} runs:")
     r = throughput(args)
     pipe = median(r["pipe"])
     ratio_1k = [a / p for a, p in zip(r["1000"], r["pipe"], strict=True)]

@@ -1,14 +1,16 @@
-"""Shared pieces of the router benchmarks (``tests/perf/bench_*.py``): workloads, an embedded broker, input
+"""Shared pieces of the router benchmarks (``tests/perf/bench_*.py``): workloads, a local broker, input
 loading, the pass-through pipe (the ceiling) and a worker that times its own batches.
 
-Not a test module: pytest collects nothing here. Every bench starts its own embedded broker, so the figures of
-one run are measured against each other on the same machine at the same time.
+Not a test module: pytest collects nothing here. Every bench starts its own broker (Apache Kafka; Tansu with
+``SUBROUTE_TEST_BROKER=tansu``, as for the tests), so the figures of one run are measured against each other on
+the same machine at the same time.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import random
 import statistics
 import sys
@@ -27,7 +29,7 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from router import names
 from router.config_codec import encode
 from router.config_store import config_topic_spec
-from router.dev_broker import EmbeddedBroker
+from router.dev_broker import LocalBroker, local_broker
 from router.kafka_io import TopicSpec, admin_client, ensure_topics
 from router.metrics import RouterMetrics
 from router.model import AppConfig, Config, GroupConfig, SubscriptionConfig
@@ -158,8 +160,10 @@ def message_headers(count: int, seed: int = 11) -> list[Headers]:
 
 
 @contextlib.contextmanager
-def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as b:
+def broker() -> Iterator[LocalBroker]:
+    engine = os.environ.get("SUBROUTE_TEST_BROKER", "kafka")
+    with local_broker(engine) as b:
+        print(f"({engine} broker on {b.bootstrap_servers})", flush=True)
         yield b
 
 
