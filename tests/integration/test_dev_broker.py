@@ -1,0 +1,71 @@
+"""``subroute dev broker``: a real broker in the foreground, its bootstrap line first, gone after SIGTERM."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from router import dev_jars
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _roundtrip(bootstrap: str) -> list[bytes | None]:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce("dev-broker-check", b"hello")
+    assert producer.flush(30) == 0
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "dev-broker-check", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe(["dev-broker-check"])
+    values: list[bytes | None] = []
+    deadline = time.monotonic() + 30
+    while not values and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            values.append(message.value())
+    consumer.close()
+    return values
+
+
+@pytest.mark.parametrize("engine", ["kafka", "tansu"])
+def test_dev_broker_prints_bootstrap_first_serves_and_cleans_up(engine: str) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "router.cli", "dev", "broker", "--port", "0", "--engine", engine],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        match = re.fullmatch(r"bootstrap (127\.0\.0\.1:\d+)\n", first)
+        assert match, f"first stdout line: {first!r}"
+        assert _roundtrip(match.group(1)) == [b"hello"]
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, stderr
+    if engine == "kafka":
+        log = re.search(r"kafka broker log: (\S+)", stderr)
+        assert log, stderr
+        assert not Path(log.group(1)).parent.exists(), "the broker's directory outlived it"
+
+
+def test_jars_resolved_once_are_found_without_maven(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second run downloads nothing: with the cache filled, resolving needs neither Maven nor the network."""
+    first = dev_jars.resolve("kafka")
+    monkeypatch.setattr(dev_jars.shutil, "which", lambda _name: None)
+    assert dev_jars.resolve("kafka") == first
+    assert any(jar.name.startswith("kafka_2.13-") for jar in dev_jars.jar_files("kafka"))
