@@ -2,7 +2,7 @@
 
 The session has Spark's own Kafka connector (``spark-sql-kafka-0-10``, resolved from Maven Central by
 jars/pom.xml) on its classpath, so the job's two sources, Spark's ``kafka`` and the project's Python one, run
-side by side on the same topics.
+side by side on the same topics (on Apache Kafka; see below for Tansu).
 """
 
 from __future__ import annotations
@@ -23,12 +23,15 @@ if importlib.util.find_spec("pyspark") is None:
 
 
 @pytest.fixture(scope="session")
-def spark_session() -> Iterator[SparkSession]:
+def spark_session(kafka) -> Iterator[SparkSession]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from router import dev_jars
     from spark.job import build_session
 
-    connector = [str(jar) for jar in dev_jars.jar_files("spark-kafka")]
+    # Spark's connector reads up to the end offset ListOffsets reports, which Tansu answers short by up to a batch
+    # (docs/brokers.md): on Tansu the session goes without it, and the job uses its Python source, as it does on
+    # any cluster without the connector. That fallback is then what the tests check.
+    connector = [] if kafka.is_tansu else [str(jar) for jar in dev_jars.jar_files("spark-kafka")]
     session = build_session(master="local[2]", app_name="subroute-tests", jars=connector)
     try:
         yield session
