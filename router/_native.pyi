@@ -1,0 +1,16 @@
+"""Types of the native routing core (router/native, a PyO3 extension); see router/native_plan.py."""
+
+from collections.abc import Iterable, Sequence
+
+class NativePlan:
+    def __init__(
+        self,
+        props: Sequence[tuple[str, int]],
+        nodes: Sequence[tuple[str, bool, list[int], float, bytes, list[bytes]]],
+        subs: Sequence[tuple[int, int, int, list[tuple[int, int, float, bytes]], list[int]]],
+    ) -> None: ...
+    def match_batch(
+        self, records: Iterable[Sequence[tuple[str, bytes | None]] | None]
+    ) -> list[list[int]]: ...
+    def stats(self) -> list[int]: ...
+    def __len__(self) -> int: ...
