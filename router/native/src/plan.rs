@@ -5,9 +5,55 @@
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::decode::{decode, Decoded, PropType};
 use crate::like::{code_points, LikePattern};
+
+/// A small multiplicative hash (the Fx hash of rustc): the tables hash short strings and integers on every
+/// record, where SipHash's flooding resistance buys nothing (keys come from the configuration, not from
+/// records, and a lookup cannot change a table).
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher {
+    hash: u64,
+}
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            self.add(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+        }
+        let mut last = [0u8; 8];
+        let rest = chunks.remainder();
+        last[..rest.len()].copy_from_slice(rest);
+        self.add(u64::from_le_bytes(last) ^ (rest.len() as u64) << 56);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    fn write_i64(&mut self, n: i64) {
+        self.add(n as u64);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// A value during evaluation: literals borrow the plan, strings of properties borrow the record's headers.
 #[derive(Clone, Copy, Debug)]
@@ -213,10 +259,10 @@ pub struct SubSpec {
 /// The equality index of one property slot, a table per key class (strings are looked up without a copy).
 #[derive(Default)]
 struct EqTable {
-    int: HashMap<i64, Vec<u32>>,
-    num_i: HashMap<i64, Vec<u32>>,
-    num_f: HashMap<u64, Vec<u32>>,
-    str: HashMap<Vec<u8>, Vec<u32>>,
+    int: FxMap<i64, Vec<u32>>,
+    num_i: FxMap<i64, Vec<u32>>,
+    num_f: FxMap<u64, Vec<u32>>,
+    str: FxMap<Vec<u8>, Vec<u32>>,
     bool: [Vec<u32>; 2],
 }
 
@@ -288,8 +334,39 @@ pub struct Plan {
     intervals: Vec<(usize, Vec<IntervalClass>)>,
 }
 
-/// One record's headers: (index into `Plan::names`, value or None for a null header), in header order.
-pub type Headers = Vec<(u32, Option<Vec<u8>>)>;
+/// One header the plan reads: the index of its name in `Plan::names` and its value (a range of the batch's
+/// bytes), None for a null header.
+#[derive(Clone, Copy, Debug)]
+pub struct Header {
+    pub name: u32,
+    pub value: Option<(usize, usize)>,
+}
+
+/// A batch of records: every header value in one buffer, the headers of all records in one list, and each
+/// record as a range of that list (so a batch costs a few allocations, not a few per header).
+#[derive(Default, Debug)]
+pub struct Batch {
+    pub bytes: Vec<u8>,
+    pub headers: Vec<Header>,
+    pub records: Vec<(usize, usize)>,
+}
+
+impl Batch {
+    pub fn push_header(&mut self, name: u32, value: Option<&[u8]>) {
+        let value = value.map(|v| {
+            let start = self.bytes.len();
+            self.bytes.extend_from_slice(v);
+            (start, self.bytes.len())
+        });
+        self.headers.push(Header { name, value });
+    }
+
+    /// Close the current record: the headers pushed since the previous one are its headers.
+    pub fn end_record(&mut self) {
+        let start = self.records.last().map_or(0, |r| r.1);
+        self.records.push((start, self.headers.len()));
+    }
+}
 
 fn child(ints: &[i64], i: usize, before: usize) -> Result<usize, String> {
     let c = *ints.get(i).ok_or("missing child")?;
@@ -578,7 +655,7 @@ impl Plan {
     }
 
     /// The matched subscriptions (ascending indexes) of each record.
-    pub fn match_batch(&self, records: &[Headers]) -> Vec<Vec<u32>> {
+    pub fn match_batch(&self, batch: &Batch) -> Vec<Vec<u32>> {
         let mut ctx = Ctx {
             props: vec![None; self.slot_count],
             memo_gen: vec![0; self.memo_count],
@@ -586,13 +663,21 @@ impl Plan {
             generation: 0,
             candidates: Vec::new(),
         };
-        records
+        batch
+            .records
             .iter()
-            .map(|r| self.match_record(r, &mut ctx))
+            .map(|&(start, end)| {
+                self.match_record(&batch.headers[start..end], &batch.bytes, &mut ctx)
+            })
             .collect()
     }
 
-    fn match_record<'a>(&'a self, headers: &'a Headers, ctx: &mut Ctx<'a>) -> Vec<u32> {
+    fn match_record<'a>(
+        &'a self,
+        headers: &[Header],
+        bytes: &'a [u8],
+        ctx: &mut Ctx<'a>,
+    ) -> Vec<u32> {
         ctx.props.iter_mut().for_each(|p| *p = None);
         ctx.generation = ctx.generation.wrapping_add(1);
         if ctx.generation == 0 {
@@ -601,20 +686,18 @@ impl Plan {
             ctx.generation = 1;
         }
         // The last header of a name wins; a null or undecodable one removes the property.
-        for (name, raw) in headers {
-            let Some(slots) = self.name_slots.get(*name as usize) else {
+        for header in headers {
+            let Some(slots) = self.name_slots.get(header.name as usize) else {
                 continue;
             };
+            let raw = header.value.map(|(start, end)| &bytes[start..end]);
             for &(slot, t) in slots {
-                ctx.props[slot] = raw
-                    .as_deref()
-                    .and_then(|raw| decode(raw, t))
-                    .map(|d| match d {
-                        Decoded::Str(s) => V::Str(s),
-                        Decoded::Int(i) => V::Int(i),
-                        Decoded::Bool(b) => V::Bool(b),
-                        Decoded::Float(f) => V::Float(f),
-                    });
+                ctx.props[slot] = raw.and_then(|raw| decode(raw, t)).map(|d| match d {
+                    Decoded::Str(s) => V::Str(s),
+                    Decoded::Int(i) => V::Int(i),
+                    Decoded::Bool(b) => V::Bool(b),
+                    Decoded::Float(f) => V::Float(f),
+                });
             }
         }
         let mut cands = std::mem::take(&mut ctx.candidates);
@@ -945,5 +1028,165 @@ fn sql_arith(op: ArithOp, a: V<'_>, b: V<'_>) -> R<'static> {
                 ArithOp::Rem => return Err(()),
             }))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(tag: &str, sql: bool, ints: &[i64]) -> NodeSpec {
+        NodeSpec {
+            tag: tag.into(),
+            sql,
+            ints: ints.to_vec(),
+            ..NodeSpec::default()
+        }
+    }
+
+    fn run(plan: &Plan, records: &[&[(&str, Option<&str>)]]) -> Vec<Vec<u32>> {
+        let mut batch = Batch::default();
+        for record in records {
+            for (name, value) in record.iter() {
+                if let Some(i) = plan.names().iter().position(|n| n == name) {
+                    batch.push_header(i as u32, value.map(str::as_bytes));
+                }
+            }
+            batch.end_record();
+        }
+        plan.match_batch(&batch)
+    }
+
+    /// Slots: 0 = a:int, 1 = c:float, 2 = s:string. Nodes: a, 5, a == 5 (bmq); c, 1.5, c > 1.5 (sql92);
+    /// a / 0 == 5 (an error); s (sql92), NULL test.
+    fn sample(gated: bool) -> Plan {
+        let props = vec![
+            ("a".to_string(), PropType::Int),
+            ("c".to_string(), PropType::Float),
+            ("s".to_string(), PropType::Str),
+        ];
+        let mut float = node("float", true, &[]);
+        float.num = 1.5;
+        let specs = vec![
+            node("prop", false, &[0]),        // 0
+            node("int", false, &[5]),         // 1
+            node("cmp", false, &[0, 0, 1]),   // 2: a == 5
+            node("prop", true, &[1]),         // 3
+            float,                            // 4
+            node("cmp", true, &[4, 3, 4]),    // 5: c > 1.5
+            node("int", false, &[0]),         // 6
+            node("arith", false, &[3, 0, 6]), // 7: a / 0
+            node("cmp", false, &[0, 7, 1]),   // 8: a / 0 == 5
+            node("prop", true, &[2]),         // 9
+            node("isnull", true, &[9, 0]),    // 10: s IS NULL
+        ];
+        let subs = if gated {
+            vec![
+                SubSpec {
+                    gate: GateSpec::Eq {
+                        slot: 0,
+                        keys: vec![Key::Int(5)],
+                    },
+                    residual: vec![],
+                },
+                SubSpec {
+                    gate: GateSpec::Range {
+                        slot: 1,
+                        op: CmpOp::Gt,
+                        bound: Num::F(1.5),
+                    },
+                    residual: vec![],
+                },
+                SubSpec {
+                    gate: GateSpec::None,
+                    residual: vec![8],
+                },
+                SubSpec {
+                    gate: GateSpec::None,
+                    residual: vec![10, 2],
+                },
+            ]
+        } else {
+            [2, 5, 8]
+                .iter()
+                .map(|&n| SubSpec {
+                    gate: GateSpec::None,
+                    residual: vec![n],
+                })
+                .chain([SubSpec {
+                    gate: GateSpec::None,
+                    residual: vec![10, 2],
+                }])
+                .collect()
+        };
+        Plan::build(&props, &specs, &subs).expect("a valid plan")
+    }
+
+    #[test]
+    fn gated_and_ungated_plans_agree() {
+        let records: &[&[(&str, Option<&str>)]] = &[
+            &[("a", Some("5"))],
+            &[("a", Some("05")), ("c", Some("1.5000001"))],
+            &[("a", Some("5")), ("s", Some("x"))],
+            &[("a", Some("5")), ("a", None), ("c", Some("nan"))],
+            &[("c", Some("+nan"))],
+            &[("c", Some("2")), ("a", Some("x"))],
+            &[],
+        ];
+        let expected = vec![
+            vec![0, 3],
+            vec![0, 1, 3],
+            vec![0],
+            vec![],
+            vec![],
+            vec![1],
+            vec![],
+        ];
+        assert_eq!(run(&sample(true), records), expected);
+        assert_eq!(run(&sample(false), records), expected);
+    }
+
+    #[test]
+    fn malformed_specs_are_refused() {
+        let props = vec![("a".to_string(), PropType::Int)];
+        assert!(Plan::build(&props, &[node("not", false, &[0])], &[]).is_err());
+        assert!(Plan::build(&props, &[node("prop", false, &[1])], &[]).is_err());
+        assert!(Plan::build(&props, &[node("what", false, &[])], &[]).is_err());
+        let sub = SubSpec {
+            gate: GateSpec::None,
+            residual: vec![3],
+        };
+        assert!(Plan::build(&props, &[node("prop", false, &[0])], &[sub]).is_err());
+    }
+
+    #[test]
+    fn int_arithmetic_is_c_like_and_checked() {
+        assert!(matches!(int_arith(ArithOp::Div, -7, 2), Ok(V::Int(-3))));
+        assert!(matches!(int_arith(ArithOp::Rem, -7, 2), Ok(V::Int(-1))));
+        assert!(matches!(int_arith(ArithOp::Rem, 7, -2), Ok(V::Int(1))));
+        assert!(matches!(
+            int_arith(ArithOp::Rem, i64::MIN, -1),
+            Ok(V::Int(0))
+        ));
+        assert!(int_arith(ArithOp::Div, i64::MIN, -1).is_err());
+        assert!(int_arith(ArithOp::Add, i64::MAX, 1).is_err());
+        assert!(int_arith(ArithOp::Rem, 1, 0).is_err());
+    }
+
+    #[test]
+    fn ints_and_floats_compare_exactly() {
+        let two53 = 9_007_199_254_740_992.0;
+        assert_eq!(
+            cmp_num(Num::I(9_007_199_254_740_993), Num::F(two53)),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(
+            cmp_num(Num::I(i64::MAX), Num::F(9_223_372_036_854_775_808.0)),
+            Some(Ordering::Less)
+        );
+        assert_eq!(cmp_num(Num::I(-1), Num::F(-0.5)), Some(Ordering::Less));
+        assert_eq!(cmp_num(Num::F(f64::NAN), Num::I(0)), None);
+        assert_eq!(num_key(Num::F(-0.0)), Key::NumI(0));
+        assert_eq!(num_key(Num::F(0.5)), Key::NumF(0.5f64.to_bits()));
     }
 }

@@ -1,7 +1,6 @@
 //! The Python module: a plan built from the flat form `router/native_plan.py` lowers, and batch matching.
 //! The GIL is held only to read Python objects; building and evaluating run with it released.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
@@ -10,7 +9,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 
 use crate::decode::PropType;
-use crate::plan::{num_key, CmpOp, GateSpec, Headers, Key, NodeSpec, Num, Plan, SubSpec};
+use crate::plan::{num_key, Batch, CmpOp, FxMap, GateSpec, Key, NodeSpec, Num, Plan, SubSpec};
 
 /// (tag, sql, ints, float, text, texts)
 type NodeTuple = (
@@ -89,7 +88,7 @@ fn sub_spec(t: &SubTuple) -> Result<SubSpec, String> {
 #[pyclass(frozen, module = "router._native")]
 struct NativePlan {
     plan: Arc<Plan>,
-    names: HashMap<String, u32>,
+    names: FxMap<String, u32>,
 }
 
 #[pymethods]
@@ -143,10 +142,9 @@ impl NativePlan {
     /// For each record (an iterable of `(name, bytes | None)` headers, or None), the ascending indexes of the
     /// subscriptions it matches.
     fn match_batch(&self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u32>>> {
-        let mut batch: Vec<Headers> = Vec::new();
+        let mut batch = Batch::default();
         for record in records.try_iter()? {
             let record = record?;
-            let mut headers: Headers = Vec::new();
             if !record.is_none() {
                 for header in record.try_iter()? {
                     let header = header?;
@@ -157,19 +155,18 @@ impl NativePlan {
                     let name_obj = pair.get_item(0)?;
                     let name = name_obj.cast::<PyString>()?;
                     // Headers the plan does not read are neither copied nor decoded.
-                    let Some(&index) = self.names.get(&*name.to_cow()?) else {
+                    let Some(&index) = self.names.get(name.to_str()?) else {
                         continue;
                     };
                     let value = pair.get_item(1)?;
-                    let raw = if value.is_none() {
-                        None
+                    if value.is_none() {
+                        batch.push_header(index, None);
                     } else {
-                        Some(value.cast::<PyBytes>()?.as_bytes().to_vec())
-                    };
-                    headers.push((index, raw));
+                        batch.push_header(index, Some(value.cast::<PyBytes>()?.as_bytes()));
+                    }
                 }
             }
-            batch.push(headers);
+            batch.end_record();
         }
         let plan = Arc::clone(&self.plan);
         Ok(py.detach(move || plan.match_batch(&batch)))
