@@ -331,13 +331,29 @@ class NativePlan:
             "nodes": len(lowering.nodes),
         }
         self._ids: tuple[Hashable, ...] = tuple(sub.id for sub in self.subscriptions)
+        self._gate_kinds: tuple[int, ...] = tuple(sub[0] for sub in subs)
 
     def __len__(self) -> int:
         return len(self.subscriptions)
 
+    def gate_of(self, position: int) -> str | None:
+        """How the subscription at ``position`` is indexed: "equality", "range", "interval", or None (it is
+        evaluated for every record)."""
+        return {_EQ: "equality", _RANGE: "range", _INTERVAL: "interval"}.get(self._gate_kinds[position])
+
     def match_indexes(self, records: Sequence[Headers]) -> list[list[int]]:
         """Per record, the positions (ascending) of the subscriptions it matches."""
         return self._native.match_batch(records)
+
+    def match_indexes_with_errors(self, records: Sequence[Headers]) -> list[tuple[list[int], list[int]]]:
+        """Per record, ``(matched positions, positions whose evaluation ended in an evaluation error)``.
+
+        As ``Plan.match_with_errors``: only subscriptions actually evaluated can report an error (one whose gate
+        does not hold is known not to match without evaluating the rest), a non-boolean final value counts as
+        an error, a sql92 UNKNOWN does not. The gates chosen here are not always the Python plan's, so on a
+        record where a gate fails the two may count an error differently; the matches never differ.
+        """
+        return self._native.match_batch_with_errors(records)
 
     def match_batch(self, records: Sequence[Headers]) -> list[frozenset[Hashable]]:
         """Per record, the ids of the subscriptions it matches."""

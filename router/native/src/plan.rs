@@ -656,6 +656,20 @@ impl Plan {
 
     /// The matched subscriptions (ascending indexes) of each record.
     pub fn match_batch(&self, batch: &Batch) -> Vec<Vec<u32>> {
+        self.match_batch_with_errors(batch, false)
+            .into_iter()
+            .map(|(matched, _)| matched)
+            .collect()
+    }
+
+    /// The matched subscriptions of each record and, with `errors`, those whose evaluation ended in an error
+    /// (as `Plan.match_with_errors` counts them: only subscriptions actually evaluated, so a subscription
+    /// whose gate does not hold reports no error; a sql92 UNKNOWN is no error).
+    pub fn match_batch_with_errors(
+        &self,
+        batch: &Batch,
+        errors: bool,
+    ) -> Vec<(Vec<u32>, Vec<u32>)> {
         let mut ctx = Ctx {
             props: vec![None; self.slot_count],
             memo_gen: vec![0; self.memo_count],
@@ -667,7 +681,7 @@ impl Plan {
             .records
             .iter()
             .map(|&(start, end)| {
-                self.match_record(&batch.headers[start..end], &batch.bytes, &mut ctx)
+                self.match_record(&batch.headers[start..end], &batch.bytes, &mut ctx, errors)
             })
             .collect()
     }
@@ -677,7 +691,8 @@ impl Plan {
         headers: &[Header],
         bytes: &'a [u8],
         ctx: &mut Ctx<'a>,
-    ) -> Vec<u32> {
+        errors: bool,
+    ) -> (Vec<u32>, Vec<u32>) {
         ctx.props.iter_mut().for_each(|p| *p = None);
         ctx.generation = ctx.generation.wrapping_add(1);
         if ctx.generation == 0 {
@@ -704,19 +719,51 @@ impl Plan {
         cands.clear();
         self.candidates(&ctx.props, &mut cands);
         let mut out = Vec::new();
+        let mut failed = Vec::new();
         for &sub in &cands {
             let residual = &self.residuals[sub as usize];
-            if residual
-                .iter()
-                .all(|&n| matches!(self.eval(n, ctx), Ok(V::Bool(true))))
-            {
-                out.push(sub);
+            if !errors {
+                // Only "all true" matches, so the first conjunct that is not true settles it.
+                if residual
+                    .iter()
+                    .all(|&n| matches!(self.eval(n, ctx), Ok(V::Bool(true))))
+                {
+                    out.push(sub);
+                }
+                continue;
+            }
+            match self.conjunction(residual, ctx) {
+                Ok(true) => out.push(sub),
+                Ok(false) => {}
+                Err(()) => failed.push(sub),
             }
         }
         ctx.candidates = cands;
         out.sort_unstable();
         out.dedup();
-        out
+        failed.sort_unstable();
+        failed.dedup();
+        (out, failed)
+    }
+
+    /// A residual as the reference evaluates it: one conjunct is the whole expression (its value must be a
+    /// boolean, or sql92's UNKNOWN), several are an AND chain with its short-circuit and type rules.
+    /// Ok(true) matches, Ok(false) does not, Err is an evaluation error.
+    fn conjunction<'a>(&'a self, residual: &[usize], ctx: &mut Ctx<'a>) -> Result<bool, ()> {
+        let Some(&first) = residual.first() else {
+            return Ok(true);
+        };
+        let sql = self.sql[first];
+        let mut unknown = false;
+        for &n in residual {
+            match self.eval(n, ctx)? {
+                V::Bool(true) => {}
+                V::Bool(false) => return Ok(false),
+                V::Null if sql => unknown = true,
+                _ => return Err(()),
+            }
+        }
+        Ok(!unknown)
     }
 
     fn candidates(&self, props: &[Option<V<'_>>], out: &mut Vec<u32>) {

@@ -142,6 +142,36 @@ impl NativePlan {
     /// For each record (an iterable of `(name, bytes | None)` headers, or None), the ascending indexes of the
     /// subscriptions it matches.
     fn match_batch(&self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u32>>> {
+        let batch = self.read_batch(records)?;
+        let plan = Arc::clone(&self.plan);
+        Ok(py.detach(move || plan.match_batch(&batch)))
+    }
+
+    /// `match_batch` with, per record, also the subscriptions whose evaluation ended in an error.
+    fn match_batch_with_errors(
+        &self,
+        py: Python<'_>,
+        records: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<(Vec<u32>, Vec<u32>)>> {
+        let batch = self.read_batch(records)?;
+        let plan = Arc::clone(&self.plan);
+        Ok(py.detach(move || plan.match_batch_with_errors(&batch, true)))
+    }
+
+    /// How the subscriptions are reached: always evaluated, by equality, range or interval index; memoized
+    /// nodes; nodes.
+    fn stats(&self) -> [usize; 6] {
+        self.plan.stats()
+    }
+
+    fn __len__(&self) -> usize {
+        self.plan.subscription_count()
+    }
+}
+
+impl NativePlan {
+    /// The headers the plan reads, copied out of the Python objects (the only part that needs the GIL).
+    fn read_batch(&self, records: &Bound<'_, PyAny>) -> PyResult<Batch> {
         let mut batch = Batch::default();
         for record in records.try_iter()? {
             let record = record?;
@@ -168,18 +198,7 @@ impl NativePlan {
             }
             batch.end_record();
         }
-        let plan = Arc::clone(&self.plan);
-        Ok(py.detach(move || plan.match_batch(&batch)))
-    }
-
-    /// How the subscriptions are reached: always evaluated, by equality, range or interval index; memoized
-    /// nodes; nodes.
-    fn stats(&self) -> [usize; 6] {
-        self.plan.stats()
-    }
-
-    fn __len__(&self) -> usize {
-        self.plan.subscription_count()
+        Ok(batch)
     }
 }
 

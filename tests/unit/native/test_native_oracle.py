@@ -120,13 +120,22 @@ def subscriptions(draw: st.DrawFn) -> list[Subscription]:
 
 
 def reference(subs: Sequence[Subscription], headers: Headers) -> frozenset[Hashable]:
-    out = []
+    return reference_with_errors(subs, headers)[0]
+
+
+def reference_with_errors(
+    subs: Sequence[Subscription], headers: Headers
+) -> tuple[frozenset[Hashable], frozenset[Hashable]]:
+    """Each subscription alone: the ids that match, and those whose evaluation ends in an error."""
+    matched, errors = [], []
     for sub in subs:
         props, _ = decode_headers(headers, sub.types or {})
-        tree = check(sub.text, sub.dialect, sub.types)
-        if interpret(tree, props, sub.dialect).value:
-            out.append(sub.id)
-    return frozenset(out)
+        outcome = interpret(check(sub.text, sub.dialect, sub.types), props, sub.dialect)
+        if outcome.value:
+            matched.append(sub.id)
+        elif outcome.error is not None:
+            errors.append(sub.id)
+    return frozenset(matched), frozenset(errors)
 
 
 def python_plans(subs: Sequence[Subscription], headers: Headers) -> frozenset[Hashable]:
@@ -151,6 +160,13 @@ def test_native_equals_reference(subs: list[Subscription], batch: list[Headers])
         expected = reference(subs, headers)
         assert matched == expected, (headers, [(s.id, s.text, s.dialect, s.types) for s in subs])
         assert matched == python_plans(subs, headers)
+    # Errors: only subscriptions that end in an error alone, and every such one that was evaluated.
+    ungated = {i for i, sub in enumerate(subs) if plan.gate_of(i) is None}
+    for headers, (hit, failed) in zip(batch, plan.match_indexes_with_errors(batch), strict=True):
+        matched, errors = reference_with_errors(subs, headers)
+        assert {subs[i].id for i in hit} == matched
+        assert {subs[i].id for i in failed} <= errors
+        assert {subs[i].id for i in ungated if subs[i].id in errors} <= {subs[i].id for i in failed}
 
 
 # Gate-heavy plans: many subscriptions on few values, so the indexes hold several entries per key and bound.
