@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 import expressions
 from expressions import Subscription
+from expressions.expression import check
+from expressions.interpreter import interpret
 from router.native_plan import NativePlan
 from router.properties import PropertyDecodeError, decode_value
 
@@ -126,3 +128,50 @@ def test_bad_expressions_raise_expression_errors() -> None:
         NativePlan([Subscription(0, "a ==", "bmq")])
     assert len(NativePlan([])) == 0
     assert NativePlan([]).match_batch([None, []]) == [frozenset(), frozenset()]
+
+
+_like_alphabet = "ab%_!'é😀\n"
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(alphabet=_like_alphabet, max_size=6),
+    st.booleans(),
+    st.lists(st.text(alphabet=_like_alphabet, max_size=30), min_size=1, max_size=4),
+)
+def test_like_equals_reference(pattern: str, escape: bool, texts: list[str]) -> None:
+    if escape and pattern.endswith("!") and not pattern.endswith("!!"):
+        pattern += "!"
+    source = "s LIKE '" + pattern.replace("'", "''") + "'" + (" ESCAPE '!'" if escape else "")
+    try:
+        tree = check(source, "sql92", {})
+    except expressions.ExpressionError:
+        return
+    plan = NativePlan([Subscription(0, source, "sql92")])
+    batch: list[list[tuple[str, bytes | None]]] = [[("s", t.encode())] for t in texts]
+    for headers, got in zip(batch, plan.match_batch(batch), strict=True):
+        expected = interpret(tree, {"s": headers[0][1].decode()}, "sql92").value  # type: ignore[union-attr]
+        assert (got == {0}) == expected, (source, headers)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="aé😀\x00\x7f", max_size=3), st.text(alphabet="aé😀\x00\x7f", max_size=3))
+def test_string_order_is_code_point_order(left: str, right: str) -> None:
+    literal = '"' + right.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    plan = NativePlan(
+        [Subscription(op, f"s {op} {literal}", "bmq") for op in ("<", "<=", ">", ">=", "==", "!=")]
+    )
+    got = plan.match([("s", left.encode())])
+    expected = {
+        op
+        for op, holds in (
+            ("<", left < right),
+            ("<=", left <= right),
+            (">", left > right),
+            (">=", left >= right),
+            ("==", left == right),
+            ("!=", left != right),
+        )
+        if holds
+    }
+    assert got == expected
