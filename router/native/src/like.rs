@@ -3,7 +3,7 @@
 //! always safe for `%`-separated segments (a later match can only leave less text for what follows), so no
 //! backtracking is ever needed. A segment of at most 64 code points is found with one Shift-And scan.
 
-use std::collections::HashMap;
+use crate::plan::FxMap;
 
 /// One code point of a segment: `None` is `_` (any one character).
 type Unit = Option<u32>;
@@ -12,13 +12,13 @@ type Unit = Option<u32>;
 struct Segment {
     units: Vec<Unit>,
     /// Shift-And masks (segments of at most 64 units): bit i is set where unit i accepts the character.
-    masks: HashMap<u32, u64>,
+    masks: FxMap<u32, u64>,
     any_mask: u64,
 }
 
 impl Segment {
     fn new(units: Vec<Unit>) -> Segment {
-        let mut masks: HashMap<u32, u64> = HashMap::new();
+        let mut masks: FxMap<u32, u64> = FxMap::default();
         let mut any_mask = 0u64;
         if units.len() <= 64 {
             for (i, u) in units.iter().enumerate() {

@@ -36,6 +36,10 @@ impl Hasher for FxHasher {
         self.add(u64::from_le_bytes(last) ^ (rest.len() as u64) << 56);
     }
 
+    fn write_u32(&mut self, n: u32) {
+        self.add(u64::from(n));
+    }
+
     fn write_u64(&mut self, n: u64) {
         self.add(n);
     }
