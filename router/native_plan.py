@@ -17,7 +17,7 @@ Semantics are those of ``expressions.interpreter`` and ``router.properties``; th
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from expressions import ast
@@ -29,6 +29,7 @@ from . import _native
 
 Headers = Sequence[tuple[str, bytes | None]] | None
 NodeTuple = tuple[str, bool, list[int], float, bytes, list[bytes]]
+_CheckKey = tuple[str, str, tuple[tuple[str, str], ...]]  # text, dialect, declared types
 KeyTuple = tuple[int, int, float, bytes]
 SubTuple = tuple[int, int, int, list[KeyTuple], list[int]]
 
@@ -264,13 +265,22 @@ class NativePlan:
 
     ``match_batch`` gives, per record, exactly the ids that evaluating each subscription alone (with its own
     declared types decoding the headers) would match. Raises ``ExpressionError`` for a bad expression, as
-    ``expressions.compile_plan`` does.
+    ``expressions.compile_plan`` does; ``reuse`` and ``pause`` are as there (expressions of an earlier plan
+    are not parsed again; ``pause`` is called after each parse). The native build runs with the GIL
+    released.
     """
 
-    def __init__(self, subscriptions: Iterable[Subscription]) -> None:
+    def __init__(
+        self,
+        subscriptions: Iterable[Subscription],
+        reuse: NativePlan | None = None,
+        pause: Callable[[], None] | None = None,
+    ) -> None:
         self.subscriptions: tuple[Subscription, ...] = tuple(subscriptions)
         lowering = _Lowering()
-        checked: dict[tuple[str, str, tuple[tuple[str, str], ...]], ast.Node] = {}
+        # Parsing is most of the cost of a build; a later plan starts from the trees of ``reuse``.
+        earlier: dict[_CheckKey, ast.Node] = reuse._checked if reuse is not None else {}
+        checked: dict[_CheckKey, ast.Node] = {}
         offered: list[tuple[list[ast.Node], bool, Mapping[str, str], list[_Gate]]] = []
         eq_count: Counter[tuple[int, tuple[object, ...]]] = Counter()
         range_count: Counter[tuple[int, int]] = Counter()
@@ -279,7 +289,12 @@ class NativePlan:
             key = (sub.text, sub.dialect, tuple(sorted(types.items())))
             tree = checked.get(key)
             if tree is None:
-                tree = checked[key] = check(sub.text, sub.dialect, types)
+                tree = earlier.get(key)
+                if tree is None:
+                    tree = check(sub.text, sub.dialect, types)
+                    if pause is not None:  # let other threads run between parses (see compile_plan)
+                        pause()
+                checked[key] = tree
             sql = sub.dialect == "sql92"
             conjuncts = _conjuncts(tree)
             gates = _gates(conjuncts, sql, _SlotFn(lowering, types))
@@ -332,6 +347,7 @@ class NativePlan:
         }
         self._ids: tuple[Hashable, ...] = tuple(sub.id for sub in self.subscriptions)
         self._gate_kinds: tuple[int, ...] = tuple(sub[0] for sub in subs)
+        self._checked: dict[_CheckKey, ast.Node] = checked
 
     def __len__(self) -> int:
         return len(self.subscriptions)

@@ -175,3 +175,16 @@ def test_string_order_is_code_point_order(left: str, right: str) -> None:
         if holds
     }
     assert got == expected
+
+
+def test_reuse_skips_parsing_and_decides_the_same() -> None:
+    subs = [Subscription(i, f'a == {i} && s != "x"', "bmq", {"a": "int"}) for i in range(20)]
+    first = NativePlan(subs)
+    pauses: list[int] = []
+    again = NativePlan(
+        [*subs, Subscription("new", "a > 10", "bmq", {"a": "int"})], first, lambda: pauses.append(1)
+    )
+    assert pauses == [1]  # only the new expression was parsed
+    headers = [("a", b"12"), ("s", b"y")]
+    assert again.match(headers) == {12, "new"}
+    assert first.match(headers) == {12}
