@@ -7,7 +7,7 @@ class NativePlan:
         self,
         props: Sequence[tuple[str, int]],
         nodes: Sequence[tuple[str, bool, list[int], float, bytes, list[bytes]]],
-        subs: Sequence[tuple[int, int, int, list[tuple[int, int, float, bytes]], list[int]]],
+        subs: Sequence[tuple[int, int, int, list[tuple[int, int, float, bytes]], list[int], int, int]],
     ) -> None: ...
     def match_batch(
         self, records: Iterable[Sequence[tuple[str, bytes | None]] | None]

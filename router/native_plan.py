@@ -31,7 +31,7 @@ Headers = Sequence[tuple[str, bytes | None]] | None
 NodeTuple = tuple[str, bool, list[int], float, bytes, list[bytes]]
 _CheckKey = tuple[str, str, tuple[tuple[str, str], ...]]  # text, dialect, declared types
 KeyTuple = tuple[int, int, float, bytes]
-SubTuple = tuple[int, int, int, list[KeyTuple], list[int]]
+SubTuple = tuple[int, int, int, list[KeyTuple], list[int], int, int]
 
 TYPE_CODES = {"string": 0, "int": 1, "bool": 2, "float": 3}
 _ARITH = {"+": 0, "-": 1, "*": 2, "/": 3, "%": 4}
@@ -268,6 +268,12 @@ class NativePlan:
     ``expressions.compile_plan`` does; ``reuse`` and ``pause`` are as there (expressions of an earlier plan
     are not parsed again; ``pause`` is called after each parse). The native build runs with the GIL
     released.
+
+    ``opens`` and ``requires`` (aligned with the subscriptions, a group label or None each) make one plan hold
+    app filters and the subscriptions behind them (DESIGN.md §2, step 1): a subscription that requires group
+    g is evaluated, and can match, only on records where a subscription that opens g matched. An app filter's
+    entries open the app's group and its consumer subscriptions require it; an app without a filter leaves
+    its subscriptions requiring nothing. A subscription that is not evaluated reports no error.
     """
 
     def __init__(
@@ -275,8 +281,24 @@ class NativePlan:
         subscriptions: Iterable[Subscription],
         reuse: NativePlan | None = None,
         pause: Callable[[], None] | None = None,
+        opens: Sequence[Hashable | None] | None = None,
+        requires: Sequence[Hashable | None] | None = None,
     ) -> None:
         self.subscriptions: tuple[Subscription, ...] = tuple(subscriptions)
+        group_ids: dict[Hashable, int] = {}
+
+        def groups(labels: Sequence[Hashable | None] | None, what: str) -> list[int]:
+            if labels is None:
+                return [-1] * len(self.subscriptions)
+            if len(labels) != len(self.subscriptions):
+                raise ValueError(
+                    f"{what} has {len(labels)} entries for {len(self.subscriptions)} subscriptions"
+                )
+            return [-1 if g is None else group_ids.setdefault(g, len(group_ids)) for g in labels]
+
+        opened, required = groups(opens, "opens"), groups(requires, "requires")
+        if any(o >= 0 and r >= 0 for o, r in zip(opened, required, strict=True)):
+            raise ValueError("a subscription cannot both open a group and require one")
         lowering = _Lowering()
         # Parsing is most of the cost of a build; a later plan starts from the trees of ``reuse``.
         earlier: dict[_CheckKey, ast.Node] = reuse._checked if reuse is not None else {}
@@ -315,17 +337,21 @@ class NativePlan:
 
         subs: list[SubTuple] = []
         counts = Counter[str]()
-        for conjuncts, sql, types, gates in offered:
+        for (conjuncts, sql, types, gates), group_opened, group_required in zip(
+            offered, opened, required, strict=True
+        ):
             gate = min(gates, key=cost) if gates else None
             rest = conjuncts
             if gate is not None and gate.droppable:
                 rest = conjuncts[: gate.conjunct] + conjuncts[gate.conjunct + 1 :]
             residual = [lowering.lower(c, sql, types) for c in rest]
             if gate is None:
-                subs.append((_NO_GATE, 0, 0, [], residual))
+                subs.append((_NO_GATE, 0, 0, [], residual, group_opened, group_required))
                 counts["unindexed"] += 1
             else:
-                subs.append((gate.kind, gate.slot, gate.op, list(gate.keys), residual))
+                subs.append(
+                    (gate.kind, gate.slot, gate.op, list(gate.keys), residual, group_opened, group_required)
+                )
                 counts[
                     {_EQ: "indexed_equality", _RANGE: "indexed_range", _INTERVAL: "indexed_interval"}[
                         gate.kind

@@ -258,6 +258,10 @@ pub struct SubSpec {
     pub gate: GateSpec,
     /// The conjuncts still to evaluate once the gate holds; the subscription matches when each is true.
     pub residual: Vec<usize>,
+    /// The group this subscription opens when it matches (an entry of an app's filter).
+    pub opens: Option<u32>,
+    /// The group that must be open for this subscription to be evaluated at all (the app's filter passed).
+    pub requires: Option<u32>,
 }
 
 /// The equality index of one property slot, a table per key class (strings are looked up without a copy).
@@ -332,6 +336,9 @@ pub struct Plan {
     memo: Vec<Option<u32>>,
     memo_count: usize,
     residuals: Vec<Vec<usize>>,
+    opens: Vec<Option<u32>>,
+    requires: Vec<Option<u32>>,
+    group_count: usize,
     always: Vec<u32>,
     eq: Vec<(usize, EqTable)>,
     ranges: Vec<(usize, RangeBucket)>,
@@ -465,6 +472,8 @@ struct Ctx<'a> {
     memo_val: Vec<R<'a>>,
     generation: u32,
     candidates: Vec<u32>,
+    /// Per group, the generation (record) in which it was last opened.
+    open: Vec<u32>,
 }
 
 impl Plan {
@@ -504,6 +513,9 @@ impl Plan {
             memo: Vec::new(),
             memo_count: 0,
             residuals: Vec::with_capacity(subs.len()),
+            opens: Vec::with_capacity(subs.len()),
+            requires: Vec::with_capacity(subs.len()),
+            group_count: 0,
             always: Vec::new(),
             eq: Vec::new(),
             ranges: Vec::new(),
@@ -523,6 +535,14 @@ impl Plan {
                 uses[r] += 1;
             }
             plan.residuals.push(sub.residual.clone());
+            if sub.opens.is_some() && sub.requires.is_some() {
+                return Err("a subscription cannot both open a group and require one".into());
+            }
+            plan.opens.push(sub.opens);
+            plan.requires.push(sub.requires);
+            for g in sub.opens.iter().chain(&sub.requires) {
+                plan.group_count = plan.group_count.max(*g as usize + 1);
+            }
             let check_slot = |slot: usize| {
                 if slot < props.len() {
                     Ok(slot)
@@ -680,6 +700,7 @@ impl Plan {
             memo_val: vec![Err(()); self.memo_count],
             generation: 0,
             candidates: Vec::new(),
+            open: vec![0; self.group_count],
         };
         batch
             .records
@@ -702,6 +723,7 @@ impl Plan {
         if ctx.generation == 0 {
             // The stamps wrapped: clear them so no stale entry looks current.
             ctx.memo_gen.iter_mut().for_each(|g| *g = 0);
+            ctx.open.iter_mut().for_each(|g| *g = 0);
             ctx.generation = 1;
         }
         // The last header of a name wins; a null or undecodable one removes the property.
@@ -724,22 +746,37 @@ impl Plan {
         self.candidates(&ctx.props, &mut cands);
         let mut out = Vec::new();
         let mut failed = Vec::new();
-        for &sub in &cands {
-            let residual = &self.residuals[sub as usize];
-            if !errors {
-                // Only "all true" matches, so the first conjunct that is not true settles it.
-                if residual
-                    .iter()
-                    .all(|&n| matches!(self.eval(n, ctx), Ok(V::Bool(true))))
-                {
-                    out.push(sub);
+        // Subscriptions that require no group first, so that every group is settled before those that do.
+        for guarded in [false, true] {
+            for &sub in &cands {
+                let required = self.requires[sub as usize];
+                if required.is_some() != guarded {
+                    continue;
                 }
-                continue;
-            }
-            match self.conjunction(residual, ctx) {
-                Ok(true) => out.push(sub),
-                Ok(false) => {}
-                Err(()) => failed.push(sub),
+                if required.is_some_and(|g| ctx.open[g as usize] != ctx.generation) {
+                    continue;
+                }
+                let residual = &self.residuals[sub as usize];
+                let matched = if errors {
+                    match self.conjunction(residual, ctx) {
+                        Ok(m) => m,
+                        Err(()) => {
+                            failed.push(sub);
+                            false
+                        }
+                    }
+                } else {
+                    // Only "all true" matches, so the first conjunct that is not true settles it.
+                    residual
+                        .iter()
+                        .all(|&n| matches!(self.eval(n, ctx), Ok(V::Bool(true))))
+                };
+                if matched {
+                    out.push(sub);
+                    if let Some(g) = self.opens[sub as usize] {
+                        ctx.open[g as usize] = ctx.generation;
+                    }
+                }
             }
         }
         ctx.candidates = cands;
@@ -1110,15 +1147,18 @@ mod tests {
 
     /// Slots: 0 = a:int, 1 = c:float, 2 = s:string. Nodes: a, 5, a == 5 (bmq); c, 1.5, c > 1.5 (sql92);
     /// a / 0 == 5 (an error); s (sql92), NULL test.
-    fn sample(gated: bool) -> Plan {
-        let props = vec![
+    fn sample_props() -> Vec<(String, PropType)> {
+        vec![
             ("a".to_string(), PropType::Int),
             ("c".to_string(), PropType::Float),
             ("s".to_string(), PropType::Str),
-        ];
+        ]
+    }
+
+    fn sample_specs() -> Vec<NodeSpec> {
         let mut float = node("float", true, &[]);
         float.num = 1.5;
-        let specs = vec![
+        vec![
             node("prop", false, &[0]),        // 0
             node("int", false, &[5]),         // 1
             node("cmp", false, &[0, 0, 1]),   // 2: a == 5
@@ -1130,7 +1170,10 @@ mod tests {
             node("cmp", false, &[0, 7, 1]),   // 8: a / 0 == 5
             node("prop", true, &[2]),         // 9
             node("isnull", true, &[9, 0]),    // 10: s IS NULL
-        ];
+        ]
+    }
+
+    fn sample(gated: bool) -> Plan {
         let subs = if gated {
             vec![
                 SubSpec {
@@ -1139,6 +1182,8 @@ mod tests {
                         keys: vec![Key::Int(5)],
                     },
                     residual: vec![],
+                    opens: None,
+                    requires: None,
                 },
                 SubSpec {
                     gate: GateSpec::Range {
@@ -1147,14 +1192,20 @@ mod tests {
                         bound: Num::F(1.5),
                     },
                     residual: vec![],
+                    opens: None,
+                    requires: None,
                 },
                 SubSpec {
                     gate: GateSpec::None,
                     residual: vec![8],
+                    opens: None,
+                    requires: None,
                 },
                 SubSpec {
                     gate: GateSpec::None,
                     residual: vec![10, 2],
+                    opens: None,
+                    requires: None,
                 },
             ]
         } else {
@@ -1163,14 +1214,18 @@ mod tests {
                 .map(|&n| SubSpec {
                     gate: GateSpec::None,
                     residual: vec![n],
+                    opens: None,
+                    requires: None,
                 })
                 .chain([SubSpec {
                     gate: GateSpec::None,
                     residual: vec![10, 2],
+                    opens: None,
+                    requires: None,
                 }])
                 .collect()
         };
-        Plan::build(&props, &specs, &subs).expect("a valid plan")
+        Plan::build(&sample_props(), &sample_specs(), &subs).expect("a valid plan")
     }
 
     #[test]
@@ -1198,6 +1253,39 @@ mod tests {
     }
 
     #[test]
+    fn required_groups_gate_subscriptions() {
+        // Sub 0 (a == 5) opens group 0; sub 1 (c > 1.5) requires it; sub 2 (s IS NULL, a == 5) requires
+        // group 1, which nothing opens.
+        let mut subs: Vec<SubSpec> = [2, 5, 10]
+            .iter()
+            .map(|&n| SubSpec {
+                gate: GateSpec::None,
+                residual: vec![n],
+                opens: None,
+                requires: None,
+            })
+            .collect();
+        subs[0].opens = Some(0);
+        subs[1].requires = Some(0);
+        subs[2].requires = Some(1);
+        let specs = sample_specs();
+        let plan = Plan::build(&sample_props(), &specs, &subs).expect("a valid plan");
+        let records: &[&[(&str, Option<&str>)]] = &[
+            &[("a", Some("5")), ("c", Some("2"))],
+            &[("a", Some("4")), ("c", Some("2"))],
+            &[("c", Some("2"))],
+        ];
+        assert_eq!(run(&plan, records), vec![vec![0, 1], vec![], vec![]]);
+        let both = SubSpec {
+            gate: GateSpec::None,
+            residual: vec![2],
+            opens: Some(0),
+            requires: Some(1),
+        };
+        assert!(Plan::build(&sample_props(), &specs, &[both]).is_err());
+    }
+
+    #[test]
     fn malformed_specs_are_refused() {
         let props = vec![("a".to_string(), PropType::Int)];
         assert!(Plan::build(&props, &[node("not", false, &[0])], &[]).is_err());
@@ -1206,6 +1294,8 @@ mod tests {
         let sub = SubSpec {
             gate: GateSpec::None,
             residual: vec![3],
+            opens: None,
+            requires: None,
         };
         assert!(Plan::build(&props, &[node("prop", false, &[0])], &[sub]).is_err());
     }

@@ -22,8 +22,9 @@ type NodeTuple = (
 );
 /// (class, int, float, bytes): 0 bmq int, 1 sql92 int, 2 sql92 float, 3 string, 4 bool (int 0/1)
 type KeyTuple = (u8, i64, f64, PyBackedBytes);
-/// (gate kind 0 none / 1 equality / 2 range / 3 interval, slot, comparison code, keys, residual nodes)
-type SubTuple = (u8, usize, i64, Vec<KeyTuple>, Vec<usize>);
+/// (gate kind 0 none / 1 equality / 2 range / 3 interval, slot, comparison code, keys, residual nodes,
+/// group opened or -1, group required or -1)
+type SubTuple = (u8, usize, i64, Vec<KeyTuple>, Vec<usize>, i64, i64);
 
 fn key(k: &KeyTuple) -> Result<Key, String> {
     Ok(match k.0 {
@@ -45,7 +46,16 @@ fn num(k: &KeyTuple) -> Result<Num, String> {
 }
 
 fn sub_spec(t: &SubTuple) -> Result<SubSpec, String> {
-    let (kind, slot, op, keys, residual) = t;
+    let (kind, slot, op, keys, residual, opens, requires) = t;
+    let group = |g: i64| -> Result<Option<u32>, String> {
+        if g < 0 {
+            Ok(None)
+        } else {
+            u32::try_from(g)
+                .map(Some)
+                .map_err(|_| format!("bad group {g}"))
+        }
+    };
     let gate = match kind {
         0 => GateSpec::None,
         1 => GateSpec::Eq {
@@ -80,6 +90,8 @@ fn sub_spec(t: &SubTuple) -> Result<SubSpec, String> {
     Ok(SubSpec {
         gate,
         residual: residual.clone(),
+        opens: group(*opens)?,
+        requires: group(*requires)?,
     })
 }
 

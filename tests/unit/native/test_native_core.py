@@ -188,3 +188,17 @@ def test_reuse_skips_parsing_and_decides_the_same() -> None:
     headers = [("a", b"12"), ("s", b"y")]
     assert again.match(headers) == {12, "new"}
     assert first.match(headers) == {12}
+
+
+def test_required_groups_are_checked() -> None:
+    subs = [
+        Subscription("filter", "a > 0", "bmq", {"a": "int"}),
+        Subscription("sub", "a > 5", "bmq", {"a": "int"}),
+    ]
+    plan = NativePlan(subs, opens=["app", None], requires=[None, "app"])
+    assert plan.match([("a", b"7")]) == {"filter", "sub"}
+    assert NativePlan(subs, opens=["other", None], requires=[None, "app"]).match([("a", b"7")]) == {"filter"}
+    with pytest.raises(ValueError, match="entries"):
+        NativePlan(subs, opens=["app"])
+    with pytest.raises(ValueError, match="both"):
+        NativePlan(subs, opens=["app", None], requires=["app", None])

@@ -238,3 +238,33 @@ def test_native_indexes_equal_reference(subs: list[Subscription], batch: list[He
 
 def _decoded(types: Mapping[str, str], headers: Headers) -> dict[str, object]:
     return dict(decode_headers(headers, types)[0])
+
+
+@SETTINGS
+@given(
+    subscriptions(),
+    st.lists(st.sampled_from((None, "open g", "open h", "needs g", "needs h")), min_size=20, max_size=20),
+    st.lists(headers_strategy, min_size=1, max_size=4),
+)
+def test_required_groups_equal_reference(
+    subs: list[Subscription], roles: list[str | None], batch: list[Headers]
+) -> None:
+    """App filters and the subscriptions behind them in one plan: those that require a group match only when
+    a subscription opening it matches (each decided alone by the reference)."""
+    roles = roles[: len(subs)]
+    opens = [r[5:] if r and r.startswith("open") else None for r in roles]
+    requires = [r[6:] if r and r.startswith("needs") else None for r in roles]
+    plan = NativePlan(subs, opens=opens, requires=requires)
+    results = plan.match_indexes_with_errors(batch)
+    for headers, (hit, failed) in zip(batch, results, strict=True):
+        alone, errors = reference_with_errors(subs, headers)
+        opened = {g for sub, g in zip(subs, opens, strict=True) if g is not None and sub.id in alone}
+        expected = {
+            sub.id
+            for sub, needs in zip(subs, requires, strict=True)
+            if sub.id in alone and (needs is None or needs in opened)
+        }
+        assert {subs[i].id for i in hit} == expected
+        assert {subs[i].id for i in failed} <= errors
+        for i in failed:
+            assert requires[i] is None or requires[i] in opened
