@@ -10,7 +10,10 @@ perfkit's order headers (five per record). Both paths start from the raw headers
   released): per record the positions of the matched subscriptions, which is what a caller that keeps its
   candidates in a list needs;
 * native + ids: ``NativePlan.match_batch``, the same with the ids mapped back into a frozenset per record, the
-  Python plan's own output (hashing the tuple ids is most of what it adds).
+  Python plan's own output (hashing the tuple ids is most of what it adds);
+* native, filters first: ``match_indexes`` of a plan where each app's filter opens the app's group and its
+  consumer subscriptions require it (DESIGN.md §2, step 1: subscriptions of apps whose filter fails are not
+  evaluated); its matches are the flat plan's minus those of filtered apps.
 
 Both must give the same matches (checked on every record); the median of ``--repeat`` runs is printed as µs per
 record, with the ratio measured in the same run.
@@ -54,6 +57,7 @@ def main() -> None:
     print(f"{args.messages} records, five headers each; µs per record, median of {args.repeat}")
     print(
         f"{'subscriptions':>13} {'python plan':>12} {'native':>9} {'ratio':>7} {'native+ids':>11} {'ratio':>7}"
+        f" {'filters first':>14}"
         f" {'matches/rec':>12}  build s (py, native)"
     )
     for size in (int(s) for s in args.sizes.split(",")):
@@ -63,11 +67,20 @@ def main() -> None:
         t1 = time.perf_counter()
         native = NativePlan(subs)
         t2 = time.perf_counter()
+        apps = [str(sub.id[1]) for sub in subs]  # type: ignore[index]
+        is_filter = [sub.id[0] == "filter" for sub in subs]  # type: ignore[index]
+        gated = NativePlan(
+            subs,
+            reuse=native,
+            opens=[a if f else None for a, f in zip(apps, is_filter, strict=True)],
+            requires=[None if f else a for a, f in zip(apps, is_filter, strict=True)],
+        )
         types = perfkit.TYPES
         reads = plan.properties
         py_times: list[float] = []
         native_times: list[float] = []
         ids_times: list[float] = []
+        gated_times: list[float] = []
         expected: list[frozenset[Hashable]] = []
         for _ in range(args.repeat):
             start = time.perf_counter()
@@ -79,16 +92,22 @@ def main() -> None:
             start = time.perf_counter()
             got = native.match_batch(headers)
             ids_times.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            behind_filters = gated.match_indexes(headers)
+            gated_times.append(time.perf_counter() - start)
+            if any(not set(g) <= set(f) for g, f in zip(behind_filters, indexes, strict=True)):
+                raise SystemExit("the gated plan matched what the flat plan did not")
             by_index = [frozenset(subs[i].id for i in hit) for hit in indexes]
             if got != expected or by_index != expected:
                 raise SystemExit(f"native and Python plans disagree at {size} subscriptions")
         py_us = median(py_times) / args.messages * 1e6
         native_us = median(native_times) / args.messages * 1e6
         ids_us = median(ids_times) / args.messages * 1e6
+        gated_us = median(gated_times) / args.messages * 1e6
         matches = sum(len(m) for m in expected) / args.messages
         print(
             f"{len(subs):>13,} {py_us:>12.2f} {native_us:>9.2f} {py_us / native_us:>6.1f}x"
-            f" {ids_us:>11.2f} {py_us / ids_us:>6.1f}x {matches:>12.2f}"
+            f" {ids_us:>11.2f} {py_us / ids_us:>6.1f}x {gated_us:>14.2f} {matches:>12.2f}"
             f"  {t1 - t0:.1f}, {t2 - t1:.1f}"
         )
 
