@@ -12,7 +12,10 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest bench soak clean jars
 
-$(STAMP): pyproject.toml
+# The editable install also compiles the native core (router/native, Rust): its sources are inputs too.
+NATIVE_SOURCES := router/native/Cargo.toml router/native/Cargo.lock $(wildcard router/native/src/*.rs)
+
+$(STAMP): pyproject.toml $(NATIVE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'

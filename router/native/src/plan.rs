@@ -1,0 +1,1333 @@
+//! The shared plan: every subscription's checked, normalized tree as one DAG of nodes (built in Python, where
+//! equal sub-expressions are already one node), with the gates that index subscriptions by a required
+//! conjunct. Semantics are those of `expressions/interpreter.py` for both dialects; only "matches or not"
+//! is computed, so an evaluation error is just `Err(())`.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::decode::{decode, Decoded, PropType};
+use crate::like::{code_points, LikePattern};
+
+/// A small multiplicative hash (the Fx hash of rustc): the tables hash short strings and integers on every
+/// record, where SipHash's flooding resistance buys nothing (keys come from the configuration, not from
+/// records, and a lookup cannot change a table).
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher {
+    hash: u64,
+}
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            self.add(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+        }
+        let mut last = [0u8; 8];
+        let rest = chunks.remainder();
+        last[..rest.len()].copy_from_slice(rest);
+        self.add(u64::from_le_bytes(last) ^ (rest.len() as u64) << 56);
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.add(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    fn write_i64(&mut self, n: i64) {
+        self.add(n as u64);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// A value during evaluation: literals borrow the plan, strings of properties borrow the record's headers.
+#[derive(Clone, Copy, Debug)]
+pub enum V<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(&'a [u8]),
+}
+
+type R<'a> = Result<V<'a>, ()>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CmpOp {
+    fn from_code(code: i64) -> Result<CmpOp, String> {
+        Ok(match code {
+            0 => CmpOp::Eq,
+            1 => CmpOp::Ne,
+            2 => CmpOp::Lt,
+            3 => CmpOp::Le,
+            4 => CmpOp::Gt,
+            5 => CmpOp::Ge,
+            _ => return Err(format!("bad comparison code {code}")),
+        })
+    }
+
+    fn holds(self, o: Ordering) -> bool {
+        match self {
+            CmpOp::Eq => o == Ordering::Equal,
+            CmpOp::Ne => o != Ordering::Equal,
+            CmpOp::Lt => o == Ordering::Less,
+            CmpOp::Le => o != Ordering::Greater,
+            CmpOp::Gt => o == Ordering::Greater,
+            CmpOp::Ge => o != Ordering::Less,
+        }
+    }
+}
+
+/// A number as sql92 holds it; ints and floats compare exactly (as Python compares int with float).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Num {
+    I(i64),
+    F(f64),
+}
+
+/// `i` against `f` exactly; None when `f` is NaN.
+fn cmp_int_float(i: i64, f: f64) -> Option<Ordering> {
+    if f.is_nan() {
+        return None;
+    }
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if f >= TWO_63 {
+        return Some(Ordering::Less);
+    }
+    if f < -TWO_63 {
+        return Some(Ordering::Greater);
+    }
+    let whole = f.trunc();
+    // `whole` is an integer in int64's range, so the cast is exact.
+    match i.cmp(&(whole as i64)) {
+        Ordering::Equal => 0.0f64.partial_cmp(&(f - whole)),
+        o => Some(o),
+    }
+}
+
+pub fn cmp_num(a: Num, b: Num) -> Option<Ordering> {
+    match (a, b) {
+        (Num::I(x), Num::I(y)) => Some(x.cmp(&y)),
+        (Num::F(x), Num::F(y)) => x.partial_cmp(&y),
+        (Num::I(x), Num::F(y)) => cmp_int_float(x, y),
+        (Num::F(x), Num::I(y)) => cmp_int_float(y, x).map(Ordering::reverse),
+    }
+}
+
+fn as_num(v: V<'_>) -> Option<Num> {
+    match v {
+        V::Int(i) => Some(Num::I(i)),
+        V::Float(f) => Some(Num::F(f)),
+        _ => None,
+    }
+}
+
+/// One node of the DAG; children are indexes of earlier nodes.
+#[derive(Debug)]
+pub enum Node {
+    Int(i64),
+    Float(f64),
+    Str(Vec<u8>),
+    Bool(bool),
+    Null,
+    Prop(usize),
+    Exists(usize),
+    Not(usize),
+    Neg(usize),
+    Pos(usize),
+    Arith(ArithOp, usize, usize),
+    Cmp(CmpOp, usize, usize),
+    And(Vec<usize>),
+    Or(Vec<usize>),
+    Between(usize, usize, usize, bool),
+    /// Sorted values, for binary search.
+    In(usize, Vec<Vec<u8>>, bool),
+    Like(usize, Box<LikePattern>, bool),
+    IsNull(usize, bool),
+}
+
+impl Node {
+    fn children(&self) -> Vec<usize> {
+        match self {
+            Node::Prop(_)
+            | Node::Exists(_)
+            | Node::Int(_)
+            | Node::Float(_)
+            | Node::Str(_)
+            | Node::Bool(_)
+            | Node::Null => vec![],
+            Node::Not(x) | Node::Neg(x) | Node::Pos(x) => vec![*x],
+            Node::In(x, _, _) | Node::Like(x, _, _) | Node::IsNull(x, _) => vec![*x],
+            Node::Arith(_, a, b) | Node::Cmp(_, a, b) => vec![*a, *b],
+            Node::And(items) | Node::Or(items) => items.clone(),
+            Node::Between(x, lo, hi, _) => vec![*x, *lo, *hi],
+        }
+    }
+}
+
+/// A node as Python lowers it: a tag, the dialect, integer arguments (children, codes, an int literal, LIKE's
+/// code points), a float literal, one byte string (a string literal) and a list of them (IN's values).
+#[derive(Debug, Clone, Default)]
+pub struct NodeSpec {
+    pub tag: String,
+    pub sql: bool,
+    pub ints: Vec<i64>,
+    pub num: f64,
+    pub text: Vec<u8>,
+    pub texts: Vec<Vec<u8>>,
+}
+
+/// An equality-index key. Numbers of sql92 (`Num`) compare across int and float, so they are keyed by the
+/// integer when the value is integral and in int64, else by the float's bits; bmq ints are their own class.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Key {
+    Int(i64),
+    NumI(i64),
+    NumF(u64),
+    Str(Vec<u8>),
+    Bool(bool),
+}
+
+pub fn num_key(n: Num) -> Key {
+    match n {
+        Num::I(i) => Key::NumI(i),
+        Num::F(f) => {
+            const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+            if f.fract() == 0.0 && (-TWO_63..TWO_63).contains(&f) {
+                Key::NumI(f as i64)
+            } else {
+                Key::NumF(f.to_bits())
+            }
+        }
+    }
+}
+
+/// What makes a subscription a candidate for a record. Every gate is implied by a required conjunct being
+/// true, so a subscription whose gate does not hold cannot match.
+#[derive(Debug, Clone)]
+pub enum GateSpec {
+    /// Evaluated for every record.
+    None,
+    /// The property's value is one of the keys.
+    Eq { slot: usize, keys: Vec<Key> },
+    /// `property OP bound` holds.
+    Range { slot: usize, op: CmpOp, bound: Num },
+    /// `low <= property <= high` (int bounds); the bounds stay in the residual, which decides exactly.
+    Interval { slot: usize, low: i64, high: i64 },
+}
+
+#[derive(Debug, Clone)]
+pub struct SubSpec {
+    pub gate: GateSpec,
+    /// The conjuncts still to evaluate once the gate holds; the subscription matches when each is true.
+    pub residual: Vec<usize>,
+    /// The group this subscription opens when it matches (an entry of an app's filter).
+    pub opens: Option<u32>,
+    /// The group that must be open for this subscription to be evaluated at all (the app's filter passed).
+    pub requires: Option<u32>,
+}
+
+/// The equality index of one property slot, a table per key class (strings are looked up without a copy).
+#[derive(Default)]
+struct EqTable {
+    int: FxMap<i64, Vec<u32>>,
+    num_i: FxMap<i64, Vec<u32>>,
+    num_f: FxMap<u64, Vec<u32>>,
+    str: FxMap<Vec<u8>, Vec<u32>>,
+    bool: [Vec<u32>; 2],
+}
+
+impl EqTable {
+    fn list(&mut self, key: Key) -> &mut Vec<u32> {
+        match key {
+            Key::Int(i) => self.int.entry(i).or_default(),
+            Key::NumI(i) => self.num_i.entry(i).or_default(),
+            Key::NumF(f) => self.num_f.entry(f).or_default(),
+            Key::Str(s) => self.str.entry(s).or_default(),
+            Key::Bool(b) => &mut self.bool[usize::from(b)],
+        }
+    }
+
+    fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        let lists = self.int.values().chain(self.num_i.values());
+        let lists = lists.chain(self.num_f.values()).chain(self.str.values());
+        lists.chain(self.bool.iter()).flatten().copied()
+    }
+
+    fn probe(&self, v: V<'_>, out: &mut Vec<u32>) {
+        let empty: &[u32] = &[];
+        let mut add = |hit: Option<&Vec<u32>>| out.extend_from_slice(hit.map_or(empty, |h| h));
+        match v {
+            V::Null => {}
+            V::Int(i) => {
+                add(self.int.get(&i));
+                add(self.num_i.get(&i));
+            }
+            V::Float(f) => match num_key(Num::F(f)) {
+                Key::NumI(i) => add(self.num_i.get(&i)),
+                Key::NumF(bits) => add(self.num_f.get(&bits)),
+                _ => {}
+            },
+            V::Str(s) => add(self.str.get(s)),
+            V::Bool(b) => add(Some(&self.bool[usize::from(b)])),
+        }
+    }
+}
+
+struct RangeBucket {
+    op: CmpOp,
+    bounds: Vec<Num>,
+    subs: Vec<u32>,
+}
+
+/// Intervals no wider than `width`, by ascending lower bound: one holding v has its lower bound in
+/// [v - width, v].
+struct IntervalClass {
+    width: i128,
+    lows: Vec<i64>,
+    subs: Vec<u32>,
+}
+
+pub struct Plan {
+    /// Distinct header names and, for each, the slots (one per declared type) it fills.
+    names: Vec<String>,
+    name_slots: Vec<Vec<(usize, PropType)>>,
+    slot_count: usize,
+    nodes: Vec<Node>,
+    sql: Vec<bool>,
+    /// Memo slot of each node read by more than one parent or subscription.
+    memo: Vec<Option<u32>>,
+    memo_count: usize,
+    residuals: Vec<Vec<usize>>,
+    opens: Vec<Option<u32>>,
+    requires: Vec<Option<u32>>,
+    group_count: usize,
+    always: Vec<u32>,
+    eq: Vec<(usize, EqTable)>,
+    ranges: Vec<(usize, RangeBucket)>,
+    intervals: Vec<(usize, Vec<IntervalClass>)>,
+}
+
+/// One header the plan reads: the index of its name in `Plan::names` and its value (a range of the batch's
+/// bytes), None for a null header.
+#[derive(Clone, Copy, Debug)]
+pub struct Header {
+    pub name: u32,
+    pub value: Option<(usize, usize)>,
+}
+
+/// A batch of records: every header value in one buffer, the headers of all records in one list, and each
+/// record as a range of that list (so a batch costs a few allocations, not a few per header).
+#[derive(Default, Debug)]
+pub struct Batch {
+    pub bytes: Vec<u8>,
+    pub headers: Vec<Header>,
+    pub records: Vec<(usize, usize)>,
+}
+
+impl Batch {
+    pub fn push_header(&mut self, name: u32, value: Option<&[u8]>) {
+        let value = value.map(|v| {
+            let start = self.bytes.len();
+            self.bytes.extend_from_slice(v);
+            (start, self.bytes.len())
+        });
+        self.headers.push(Header { name, value });
+    }
+
+    /// Close the current record: the headers pushed since the previous one are its headers.
+    pub fn end_record(&mut self) {
+        let start = self.records.last().map_or(0, |r| r.1);
+        self.records.push((start, self.headers.len()));
+    }
+}
+
+fn child(ints: &[i64], i: usize, before: usize) -> Result<usize, String> {
+    let c = *ints.get(i).ok_or("missing child")?;
+    if c < 0 || c as usize >= before {
+        return Err(format!("child {c} of node {before} is not an earlier node"));
+    }
+    Ok(c as usize)
+}
+
+fn lower(spec: &NodeSpec, index: usize, slot_count: usize) -> Result<Node, String> {
+    let ints = &spec.ints;
+    let int_at = |i: usize| {
+        ints.get(i)
+            .copied()
+            .ok_or_else(|| format!("{}: too few arguments", spec.tag))
+    };
+    let c = |i: usize| child(ints, i, index);
+    let slot = |i: usize| -> Result<usize, String> {
+        let s = int_at(i)?;
+        if s < 0 || s as usize >= slot_count {
+            return Err(format!("bad property slot {s}"));
+        }
+        Ok(s as usize)
+    };
+    Ok(match spec.tag.as_str() {
+        "int" => Node::Int(int_at(0)?),
+        "float" => Node::Float(spec.num),
+        "str" => Node::Str(spec.text.clone()),
+        "bool" => Node::Bool(int_at(0)? != 0),
+        "null" => Node::Null,
+        "prop" => Node::Prop(slot(0)?),
+        "exists" => Node::Exists(slot(0)?),
+        "not" => Node::Not(c(0)?),
+        "neg" => Node::Neg(c(0)?),
+        "pos" => Node::Pos(c(0)?),
+        "arith" => {
+            let op = match int_at(0)? {
+                0 => ArithOp::Add,
+                1 => ArithOp::Sub,
+                2 => ArithOp::Mul,
+                3 => ArithOp::Div,
+                4 => ArithOp::Rem,
+                other => return Err(format!("bad arithmetic code {other}")),
+            };
+            Node::Arith(op, c(1)?, c(2)?)
+        }
+        "cmp" => Node::Cmp(CmpOp::from_code(int_at(0)?)?, c(1)?, c(2)?),
+        "and" | "or" => {
+            let items = (0..ints.len()).map(c).collect::<Result<Vec<_>, _>>()?;
+            if items.is_empty() {
+                return Err("empty junction".into());
+            }
+            if spec.tag == "and" {
+                Node::And(items)
+            } else {
+                Node::Or(items)
+            }
+        }
+        "between" => Node::Between(c(0)?, c(1)?, c(2)?, int_at(3)? != 0),
+        "in" => {
+            let mut values = spec.texts.clone();
+            values.sort();
+            values.dedup();
+            Node::In(c(0)?, values, int_at(1)? != 0)
+        }
+        "like" => {
+            let escape = int_at(2)?;
+            let pattern = ints[3..]
+                .iter()
+                .map(|&p| u32::try_from(p).map_err(|_| "bad code point".to_string()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let escape = if escape < 0 {
+                None
+            } else {
+                Some(u32::try_from(escape).map_err(|_| "bad escape")?)
+            };
+            Node::Like(
+                c(0)?,
+                Box::new(LikePattern::new(&pattern, escape)),
+                int_at(1)? != 0,
+            )
+        }
+        "isnull" => Node::IsNull(c(0)?, int_at(1)? != 0),
+        other => return Err(format!("unknown node tag {other:?}")),
+    })
+}
+
+/// Evaluation state of one record: its decoded properties and the memo of shared nodes.
+struct Ctx<'a> {
+    props: Vec<Option<V<'a>>>,
+    memo_gen: Vec<u32>,
+    memo_val: Vec<R<'a>>,
+    generation: u32,
+    candidates: Vec<u32>,
+    /// Per group, the generation (record) in which it was last opened.
+    open: Vec<u32>,
+}
+
+impl Plan {
+    /// Build the plan. `props` are the property slots: (header name, declared type).
+    pub fn build(
+        props: &[(String, PropType)],
+        specs: &[NodeSpec],
+        subs: &[SubSpec],
+    ) -> Result<Plan, String> {
+        let mut names: Vec<String> = Vec::new();
+        let mut name_slots: Vec<Vec<(usize, PropType)>> = Vec::new();
+        let mut by_name: HashMap<&str, usize> = HashMap::new();
+        for (slot, (name, t)) in props.iter().enumerate() {
+            let i = *by_name.entry(name.as_str()).or_insert_with(|| {
+                names.push(name.clone());
+                name_slots.push(Vec::new());
+                names.len() - 1
+            });
+            name_slots[i].push((slot, *t));
+        }
+        let mut nodes = Vec::with_capacity(specs.len());
+        for (i, spec) in specs.iter().enumerate() {
+            nodes.push(lower(spec, i, props.len())?);
+        }
+        let sql: Vec<bool> = specs.iter().map(|s| s.sql).collect();
+        // Parents (and subscription residuals) per node: a node read from more than one place gets a memo slot.
+        let mut uses = vec![0u32; nodes.len()];
+        for node in &nodes {
+            for c in node.children() {
+                uses[c] += 1;
+            }
+        }
+        let mut plan = Plan {
+            names,
+            name_slots,
+            slot_count: props.len(),
+            memo: Vec::new(),
+            memo_count: 0,
+            residuals: Vec::with_capacity(subs.len()),
+            opens: Vec::with_capacity(subs.len()),
+            requires: Vec::with_capacity(subs.len()),
+            group_count: 0,
+            always: Vec::new(),
+            eq: Vec::new(),
+            ranges: Vec::new(),
+            intervals: Vec::new(),
+            nodes,
+            sql,
+        };
+        let mut eq: HashMap<usize, EqTable> = HashMap::new();
+        let mut ranges: HashMap<(usize, u8), Vec<(Num, u32)>> = HashMap::new();
+        let mut intervals: HashMap<usize, HashMap<i128, Vec<(i64, u32)>>> = HashMap::new();
+        for (i, sub) in subs.iter().enumerate() {
+            let id = u32::try_from(i).map_err(|_| "too many subscriptions")?;
+            for &r in &sub.residual {
+                if r >= plan.nodes.len() {
+                    return Err(format!("residual node {r} out of range"));
+                }
+                uses[r] += 1;
+            }
+            plan.residuals.push(sub.residual.clone());
+            if sub.opens.is_some() && sub.requires.is_some() {
+                return Err("a subscription cannot both open a group and require one".into());
+            }
+            plan.opens.push(sub.opens);
+            plan.requires.push(sub.requires);
+            for g in sub.opens.iter().chain(&sub.requires) {
+                plan.group_count = plan.group_count.max(*g as usize + 1);
+            }
+            let check_slot = |slot: usize| {
+                if slot < props.len() {
+                    Ok(slot)
+                } else {
+                    Err(format!("bad gate slot {slot}"))
+                }
+            };
+            match &sub.gate {
+                GateSpec::None => plan.always.push(id),
+                GateSpec::Eq { slot, keys } => {
+                    let table = eq.entry(check_slot(*slot)?).or_default();
+                    let mut keys = keys.clone();
+                    keys.dedup();
+                    for key in keys {
+                        let list = table.list(key);
+                        // A value repeated in the gate must not list the subscription twice.
+                        if list.last() != Some(&id) {
+                            list.push(id);
+                        }
+                    }
+                }
+                GateSpec::Range { slot, op, bound } => {
+                    if matches!(bound, Num::F(f) if f.is_nan())
+                        || matches!(op, CmpOp::Eq | CmpOp::Ne)
+                    {
+                        return Err("bad range gate".into());
+                    }
+                    ranges
+                        .entry((check_slot(*slot)?, *op as u8))
+                        .or_default()
+                        .push((*bound, id));
+                }
+                GateSpec::Interval { slot, low, high } => {
+                    let width = i128::from(*high) - i128::from(*low);
+                    let class = if width <= 0 {
+                        0
+                    } else {
+                        // The smallest power of two at least the width (at most 2^64).
+                        (width as u128).next_power_of_two() as i128
+                    };
+                    intervals
+                        .entry(check_slot(*slot)?)
+                        .or_default()
+                        .entry(class)
+                        .or_default()
+                        .push((*low, id));
+                }
+            }
+        }
+        plan.eq = eq.into_iter().collect();
+        plan.eq.sort_by_key(|(slot, _)| *slot);
+        for ((slot, _), mut bucket) in ranges {
+            let op = match &subs[bucket[0].1 as usize].gate {
+                GateSpec::Range { op, .. } => *op,
+                _ => unreachable!("a range bucket holds range gates"),
+            };
+            // Bounds are finite or infinite numbers, never NaN, so the order is total.
+            bucket.sort_by(|a, b| {
+                cmp_num(a.0, b.0)
+                    .unwrap_or(Ordering::Equal)
+                    .then(a.1.cmp(&b.1))
+            });
+            let (bounds, ids) = bucket.into_iter().unzip();
+            plan.ranges.push((
+                slot,
+                RangeBucket {
+                    op,
+                    bounds,
+                    subs: ids,
+                },
+            ));
+        }
+        plan.ranges.sort_by_key(|(slot, b)| (*slot, b.op as u8));
+        for (slot, classes) in intervals {
+            let mut out: Vec<IntervalClass> = classes
+                .into_iter()
+                .map(|(width, mut bucket)| {
+                    bucket.sort();
+                    let (lows, subs) = bucket.into_iter().unzip();
+                    IntervalClass { width, lows, subs }
+                })
+                .collect();
+            out.sort_by_key(|c| c.width);
+            plan.intervals.push((slot, out));
+        }
+        plan.intervals.sort_by_key(|(slot, _)| *slot);
+        let mut count = 0u32;
+        plan.memo = plan
+            .nodes
+            .iter()
+            .zip(&uses)
+            .map(|(node, &n)| {
+                // Leaves are cheaper to evaluate again than to memoize.
+                (n > 1 && !node.children().is_empty()).then(|| {
+                    count += 1;
+                    count - 1
+                })
+            })
+            .collect();
+        plan.memo_count = count as usize;
+        Ok(plan)
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    pub fn subscription_count(&self) -> usize {
+        self.residuals.len()
+    }
+
+    /// (always evaluated, equality-indexed, range-indexed, interval-indexed, memoized nodes, nodes)
+    pub fn stats(&self) -> [usize; 6] {
+        let eq: usize = {
+            let mut ids: Vec<u32> = self.eq.iter().flat_map(|(_, t)| t.ids()).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids.len()
+        };
+        let ranges = self.ranges.iter().map(|(_, b)| b.subs.len()).sum();
+        let intervals = self
+            .intervals
+            .iter()
+            .flat_map(|(_, cs)| cs.iter().map(|c| c.subs.len()))
+            .sum();
+        [
+            self.always.len(),
+            eq,
+            ranges,
+            intervals,
+            self.memo_count,
+            self.nodes.len(),
+        ]
+    }
+
+    /// The matched subscriptions (ascending indexes) of each record.
+    pub fn match_batch(&self, batch: &Batch) -> Vec<Vec<u32>> {
+        self.match_batch_with_errors(batch, false)
+            .into_iter()
+            .map(|(matched, _)| matched)
+            .collect()
+    }
+
+    /// The matched subscriptions of each record and, with `errors`, those whose evaluation ended in an error
+    /// (as `Plan.match_with_errors` counts them: only subscriptions actually evaluated, so a subscription
+    /// whose gate does not hold reports no error; a sql92 UNKNOWN is no error).
+    pub fn match_batch_with_errors(
+        &self,
+        batch: &Batch,
+        errors: bool,
+    ) -> Vec<(Vec<u32>, Vec<u32>)> {
+        let mut ctx = Ctx {
+            props: vec![None; self.slot_count],
+            memo_gen: vec![0; self.memo_count],
+            memo_val: vec![Err(()); self.memo_count],
+            generation: 0,
+            candidates: Vec::new(),
+            open: vec![0; self.group_count],
+        };
+        batch
+            .records
+            .iter()
+            .map(|&(start, end)| {
+                self.match_record(&batch.headers[start..end], &batch.bytes, &mut ctx, errors)
+            })
+            .collect()
+    }
+
+    fn match_record<'a>(
+        &'a self,
+        headers: &[Header],
+        bytes: &'a [u8],
+        ctx: &mut Ctx<'a>,
+        errors: bool,
+    ) -> (Vec<u32>, Vec<u32>) {
+        ctx.props.iter_mut().for_each(|p| *p = None);
+        ctx.generation = ctx.generation.wrapping_add(1);
+        if ctx.generation == 0 {
+            // The stamps wrapped: clear them so no stale entry looks current.
+            ctx.memo_gen.iter_mut().for_each(|g| *g = 0);
+            ctx.open.iter_mut().for_each(|g| *g = 0);
+            ctx.generation = 1;
+        }
+        // The last header of a name wins; a null or undecodable one removes the property.
+        for header in headers {
+            let Some(slots) = self.name_slots.get(header.name as usize) else {
+                continue;
+            };
+            let raw = header.value.map(|(start, end)| &bytes[start..end]);
+            for &(slot, t) in slots {
+                ctx.props[slot] = raw.and_then(|raw| decode(raw, t)).map(|d| match d {
+                    Decoded::Str(s) => V::Str(s),
+                    Decoded::Int(i) => V::Int(i),
+                    Decoded::Bool(b) => V::Bool(b),
+                    Decoded::Float(f) => V::Float(f),
+                });
+            }
+        }
+        let mut cands = std::mem::take(&mut ctx.candidates);
+        cands.clear();
+        self.candidates(&ctx.props, &mut cands);
+        let mut out = Vec::new();
+        let mut failed = Vec::new();
+        // Subscriptions that require no group first, so that every group is settled before those that do.
+        for guarded in [false, true] {
+            for &sub in &cands {
+                let required = self.requires[sub as usize];
+                if required.is_some() != guarded {
+                    continue;
+                }
+                if required.is_some_and(|g| ctx.open[g as usize] != ctx.generation) {
+                    continue;
+                }
+                let residual = &self.residuals[sub as usize];
+                let matched = if errors {
+                    match self.conjunction(residual, ctx) {
+                        Ok(m) => m,
+                        Err(()) => {
+                            failed.push(sub);
+                            false
+                        }
+                    }
+                } else {
+                    // Only "all true" matches, so the first conjunct that is not true settles it.
+                    residual
+                        .iter()
+                        .all(|&n| matches!(self.eval(n, ctx), Ok(V::Bool(true))))
+                };
+                if matched {
+                    out.push(sub);
+                    if let Some(g) = self.opens[sub as usize] {
+                        ctx.open[g as usize] = ctx.generation;
+                    }
+                }
+            }
+        }
+        ctx.candidates = cands;
+        out.sort_unstable();
+        out.dedup();
+        failed.sort_unstable();
+        failed.dedup();
+        (out, failed)
+    }
+
+    /// A residual as the reference evaluates it: one conjunct is the whole expression (its value must be a
+    /// boolean, or sql92's UNKNOWN), several are an AND chain with its short-circuit and type rules.
+    /// Ok(true) matches, Ok(false) does not, Err is an evaluation error.
+    fn conjunction<'a>(&'a self, residual: &[usize], ctx: &mut Ctx<'a>) -> Result<bool, ()> {
+        let Some(&first) = residual.first() else {
+            return Ok(true);
+        };
+        let sql = self.sql[first];
+        let mut unknown = false;
+        for &n in residual {
+            match self.eval(n, ctx)? {
+                V::Bool(true) => {}
+                V::Bool(false) => return Ok(false),
+                V::Null if sql => unknown = true,
+                _ => return Err(()),
+            }
+        }
+        Ok(!unknown)
+    }
+
+    fn candidates(&self, props: &[Option<V<'_>>], out: &mut Vec<u32>) {
+        out.extend_from_slice(&self.always);
+        for (slot, table) in &self.eq {
+            if let Some(v) = props[*slot] {
+                table.probe(v, out);
+            }
+        }
+        for (slot, bucket) in &self.ranges {
+            let Some(v) = props[*slot].and_then(as_num) else {
+                continue;
+            };
+            if matches!(v, Num::F(f) if f.is_nan()) {
+                continue;
+            }
+            // Bounds ascend; "p > b" holds for the bounds below v, "p < b" for those above, and so on.
+            let below = |b: &Num| cmp_num(*b, v) == Some(Ordering::Less);
+            let at_most = |b: &Num| cmp_num(*b, v) != Some(Ordering::Greater);
+            let b = &bucket.bounds;
+            match bucket.op {
+                CmpOp::Gt => out.extend_from_slice(&bucket.subs[..b.partition_point(below)]),
+                CmpOp::Ge => out.extend_from_slice(&bucket.subs[..b.partition_point(at_most)]),
+                CmpOp::Lt => out.extend_from_slice(&bucket.subs[b.partition_point(at_most)..]),
+                CmpOp::Le => out.extend_from_slice(&bucket.subs[b.partition_point(below)..]),
+                CmpOp::Eq | CmpOp::Ne => {}
+            }
+        }
+        for (slot, classes) in &self.intervals {
+            // An int interval holds v only if it holds floor(v); far outside int64 none does.
+            let v: i128 = match props[*slot] {
+                Some(V::Int(i)) => i128::from(i),
+                Some(V::Float(f)) if f.is_finite() => f.floor().clamp(-1e20, 1e20) as i128,
+                _ => continue,
+            };
+            for class in classes {
+                let lowest = v - class.width;
+                let i = class.lows.partition_point(|&l| i128::from(l) < lowest);
+                let j = class.lows.partition_point(|&l| i128::from(l) <= v);
+                if i < j {
+                    out.extend_from_slice(&class.subs[i..j]);
+                }
+            }
+        }
+    }
+
+    fn eval<'a>(&'a self, n: usize, ctx: &mut Ctx<'a>) -> R<'a> {
+        match self.memo[n] {
+            None => self.compute(n, ctx),
+            Some(m) => {
+                let m = m as usize;
+                if ctx.memo_gen[m] == ctx.generation {
+                    return ctx.memo_val[m];
+                }
+                let r = self.compute(n, ctx);
+                ctx.memo_gen[m] = ctx.generation;
+                ctx.memo_val[m] = r;
+                r
+            }
+        }
+    }
+
+    fn compute<'a>(&'a self, n: usize, ctx: &mut Ctx<'a>) -> R<'a> {
+        if self.sql[n] {
+            self.sql(n, ctx)
+        } else {
+            self.bmq(n, ctx)
+        }
+    }
+
+    fn literal(&self, n: usize) -> Option<V<'_>> {
+        Some(match &self.nodes[n] {
+            Node::Int(i) => V::Int(*i),
+            Node::Float(f) => V::Float(*f),
+            Node::Str(s) => V::Str(s),
+            Node::Bool(b) => V::Bool(*b),
+            Node::Null => V::Null,
+            _ => return None,
+        })
+    }
+
+    fn bmq<'a>(&'a self, n: usize, ctx: &mut Ctx<'a>) -> R<'a> {
+        if let Some(v) = self.literal(n) {
+            return Ok(v);
+        }
+        match &self.nodes[n] {
+            // A missing property is an error; decoded values are always of a bmq type.
+            Node::Prop(slot) => ctx.props[*slot].ok_or(()),
+            Node::Exists(slot) => Ok(V::Bool(ctx.props[*slot].is_some())),
+            Node::Not(x) => match self.eval(*x, ctx)? {
+                V::Bool(b) => Ok(V::Bool(!b)),
+                _ => Err(()),
+            },
+            Node::Neg(x) => match self.eval(*x, ctx)? {
+                V::Int(i) => i.checked_neg().map(V::Int).ok_or(()),
+                _ => Err(()),
+            },
+            Node::Arith(op, a, b) => {
+                let a = self.eval(*a, ctx)?;
+                let b = self.eval(*b, ctx)?;
+                match (a, b) {
+                    (V::Int(a), V::Int(b)) => int_arith(*op, a, b),
+                    _ => Err(()),
+                }
+            }
+            Node::And(items) | Node::Or(items) => {
+                let stop = matches!(self.nodes[n], Node::Or(_));
+                for &item in items {
+                    match self.eval(item, ctx)? {
+                        V::Bool(b) if b == stop => return Ok(V::Bool(stop)),
+                        V::Bool(_) => {}
+                        _ => return Err(()),
+                    }
+                }
+                Ok(V::Bool(!stop))
+            }
+            Node::Cmp(op, a, b) => {
+                let a = self.eval(*a, ctx)?;
+                let b = self.eval(*b, ctx)?;
+                let o = match (a, b) {
+                    (V::Int(x), V::Int(y)) => x.cmp(&y),
+                    // Byte order of UTF-8 is code point order, which is how Python orders str.
+                    (V::Str(x), V::Str(y)) => x.cmp(y),
+                    (V::Bool(x), V::Bool(y)) if matches!(op, CmpOp::Eq | CmpOp::Ne) => x.cmp(&y),
+                    _ => return Err(()),
+                };
+                Ok(V::Bool(op.holds(o)))
+            }
+            _ => Err(()),
+        }
+    }
+
+    fn sql<'a>(&'a self, n: usize, ctx: &mut Ctx<'a>) -> R<'a> {
+        if let Some(v) = self.literal(n) {
+            return Ok(v);
+        }
+        match &self.nodes[n] {
+            Node::Prop(slot) => Ok(ctx.props[*slot].unwrap_or(V::Null)),
+            Node::Exists(slot) => Ok(V::Bool(ctx.props[*slot].is_some())),
+            Node::Not(x) => match self.eval(*x, ctx)? {
+                V::Bool(b) => Ok(V::Bool(!b)),
+                V::Null => Ok(V::Null),
+                _ => Err(()),
+            },
+            Node::Neg(x) | Node::Pos(x) => {
+                let negate = matches!(self.nodes[n], Node::Neg(_));
+                match self.eval(*x, ctx)? {
+                    V::Null => Ok(V::Null),
+                    V::Int(i) if negate => i.checked_neg().map(V::Int).ok_or(()),
+                    V::Float(f) if negate => Ok(V::Float(-f)),
+                    v @ (V::Int(_) | V::Float(_)) => Ok(v),
+                    _ => Err(()),
+                }
+            }
+            Node::Arith(op, a, b) => {
+                let a = self.eval(*a, ctx)?;
+                let b = self.eval(*b, ctx)?;
+                sql_arith(*op, a, b)
+            }
+            Node::And(items) | Node::Or(items) => {
+                let stop = matches!(self.nodes[n], Node::Or(_));
+                let mut unknown = false;
+                for &item in items {
+                    match self.eval(item, ctx)? {
+                        V::Bool(b) if b == stop => return Ok(V::Bool(stop)),
+                        V::Bool(_) => {}
+                        V::Null => unknown = true,
+                        _ => return Err(()),
+                    }
+                }
+                Ok(if unknown { V::Null } else { V::Bool(!stop) })
+            }
+            Node::Cmp(op, a, b) => {
+                let a = self.eval(*a, ctx)?;
+                let b = self.eval(*b, ctx)?;
+                Ok(bool3(compare3(*op, a, b)))
+            }
+            Node::Between(x, low, high, negated) => {
+                let x = self.eval(*x, ctx)?;
+                let low = self.eval(*low, ctx)?;
+                let high = self.eval(*high, ctx)?;
+                // JMS: BETWEEN is x >= low AND x <= high; NOT BETWEEN is x < low OR x > high.
+                let r = if *negated {
+                    or3(compare3(CmpOp::Lt, x, low), compare3(CmpOp::Gt, x, high))
+                } else {
+                    and3(compare3(CmpOp::Ge, x, low), compare3(CmpOp::Le, x, high))
+                };
+                Ok(bool3(r))
+            }
+            Node::In(x, values, negated) => Ok(match self.eval(*x, ctx)? {
+                V::Null => V::Null,
+                V::Str(s) => {
+                    V::Bool(values.binary_search_by(|v| v.as_slice().cmp(s)).is_ok() != *negated)
+                }
+                _ => V::Bool(*negated),
+            }),
+            Node::Like(x, pattern, negated) => Ok(match self.eval(*x, ctx)? {
+                V::Null => V::Null,
+                V::Str(s) => V::Bool(pattern.matches(&code_points(s)) != *negated),
+                _ => V::Bool(*negated),
+            }),
+            Node::IsNull(x, negated) => {
+                Ok(V::Bool(matches!(self.eval(*x, ctx)?, V::Null) != *negated))
+            }
+            _ => Err(()),
+        }
+    }
+}
+
+fn bool3(v: Option<bool>) -> V<'static> {
+    v.map_or(V::Null, V::Bool)
+}
+
+fn and3(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    match (a, b) {
+        (Some(false), _) | (_, Some(false)) => Some(false),
+        (Some(true), Some(true)) => Some(true),
+        _ => None,
+    }
+}
+
+fn or3(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    match (a, b) {
+        (Some(true), _) | (_, Some(true)) => Some(true),
+        (Some(false), Some(false)) => Some(false),
+        _ => None,
+    }
+}
+
+/// A sql92 comparison: UNKNOWN with a NULL; values of different kinds are never equal; only numbers order.
+fn compare3(op: CmpOp, a: V<'_>, b: V<'_>) -> Option<bool> {
+    if matches!(a, V::Null) || matches!(b, V::Null) {
+        return None;
+    }
+    let equal = |a: V<'_>, b: V<'_>| match (a, b) {
+        (V::Str(x), V::Str(y)) => x == y,
+        (V::Bool(x), V::Bool(y)) => x == y,
+        _ => match (as_num(a), as_num(b)) {
+            (Some(x), Some(y)) => cmp_num(x, y) == Some(Ordering::Equal),
+            _ => false,
+        },
+    };
+    Some(match op {
+        CmpOp::Eq => equal(a, b),
+        CmpOp::Ne => !equal(a, b),
+        _ => match (as_num(a), as_num(b)) {
+            (Some(x), Some(y)) => cmp_num(x, y).is_some_and(|o| op.holds(o)),
+            _ => false,
+        },
+    })
+}
+
+/// int64 arithmetic as C with overflow an error: truncating division, remainder with the dividend's sign.
+fn int_arith(op: ArithOp, a: i64, b: i64) -> R<'static> {
+    let r = match op {
+        ArithOp::Add => a.checked_add(b),
+        ArithOp::Sub => a.checked_sub(b),
+        ArithOp::Mul => a.checked_mul(b),
+        ArithOp::Div => {
+            if b == 0 {
+                None
+            } else {
+                a.checked_div(b)
+            }
+        }
+        ArithOp::Rem => {
+            if b == 0 {
+                None
+            } else {
+                // MIN % -1 is 0 (Rust's checked_rem calls it an overflow).
+                Some(a.checked_rem(b).unwrap_or(0))
+            }
+        }
+    };
+    r.map(V::Int).ok_or(())
+}
+
+/// sql92 arithmetic: NULL with a NULL operand; int with int as bmq; with a float, Python's float arithmetic.
+/// The result never borrows (it is a number or NULL).
+fn sql_arith(op: ArithOp, a: V<'_>, b: V<'_>) -> R<'static> {
+    let na = as_num(a);
+    let nb = as_num(b);
+    if (na.is_none() && !matches!(a, V::Null)) || (nb.is_none() && !matches!(b, V::Null)) {
+        return Err(());
+    }
+    let (Some(x), Some(y)) = (na, nb) else {
+        return Ok(V::Null);
+    };
+    let zero = match y {
+        Num::I(i) => i == 0,
+        Num::F(f) => f == 0.0,
+    };
+    if op == ArithOp::Div && zero {
+        return Err(());
+    }
+    match (x, y) {
+        (Num::I(x), Num::I(y)) => int_arith(op, x, y),
+        _ => {
+            let f = |n: Num| match n {
+                Num::I(i) => i as f64,
+                Num::F(f) => f,
+            };
+            let (x, y) = (f(x), f(y));
+            Ok(V::Float(match op {
+                ArithOp::Add => x + y,
+                ArithOp::Sub => x - y,
+                ArithOp::Mul => x * y,
+                ArithOp::Div => x / y,
+                ArithOp::Rem => return Err(()),
+            }))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(tag: &str, sql: bool, ints: &[i64]) -> NodeSpec {
+        NodeSpec {
+            tag: tag.into(),
+            sql,
+            ints: ints.to_vec(),
+            ..NodeSpec::default()
+        }
+    }
+
+    fn run(plan: &Plan, records: &[&[(&str, Option<&str>)]]) -> Vec<Vec<u32>> {
+        let mut batch = Batch::default();
+        for record in records {
+            for (name, value) in record.iter() {
+                if let Some(i) = plan.names().iter().position(|n| n == name) {
+                    batch.push_header(i as u32, value.map(str::as_bytes));
+                }
+            }
+            batch.end_record();
+        }
+        plan.match_batch(&batch)
+    }
+
+    /// Slots: 0 = a:int, 1 = c:float, 2 = s:string. Nodes: a, 5, a == 5 (bmq); c, 1.5, c > 1.5 (sql92);
+    /// a / 0 == 5 (an error); s (sql92), NULL test.
+    fn sample_props() -> Vec<(String, PropType)> {
+        vec![
+            ("a".to_string(), PropType::Int),
+            ("c".to_string(), PropType::Float),
+            ("s".to_string(), PropType::Str),
+        ]
+    }
+
+    fn sample_specs() -> Vec<NodeSpec> {
+        let mut float = node("float", true, &[]);
+        float.num = 1.5;
+        vec![
+            node("prop", false, &[0]),        // 0
+            node("int", false, &[5]),         // 1
+            node("cmp", false, &[0, 0, 1]),   // 2: a == 5
+            node("prop", true, &[1]),         // 3
+            float,                            // 4
+            node("cmp", true, &[4, 3, 4]),    // 5: c > 1.5
+            node("int", false, &[0]),         // 6
+            node("arith", false, &[3, 0, 6]), // 7: a / 0
+            node("cmp", false, &[0, 7, 1]),   // 8: a / 0 == 5
+            node("prop", true, &[2]),         // 9
+            node("isnull", true, &[9, 0]),    // 10: s IS NULL
+        ]
+    }
+
+    fn sample(gated: bool) -> Plan {
+        let subs = if gated {
+            vec![
+                SubSpec {
+                    gate: GateSpec::Eq {
+                        slot: 0,
+                        keys: vec![Key::Int(5)],
+                    },
+                    residual: vec![],
+                    opens: None,
+                    requires: None,
+                },
+                SubSpec {
+                    gate: GateSpec::Range {
+                        slot: 1,
+                        op: CmpOp::Gt,
+                        bound: Num::F(1.5),
+                    },
+                    residual: vec![],
+                    opens: None,
+                    requires: None,
+                },
+                SubSpec {
+                    gate: GateSpec::None,
+                    residual: vec![8],
+                    opens: None,
+                    requires: None,
+                },
+                SubSpec {
+                    gate: GateSpec::None,
+                    residual: vec![10, 2],
+                    opens: None,
+                    requires: None,
+                },
+            ]
+        } else {
+            [2, 5, 8]
+                .iter()
+                .map(|&n| SubSpec {
+                    gate: GateSpec::None,
+                    residual: vec![n],
+                    opens: None,
+                    requires: None,
+                })
+                .chain([SubSpec {
+                    gate: GateSpec::None,
+                    residual: vec![10, 2],
+                    opens: None,
+                    requires: None,
+                }])
+                .collect()
+        };
+        Plan::build(&sample_props(), &sample_specs(), &subs).expect("a valid plan")
+    }
+
+    #[test]
+    fn gated_and_ungated_plans_agree() {
+        let records: &[&[(&str, Option<&str>)]] = &[
+            &[("a", Some("5"))],
+            &[("a", Some("05")), ("c", Some("1.5000001"))],
+            &[("a", Some("5")), ("s", Some("x"))],
+            &[("a", Some("5")), ("a", None), ("c", Some("nan"))],
+            &[("c", Some("+nan"))],
+            &[("c", Some("2")), ("a", Some("x"))],
+            &[],
+        ];
+        let expected = vec![
+            vec![0, 3],
+            vec![0, 1, 3],
+            vec![0],
+            vec![],
+            vec![],
+            vec![1],
+            vec![],
+        ];
+        assert_eq!(run(&sample(true), records), expected);
+        assert_eq!(run(&sample(false), records), expected);
+    }
+
+    #[test]
+    fn required_groups_gate_subscriptions() {
+        // Sub 0 (a == 5) opens group 0; sub 1 (c > 1.5) requires it; sub 2 (s IS NULL, a == 5) requires
+        // group 1, which nothing opens.
+        let mut subs: Vec<SubSpec> = [2, 5, 10]
+            .iter()
+            .map(|&n| SubSpec {
+                gate: GateSpec::None,
+                residual: vec![n],
+                opens: None,
+                requires: None,
+            })
+            .collect();
+        subs[0].opens = Some(0);
+        subs[1].requires = Some(0);
+        subs[2].requires = Some(1);
+        let specs = sample_specs();
+        let plan = Plan::build(&sample_props(), &specs, &subs).expect("a valid plan");
+        let records: &[&[(&str, Option<&str>)]] = &[
+            &[("a", Some("5")), ("c", Some("2"))],
+            &[("a", Some("4")), ("c", Some("2"))],
+            &[("c", Some("2"))],
+        ];
+        assert_eq!(run(&plan, records), vec![vec![0, 1], vec![], vec![]]);
+        let both = SubSpec {
+            gate: GateSpec::None,
+            residual: vec![2],
+            opens: Some(0),
+            requires: Some(1),
+        };
+        assert!(Plan::build(&sample_props(), &specs, &[both]).is_err());
+    }
+
+    #[test]
+    fn malformed_specs_are_refused() {
+        let props = vec![("a".to_string(), PropType::Int)];
+        assert!(Plan::build(&props, &[node("not", false, &[0])], &[]).is_err());
+        assert!(Plan::build(&props, &[node("prop", false, &[1])], &[]).is_err());
+        assert!(Plan::build(&props, &[node("what", false, &[])], &[]).is_err());
+        let sub = SubSpec {
+            gate: GateSpec::None,
+            residual: vec![3],
+            opens: None,
+            requires: None,
+        };
+        assert!(Plan::build(&props, &[node("prop", false, &[0])], &[sub]).is_err());
+    }
+
+    #[test]
+    fn int_arithmetic_is_c_like_and_checked() {
+        assert!(matches!(int_arith(ArithOp::Div, -7, 2), Ok(V::Int(-3))));
+        assert!(matches!(int_arith(ArithOp::Rem, -7, 2), Ok(V::Int(-1))));
+        assert!(matches!(int_arith(ArithOp::Rem, 7, -2), Ok(V::Int(1))));
+        assert!(matches!(
+            int_arith(ArithOp::Rem, i64::MIN, -1),
+            Ok(V::Int(0))
+        ));
+        assert!(int_arith(ArithOp::Div, i64::MIN, -1).is_err());
+        assert!(int_arith(ArithOp::Add, i64::MAX, 1).is_err());
+        assert!(int_arith(ArithOp::Rem, 1, 0).is_err());
+    }
+
+    #[test]
+    fn ints_and_floats_compare_exactly() {
+        let two53 = 9_007_199_254_740_992.0;
+        assert_eq!(
+            cmp_num(Num::I(9_007_199_254_740_993), Num::F(two53)),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(
+            cmp_num(Num::I(i64::MAX), Num::F(9_223_372_036_854_775_808.0)),
+            Some(Ordering::Less)
+        );
+        assert_eq!(cmp_num(Num::I(-1), Num::F(-0.5)), Some(Ordering::Less));
+        assert_eq!(cmp_num(Num::F(f64::NAN), Num::I(0)), None);
+        assert_eq!(num_key(Num::F(-0.0)), Key::NumI(0));
+        assert_eq!(num_key(Num::F(0.5)), Key::NumF(0.5f64.to_bits()));
+    }
+}
