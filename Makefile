@@ -36,6 +36,9 @@ demo: $(STAMP) jars
 lint: $(STAMP)
 	$(BIN)/ruff check expressions router schemas spark deploy tests
 	$(BIN)/ruff format --check expressions router
+	cargo fmt --check --manifest-path router/native/Cargo.toml
+	cargo clippy --quiet --manifest-path router/native/Cargo.toml --all-targets -- -D warnings
+	cargo test --quiet --manifest-path router/native/Cargo.toml
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict expressions router
