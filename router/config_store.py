@@ -290,6 +290,8 @@ class ConfigStore(Generic[T]):
         self._snapshot: tuple[Config, T] | None = None
         self._position = 0
         self._error: BaseException | None = None
+        self._stopped_by: BaseException | None = None  # what ended the store thread, if anything did
+        self._heartbeat = time.monotonic()  # the store thread's last poll of the config topic
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="subroute-config-store", daemon=True)
 
@@ -342,6 +344,16 @@ class ConfigStore(Generic[T]):
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    def following(self, within: float = 60.0) -> bool:
+        """True while the store thread runs and has polled the config topic in the last ``within`` seconds.
+
+        False once the thread died (the config in force no longer follows the topic) or while it hangs; the
+        worker's liveness and readiness say so, instead of routing on a frozen config unnoticed.
+        """
+        if self._stopped_by is not None or (self._thread.ident is not None and not self._thread.is_alive()):
+            return False
+        return time.monotonic() - self._heartbeat < within
+
     def close(self, timeout: float = 10.0) -> None:
         self._stop.set()
         if self._thread.is_alive():
@@ -365,6 +377,7 @@ class ConfigStore(Generic[T]):
             dirty_since = time.monotonic()
             while not self._stop.is_set():
                 records = reader.poll(0.2)
+                self._heartbeat = time.monotonic()
                 # Records that arrive together are validated one after the other: once routing runs, give way
                 # to it between them.
                 pause = Pacer() if self._snapshot is not None else None
@@ -386,8 +399,13 @@ class ConfigStore(Generic[T]):
                     self._publish(state)
                     pending = False
         except BaseException as exc:  # the worker must see that its config no longer follows the topic
-            log.exception("config store stopped")
-            self._error = exc
+            log.exception(
+                "config store stopped: %s: %s",
+                type(exc).__name__,
+                exc,
+                extra={"fields": {"error": repr(exc)}},
+            )
+            self._error = self._stopped_by = exc
         finally:
             if reader is not None:
                 reader.close()
@@ -396,6 +414,7 @@ class ConfigStore(Generic[T]):
         """Create the config topic if it is missing (a worker may start before the first apply), then assign."""
         admin = kafka_io.admin_client(self._settings)
         while not self._stop.is_set():
+            self._heartbeat = time.monotonic()
             try:
                 kafka_io.ensure_topics(admin, [config_topic_spec(self._settings)])
                 if reader.assign():

@@ -7,8 +7,20 @@ import logging
 import sys
 import time
 
+# What every LogRecord carries; anything else on a record came from the call's ``extra=``.
+_STANDARD_ATTRIBUTES = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+    "message",
+    "asctime",
+}
+
 
 class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time, level, logger, message, then every field the call passed.
+
+    Fields come either flat (``extra={"offset": 3}``) or grouped (``extra={"fields": {"offset": 3}}``); both end
+    up as top-level keys, after the fixed ones, which they cannot replace.
+    """
+
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
@@ -18,8 +30,9 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         fields = getattr(record, "fields", None)
-        if isinstance(fields, dict):
-            entry.update(fields)
+        extra = {k: v for k, v in record.__dict__.items() if k not in _STANDARD_ATTRIBUTES and k != "fields"}
+        for key, value in [*extra.items(), *(fields.items() if isinstance(fields, dict) else ())]:
+            entry.setdefault(str(key), value)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)

@@ -288,10 +288,12 @@ class Worker:
     # --- health -------------------------------------------------------------------------------------------------
 
     def healthy(self) -> bool:
-        return time.monotonic() - self._last_loop < 60
+        """The poll loop turns and the config store still follows the config topic (``/healthz``)."""
+        return time.monotonic() - self._last_loop < 60 and self.store.following()
 
     def ready(self) -> bool:
-        return self.store.ready and bool(self._assigned)
+        """Config read to its end and still followed, and partitions assigned (``/readyz``)."""
+        return self.store.ready and self.store.following() and bool(self._assigned)
 
     def stop(self, *_: object) -> None:
         self._stop.set()

@@ -155,3 +155,35 @@ def test_secrets_never_reach_logs_metrics_errors_or_config_get(kafka, unique) ->
     assert broken.returncode != 0
     assert SECRET.encode() not in broken.stdout + broken.stderr
     assert SECRET not in repr(Settings(kafka_config={"sasl.password": SECRET}))
+
+
+class _StoreKilled(BaseException):
+    """Not an Exception: nothing in the store thread catches it, as with a bug that escapes every handler."""
+
+
+def test_health_fails_once_the_config_thread_dies(kafka, unique, caplog: pytest.LogCaptureFixture) -> None:
+    env = make_env(kafka.bootstrap_servers, unique)
+    config = "apps:\n  a:\n    inputs: [INPUT]\n    properties: {N: int}\n    groups:\n      g: {subscriptions: ['N > 0']}\n"
+    assert apply(env, config) == 0
+    with BackgroundWorker(env) as background:
+        worker = background.worker
+        server = serve(0, background.metrics.registry, worker.healthy, worker.ready)
+        base = f"http://127.0.0.1:{server.server_port}"
+        produce(env, [{"N": 1}])
+        deadline = time.monotonic() + 30
+        while get(f"{base}/readyz")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert get(f"{base}/healthz")[0] == 200 and get(f"{base}/readyz")[0] == 200
+
+        def broken_build(_config: object) -> object:
+            raise _StoreKilled("injected: the store thread's build escaped every handler")
+
+        worker.store._build = broken_build  # type: ignore[assignment]
+        assert apply(env, config.replace("N > 0", "N > 1")) == 0  # the next change kills the store thread
+        while worker.store.alive and time.monotonic() < deadline + 30:
+            time.sleep(0.2)
+        assert not worker.store.alive
+        assert (get(f"{base}/healthz")[0], get(f"{base}/readyz")[0]) == (503, 503)
+        server.shutdown()
+    stopped = [r for r in caplog.records if r.getMessage().startswith("config store stopped")]
+    assert stopped and "_StoreKilled: injected" in stopped[0].getMessage()
