@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Generic, TypeVar, cast
 
@@ -37,6 +37,30 @@ CONFIG_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
 def config_topic_spec(settings: Settings) -> kafka_io.TopicSpec:
     return kafka_io.TopicSpec(settings.config_topic, 1, CONFIG_TOPIC_CONFIG)
+
+
+class ConfigTopicInvalid(RuntimeError):
+    """The config topic exists but is not one compacted partition: no worker may route from it."""
+
+
+def check_config_topic(topic: str, partitions: int, config: Mapping[str, str]) -> None:
+    """Refuse a config topic that is not one compacted partition, saying what it is and what it must be.
+
+    One partition makes the topic one total order whose offsets are the config versions; compaction keeps each
+    key's last value forever, where deletion by retention would silently drop apps from a restarted worker.
+    """
+    policies = {p.strip() for p in config.get("cleanup.policy", "").split(",")}
+    faults = []
+    if partitions != 1:
+        faults.append(f"{partitions} partitions")
+    if "compact" not in policies:
+        faults.append(f"cleanup.policy={config.get('cleanup.policy', 'unknown')}")
+    if faults:
+        raise ConfigTopicInvalid(
+            f"config topic {topic!r} has {' and '.join(faults)}: it must have exactly one partition and "
+            "cleanup.policy=compact (its offsets are the config versions; compaction keeps every key's last "
+            "value). Recreate it that way, or point --config-topic at one that is."
+        )
 
 
 class ConfigState:
@@ -417,6 +441,9 @@ class ConfigStore(Generic[T]):
             self._heartbeat = time.monotonic()
             try:
                 kafka_io.ensure_topics(admin, [config_topic_spec(self._settings)])
+                check_config_topic(
+                    self._settings.config_topic, *kafka_io.topic_settings(admin, self._settings.config_topic)
+                )
                 if reader.assign():
                     return
             except (KafkaException, TimeoutError) as exc:

@@ -15,7 +15,11 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # NewTopic: not in the stubs' exports
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # NewTopic, ConfigResource: not in the stubs' exports
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+)
 
 from router.settings import Settings
 
@@ -43,6 +47,14 @@ def existing_topics(admin: AdminClient, timeout: float = 10.0) -> dict[str, int]
     """Topic name -> partition count."""
     metadata = admin.list_topics(timeout=timeout)
     return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
+
+
+def topic_settings(admin: AdminClient, topic: str, timeout: float = 15.0) -> tuple[int, dict[str, str]]:
+    """An existing topic's partition count and configuration (``cleanup.policy``, ``retention.ms``, ...)."""
+    partitions = existing_topics(admin, timeout)[topic]
+    resource = ConfigResource("topic", topic)
+    entries = admin.describe_configs([resource])[resource].result(timeout)
+    return partitions, {name: entry.value for name, entry in entries.items() if entry.value is not None}
 
 
 def ensure_topics(admin: AdminClient, specs: Iterable[TopicSpec], timeout: float = 15.0) -> list[str]:

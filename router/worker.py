@@ -397,6 +397,11 @@ class Worker:
             if self._stop.is_set():
                 self.store.close()
                 return 0
+            if (
+                not self.store.alive
+            ):  # it logged why (a config topic that is not one compacted partition, say)
+                log.error("the config store stopped before the config was read; not routing")
+                return 3
         self._open_clients()
         assert self.consumer is not None and self.producer is not None
         idle_since: float | None = None

@@ -187,3 +187,20 @@ def test_health_fails_once_the_config_thread_dies(kafka, unique, caplog: pytest.
         server.shutdown()
     stopped = [r for r in caplog.records if r.getMessage().startswith("config store stopped")]
     assert stopped and "_StoreKilled: injected" in stopped[0].getMessage()
+
+
+def test_worker_refuses_a_config_topic_that_is_not_one_compacted_partition(kafka, unique) -> None:
+    from router.kafka_io import TopicSpec, admin_client, ensure_topics
+
+    env = make_env(kafka.bootstrap_servers, unique)
+    ensure_topics(admin_client(env.settings), [TopicSpec(env.settings.config_topic, 2)])  # delete policy, 2 parts
+    process = subprocess.run(
+        [sys.executable, "-m", "router.cli", "worker", *env.common(), "--metrics-port", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert process.returncode == 3, process.stderr[-2000:]
+    assert "has 2 partitions and cleanup.policy=delete" in process.stderr
+    assert "not routing" in process.stderr
