@@ -23,13 +23,18 @@ from confluent_kafka.admin import AdminClient
 
 from router import names
 
+_BAND_SUFFIXES = frozenset(f"p{band}" for band in range(1, 10))
+
 
 def split_group_topic(prefix: str, topic: str) -> tuple[str, str] | None:
-    """(app, group) when ``topic`` is a group topic under ``prefix``; None for pending, dlq and others."""
+    """(app, group) when ``topic`` is a group topic under ``prefix`` or one of its priority-band topics
+    (``.p1`` to ``.p9``: the group's consumer group confirms every band); None for pending, dlq and others."""
     head = f"{prefix}."
     if not topic.startswith(head):
         return None
     parts = topic[len(head) :].split(".")
+    if len(parts) == 3 and parts[2] in _BAND_SUFFIXES:
+        parts = parts[:2]
     if len(parts) != 2 or not all(names.NAME_PATTERN.match(p) for p in parts):
         return None
     app, group = parts

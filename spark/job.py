@@ -42,12 +42,13 @@ _MS_PER_DAY = 86_400_000
 
 
 def group_topics_pattern(prefix: str, apps: Sequence[str] = ()) -> str:
-    """Every group topic under ``prefix`` (of ``apps`` when given): not the pending and dead-letter topics.
+    """Every group topic under ``prefix`` (of ``apps`` when given), with its priority-band topics (``.p1`` to
+    ``.p9``): not the pending and dead-letter topics.
 
     Valid for Python's re and Java's Pattern alike (Spark's ``kafka`` format matches with the latter).
     """
     app = "|".join(re.escape(a) for a in apps) if apps else "[A-Za-z0-9_-]+"
-    return rf"{re.escape(prefix)}\.(?:{app})\.(?!(?:pending|dlq)$)[A-Za-z0-9_-]+"
+    return rf"{re.escape(prefix)}\.(?:{app})\.(?!(?:pending|dlq)(?:\.|$))[A-Za-z0-9_-]+(?:\.p[1-9])?"
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def header(name: str) -> Column:
 
 def routed_columns(frame: DataFrame, prefix: str) -> DataFrame:
     """Routing headers as columns; app and group fall back to the topic name when a header is missing."""
-    topic_parts = rf"^{re.escape(prefix)}\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)$"
+    topic_parts = rf"^{re.escape(prefix)}\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)(?:\.p[1-9])?$"
     routed_ms = header(names.ROUTED_AT).try_cast("long")
     day_ms = F.coalesce(routed_ms, F.unix_millis("timestamp"))
     return frame.select(

@@ -351,19 +351,29 @@ def test_source_prefers_spark_kafka_and_both_have_one_schema(
 def test_group_topics_and_their_consumer_groups() -> None:
     policy = commits.CommitPolicy("sub.route")
     assert policy.group_for("sub.route.orders.fast") == "sub.route.orders.fast"
+    assert policy.group_for("sub.route.orders.fast.p7") == "sub.route.orders.fast"  # a band: the same group
+    assert policy.group_for("sub.route.orders.fast.p0") == "sub.route.spark"
     assert policy.group_for("sub.route.orders.pending") == "sub.route.spark"
     assert policy.group_for("other.orders.fast") == "sub.route.spark"
     assert commits.CommitPolicy("sub.route", "mine").group_for("sub.route.orders.fast") == "mine"
     import re
 
     pattern = re.compile(group_topics_pattern("sub.route"))
-    matching = ["sub.route.orders.fast", "sub.route.a-b.pending_x"]
+    matching = [
+        "sub.route.orders.fast",
+        "sub.route.a-b.pending_x",
+        "sub.route.orders.fast.p1",
+        "sub.route.o.g.p9",
+    ]
     others = [
         "sub.route.orders.pending",
         "sub.route.orders.dlq",
         "sub.route.config",
         "subXroute.a.b",
         "sub.route.a.b.c",
+        "sub.route.a.b.p0",
+        "sub.route.a.b.p10",
+        "sub.route.a.pending.p1",
     ]
     assert [t for t in matching + others if pattern.fullmatch(t)] == matching
     only = re.compile(group_topics_pattern("p", ["orders"]))
