@@ -13,7 +13,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 .PHONY: demo test lint typecheck pytest bench soak clean jars
 
 # The editable install also compiles the native core (router/native, Rust): its sources are inputs too.
-NATIVE_SOURCES := router/native/Cargo.toml router/native/Cargo.lock $(wildcard router/native/src/*.rs)
+NATIVE_SOURCES := router/routing/native/Cargo.toml router/routing/native/Cargo.lock $(wildcard router/routing/native/src/*.rs)
 
 $(STAMP): pyproject.toml $(NATIVE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
@@ -28,17 +28,17 @@ $(CHECKOV_STAMP):
 
 # Maven resolves jars/pom.xml's profiles from Maven Central once; later runs find them cached (.cache/jars).
 jars: $(STAMP)
-	$(BIN)/python -m router.dev_jars kafka spark-kafka
+	$(BIN)/python -m router.dev.jars kafka spark-kafka
 
 demo: $(STAMP) jars
-	$(BIN)/python -m router.demo
+	$(BIN)/python -m router.dev.demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check expressions router schemas spark deploy tests
 	$(BIN)/ruff format --check expressions router
-	cargo fmt --check --manifest-path router/native/Cargo.toml
-	cargo clippy --quiet --manifest-path router/native/Cargo.toml --all-targets -- -D warnings
-	cargo test --quiet --manifest-path router/native/Cargo.toml
+	cargo fmt --check --manifest-path router/routing/native/Cargo.toml
+	cargo clippy --quiet --manifest-path router/routing/native/Cargo.toml --all-targets -- -D warnings
+	cargo test --quiet --manifest-path router/routing/native/Cargo.toml
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict expressions router

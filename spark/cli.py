@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from router.settings import Settings, add_common_arguments
+from router.ops.settings import Settings, add_common_arguments
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

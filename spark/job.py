@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from router import names
-from router.settings import Settings, add_common_arguments, parse_key_values
+from router.ops.settings import Settings, add_common_arguments, parse_key_values
 from spark import avro, commits, kafka_source
 from spark.cli import add_job_arguments
 

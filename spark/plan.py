@@ -40,12 +40,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from router.config_codec import ConfigValue, key_of
-from router.config_validation import ConfigError, input_matches, validate_group, validate_state
-from router.config_yaml import load_yaml_file
-from router.model import AppConfig, Config, GroupConfig
-from router.routing import Action, Decision, Lag, MessageView, Router, build_table
-from router.settings import Settings, SettingsError, add_common_arguments
+from router.config.codec import ConfigValue, key_of
+from router.config.model import AppConfig, Config, GroupConfig
+from router.config.validation import ConfigError, input_matches, validate_group, validate_state
+from router.config.yaml import load_yaml_file
+from router.ops.settings import Settings, SettingsError, add_common_arguments
+from router.routing.decisions import Action, Decision, Lag, MessageView, Router, build_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -614,7 +614,7 @@ def plan_from_args(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     from confluent_kafka import KafkaException
 
-    from router.config_store import read_config
+    from router.config.store import read_config
 
     try:
         current = read_config(settings)

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from router import names
-from router.settings import Settings
+from router.ops.settings import Settings
 from spark import kafka_source
 
 PERCENTILES = (0.5, 0.95, 0.99)

@@ -1,4 +1,4 @@
-"""The dashboard and the alerts only use metrics the worker exports (router/metrics.py), with the right suffixes:
+"""The dashboard and the alerts only use metrics the worker exports (router/ops/metrics.py), with the right suffixes:
 ``_total`` counters, ``_bucket``/``_sum``/``_count`` histograms. (The lead's test scrapes a live worker's /metrics
 for the same names.)"""
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from router.metrics import RouterMetrics
+from router.ops.metrics import RouterMetrics
 
 from .conftest import DEPLOY, DEPLOYABLE, one
 

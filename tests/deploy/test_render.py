@@ -34,7 +34,8 @@ def test_overlays_set_the_namespace_everywhere(rendered: dict[str, list[dict[str
 
 
 @pytest.mark.skipif(
-    shutil.which("kubectl") is None and shutil.which("kustomize") is None, reason="no kubectl or kustomize here to compare deploy/render.py with (the manifests are still rendered and validated by the other tests)"
+    shutil.which("kubectl") is None and shutil.which("kustomize") is None,
+    reason="no kubectl or kustomize here to compare deploy/render.py with (the manifests are still rendered and validated by the other tests)",
 )
 @pytest.mark.parametrize("target", sorted(TARGETS))
 def test_renderer_agrees_with_kustomize(render: ModuleType, target: str) -> None:

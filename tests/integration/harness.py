@@ -15,10 +15,10 @@ from confluent_kafka import Message, Producer
 
 from router import names
 from router.cli import main as cli
-from router.kafka_io import TopicSpec, admin_client, ensure_topics, read_to_end
-from router.metrics import RouterMetrics
-from router.settings import Settings
-from router.worker import Worker, WorkerOptions
+from router.kafka.io import TopicSpec, admin_client, ensure_topics, read_to_end
+from router.ops.metrics import RouterMetrics
+from router.ops.settings import Settings
+from router.worker.loop import Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,11 +12,11 @@ from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
 
 from router import names
 from router.cli import main as cli
-from router.config_codec import app_key, group_key
-from router.config_store import history, read_config
-from router.config_yaml import config_to_document, parse_yaml
-from router.kafka_io import TopicSpec, admin_client, ensure_topics, existing_topics
-from router.settings import Settings
+from router.config.codec import app_key, group_key
+from router.config.store import history, read_config
+from router.config.yaml import config_to_document, parse_yaml
+from router.kafka.io import TopicSpec, admin_client, ensure_topics, existing_topics
+from router.ops.settings import Settings
 
 pytestmark = pytest.mark.kafka
 
@@ -265,7 +265,7 @@ def test_get_on_an_empty_prefix_prints_no_apps(corner: Corner, capsys: pytest.Ca
 def test_apply_checks_limits_on_the_file_plus_the_records_it_keeps(
     kafka, unique, monkeypatch, capsys
 ) -> None:
-    from router.config_store import read_config
+    from router.config.store import read_config
     from tests.integration.harness import apply, make_env
 
     monkeypatch.setenv("SUBROUTE_MAX_SUBSCRIPTIONS_TOTAL", "3")

@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator
 import pytest
 from confluent_kafka import Producer
 
-from router.config_codec import SCHEMA_HEADER, Headers, encode
-from router.config_store import ConfigStore, config_topic_spec, history, read_config
-from router.kafka_io import admin_client, ensure_topics
-from router.metrics import RouterMetrics
-from router.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from router.settings import Settings
+from router.config.codec import SCHEMA_HEADER, Headers, encode
+from router.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from router.config.store import ConfigStore, config_topic_spec, history, read_config
+from router.kafka.io import admin_client, ensure_topics
+from router.ops.metrics import RouterMetrics
+from router.ops.settings import Settings
 
 pytestmark = pytest.mark.kafka
 

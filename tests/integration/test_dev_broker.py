@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from router import dev_jars
+from router.dev import jars as dev_jars
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from confluent_kafka import Producer
 from router import names
 from router.cli import main as cli
 from router.client import QueueMessage
-from router.kafka_io import TopicSpec, admin_client, ensure_topics
+from router.kafka.io import TopicSpec, admin_client, ensure_topics
 from tests.integration.client_support import queue
 from tests.integration.harness import apply, header, make_env, produce, read, run_worker
 

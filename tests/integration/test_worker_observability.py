@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from router.http_server import serve
-from router.settings import Settings
+from router.ops.http import serve
+from router.ops.settings import Settings
 from tests.integration.harness import ROOT, BackgroundWorker, apply, make_env, produce
 
 pytestmark = pytest.mark.kafka
@@ -190,10 +190,12 @@ def test_health_fails_once_the_config_thread_dies(kafka, unique, caplog: pytest.
 
 
 def test_worker_refuses_a_config_topic_that_is_not_one_compacted_partition(kafka, unique) -> None:
-    from router.kafka_io import TopicSpec, admin_client, ensure_topics
+    from router.kafka.io import TopicSpec, admin_client, ensure_topics
 
     env = make_env(kafka.bootstrap_servers, unique)
-    ensure_topics(admin_client(env.settings), [TopicSpec(env.settings.config_topic, 2)])  # delete policy, 2 parts
+    ensure_topics(
+        admin_client(env.settings), [TopicSpec(env.settings.config_topic, 2)]
+    )  # delete policy, 2 parts
     process = subprocess.run(
         [sys.executable, "-m", "router.cli", "worker", *env.common(), "--metrics-port", "-1"],
         capture_output=True,

@@ -26,8 +26,8 @@ import perfkit
 from confluent_kafka import Producer
 from perfkit import median, spread, verdict
 
-from router.config_codec import encode
-from router.model import GroupConfig, SubscriptionConfig
+from router.config.codec import encode
+from router.config.model import GroupConfig, SubscriptionConfig
 
 
 class TracingWorker(perfkit.TimedWorker):
@@ -63,9 +63,7 @@ def one_run(bootstrap: str, topic: str, messages: int, swap_after: float) -> dic
     s = perfkit.settings(bootstrap)
     config = perfkit.subscription_config(10_000, topic)
     perfkit.write_config(s, config)
-    worker = TracingWorker(
-        s, perfkit.WorkerOptions(session_timeout_ms=perfkit.SESSION_TIMEOUT_MS), messages
-    )
+    worker = TracingWorker(s, perfkit.WorkerOptions(session_timeout_ms=perfkit.SESSION_TIMEOUT_MS), messages)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     while worker.timing.first is None:

@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, Producer
 from perfkit import median, spread
 
 from router import names
-from router.kafka_io import admin_client, ensure_topics
+from router.kafka.io import admin_client, ensure_topics
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -29,8 +29,8 @@ import perfkit
 from perfkit import median
 
 from expressions import Subscription, compile_plan
-from router.native_plan import NativePlan
-from router.properties import decode_headers
+from router.routing.native_plan import NativePlan
+from router.routing.properties import decode_headers
 
 
 def subscriptions(total: int) -> list[Subscription]:

@@ -25,10 +25,10 @@ from perfkit import median, spread, verdict
 
 import expressions
 from expressions.interpreter import interpret
-from router.metrics import RouterMetrics
-from router.properties import decode_headers
-from router.routing import Action, MessageView, Router, RoutingTable, build_table, decide_app
-from router.worker import Worker, WorkerOptions
+from router.ops.metrics import RouterMetrics
+from router.routing.decisions import Action, MessageView, Router, RoutingTable, build_table, decide_app
+from router.routing.properties import decode_headers
+from router.worker.loop import Worker, WorkerOptions
 
 
 def throughput(args: argparse.Namespace) -> dict[str, list[float]]:
@@ -218,7 +218,7 @@ def decision_path(messages: int) -> dict[str, float]:
     for size in (10, 1_000, 10_000):
         config = perfkit.subscription_config(size, "orders")
         table = build_table(config)
-        gc.freeze()  # as the worker does after each build (router/worker.py)
+        gc.freeze()  # as the worker does after each build (router/worker/loop.py)
         router = Router()
         out[f"router_{size}"] = per_message(lambda v, t=table, r=router: r.route(t, v, {}, 0), views)
         if size == 1_000:
@@ -236,11 +236,11 @@ def compiled_or_not() -> str:
     """Whether the hot modules run as plain Python or as compiled extensions (e.g. a mypyc build left in the
     tree): their figures are not comparable."""
     import expressions.plan
-    import router.properties
-    import router.routing
-    import router.worker
+    import router.routing.decisions
+    import router.routing.properties
+    import router.worker.loop
 
-    modules = (expressions.plan, router.properties, router.routing, router.worker)
+    modules = (expressions.plan, router.routing.properties, router.routing.decisions, router.worker.loop)
     compiled = [m.__name__ for m in modules if not (m.__file__ or "").endswith(".py")]
     if compiled:
         return f"compiled extensions: {', '.join(compiled)}"

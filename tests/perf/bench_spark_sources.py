@@ -24,9 +24,9 @@ import perfkit
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
-from router import dev_jars
-from router.kafka_io import TopicSpec, admin_client, ensure_topics
-from router.settings import Settings
+from router.dev import jars as dev_jars
+from router.kafka.io import TopicSpec, admin_client, ensure_topics
+from router.ops.settings import Settings
 from spark.job import build_session
 from spark.kafka_source import FORMAT
 

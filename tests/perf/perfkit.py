@@ -27,15 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from router import names
-from router.config_codec import encode
-from router.config_store import config_topic_spec
-from router.dev_broker import LocalBroker, local_broker
-from router.kafka_io import TopicSpec, admin_client, ensure_topics
-from router.metrics import RouterMetrics
-from router.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from router.routing import RoutingTable
-from router.settings import Settings
-from router.worker import Worker, WorkerOptions
+from router.config.codec import encode
+from router.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from router.config.store import config_topic_spec
+from router.dev.broker import LocalBroker, local_broker
+from router.kafka.io import TopicSpec, admin_client, ensure_topics
+from router.ops.metrics import RouterMetrics
+from router.ops.settings import Settings
+from router.routing.decisions import RoutingTable
+from router.worker.loop import Worker, WorkerOptions
 
 Headers = list[tuple[str, bytes | None]]
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import expressions
-from router import names, priority
-from router.config_validation import input_matches
-from router.model import AppConfig, Config
-from router.properties import decode_headers
-from router.routing import Action, MessageView, Router, build_table, is_expired
+from router import names
+from router.config.model import AppConfig, Config
+from router.config.validation import input_matches
+from router.routing import priority
+from router.routing.decisions import Action, MessageView, Router, build_table, is_expired
+from router.routing.properties import decode_headers
 
 Headers = tuple[tuple[str, bytes | None], ...]
 PENDING = "pending"

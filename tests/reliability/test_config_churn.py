@@ -25,8 +25,8 @@ import time
 import pytest
 
 from router import names
-from router.config_store import history
-from router.model import GroupConfig, SubscriptionConfig
+from router.config.model import GroupConfig, SubscriptionConfig
+from router.config.store import history
 from tests.integration.harness import apply, make_env
 from tests.reliability.ledger import Ledger
 from tests.reliability.support import (

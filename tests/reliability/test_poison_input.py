@@ -16,9 +16,9 @@ import random
 
 import pytest
 
-from router.config_store import history
-from router.properties import decode_headers
-from router.routing import is_expired
+from router.config.store import history
+from router.routing.decisions import is_expired
+from router.routing.properties import decode_headers
 from tests.integration.harness import apply, make_env, run_worker
 from tests.reliability.ledger import Ledger, reads
 from tests.reliability.support import Message, Stream, app_topics, props_headers, read_outputs

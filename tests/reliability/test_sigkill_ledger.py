@@ -30,8 +30,8 @@ import pytest
 from confluent_kafka import Producer
 
 from router import names
-from router.config_store import history
-from router.settings import Settings
+from router.config.store import history
+from router.ops.settings import Settings
 from tests.integration.harness import apply, make_env
 from tests.integration.test_worker_guarantees import broker_hides_aborted_records
 from tests.reliability.ledger import Ledger, Output

@@ -25,7 +25,7 @@ if importlib.util.find_spec("pyspark") is None:
 @pytest.fixture(scope="session")
 def spark_session(kafka) -> Iterator[SparkSession]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from router import dev_jars
+    from router.dev import jars as dev_jars
     from spark.job import build_session
 
     # Spark's connector reads up to the end offset ListOffsets reports, which Tansu answers short by up to a batch

@@ -20,8 +20,8 @@ class Produced:
 
 
 def create_topics(bootstrap: str, partitions: dict[str, int]) -> None:
-    from router import kafka_io
-    from router.settings import Settings
+    from router.kafka import io as kafka_io
+    from router.ops.settings import Settings
 
     settings = Settings(bootstrap_servers=bootstrap)
     kafka_io.ensure_topics(

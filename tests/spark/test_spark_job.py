@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from routed_records import Produced, create_topics, produce_routed, sample_orders
 
-from router.settings import Settings
+from router.ops.settings import Settings
 from spark import cli, commits
 from spark.job import (
     BatchSink,

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from routed_records import create_topics, produce_routed
 
 from router import names
-from router.settings import Settings
+from router.ops.settings import Settings
 from spark.job import JobConfig, run
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]

@@ -1,4 +1,4 @@
-"""The consumer client's pure bookkeeping (router.delivery), from seed 001's and seed 002's own examples."""
+"""The consumer client's pure bookkeeping (router.client.delivery), from seed 001's and seed 002's own examples."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from router import names
-from router.delivery import (
+from router.client.delivery import (
     CANCELS,
     AckTracker,
     BandBuffer,

@@ -1,4 +1,4 @@
-"""Priority bands (router.priority) and dead-letter formats (router.dead_letters)."""
+"""Priority bands (router.routing.priority) and dead-letter formats (router.client.dead_letters)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ import re
 
 import pytest
 
-from router import names, priority
-from router.dead_letters import (
+from router import names
+from router.client.dead_letters import (
     dead_letter_headers,
     event,
     history_of,
     redrive_headers,
     redrive_target,
 )
-from router.delivery import CANCELS, header_value
+from router.client.delivery import CANCELS, header_value
+from router.routing import priority
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from fastavro import schemaless_writer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from router.config_codec import (
+from router.config.codec import (
     SCHEMA_HEADER,
     ConfigDecodeError,
     ConfigKey,
@@ -17,7 +17,7 @@ from router.config_codec import (
     encode,
     parse_key,
 )
-from router.model import AppConfig, GroupConfig, SubscriptionConfig
+from router.config.model import AppConfig, GroupConfig, SubscriptionConfig
 from schemas import load_schema
 
 FULL_APP = AppConfig(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from router.config_codec import ConfigValue, key_of
-from router.config_diff import ADDED, CHANGED, DELETED, diff, render
-from router.model import AppConfig, GroupConfig, SubscriptionConfig
+from router.config.codec import ConfigValue, key_of
+from router.config.diff import ADDED, CHANGED, DELETED, diff, render
+from router.config.model import AppConfig, GroupConfig, SubscriptionConfig
 
 
 def state(*values: ConfigValue) -> dict[str, ConfigValue]:

@@ -1,4 +1,4 @@
-"""Configurable limits (router/limits.py): expression length and nesting, subscriptions per app and in total,
+"""Configurable limits (router/config/limits.py): expression length and nesting, subscriptions per app and in total,
 each with a clear error past it, enforced by ``subroute config apply`` and by the config store."""
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ import pytest
 import expressions
 from expressions.parser import MAX_DEPTH
 from router.cli import main as cli
-from router.config_codec import encode
-from router.config_store import ConfigState
-from router.config_validation import (
+from router.config.codec import encode
+from router.config.limits import Limits, LimitsError, current_limits
+from router.config.model import AppConfig, GroupConfig, SubscriptionConfig
+from router.config.store import ConfigState
+from router.config.validation import (
     check_limits,
     expression_depth,
     validate_app,
     validate_group,
     validate_state,
 )
-from router.limits import Limits, LimitsError, current_limits
-from router.model import AppConfig, GroupConfig, SubscriptionConfig
 
 
 def sql_app(**fields: Any) -> AppConfig:

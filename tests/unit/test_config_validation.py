@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import expressions
-from router.config_validation import ConfigError, input_matches, validate_app, validate_group, validate_state
-from router.config_yaml import parse_yaml
-from router.model import AppConfig, GroupConfig, SubscriptionConfig
+from router.config.model import AppConfig, GroupConfig, SubscriptionConfig
+from router.config.validation import ConfigError, input_matches, validate_app, validate_group, validate_state
+from router.config.yaml import parse_yaml
 
 
 def app(**fields: object) -> AppConfig:

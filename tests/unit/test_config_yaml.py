@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from router.config_codec import app_key, group_key
-from router.config_yaml import (
+from router.config.codec import app_key, group_key
+from router.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from router.config.yaml import (
     config_to_document,
     dump_yaml,
     format_duration_ms,
@@ -13,7 +14,6 @@ from router.config_yaml import (
     parse_yaml,
     to_document,
 )
-from router.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 
 ISSUE_EXAMPLE = """
 apps:

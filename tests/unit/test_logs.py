@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 
-from router.logs import JsonFormatter
+from router.ops.logs import JsonFormatter
 
 
 def _line(logger: logging.Logger, call: str, *args: object, **kwargs: object) -> dict[str, object]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from router.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from router.routing import Action, MessageView, Router, build_table, rendezvous
+from router.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from router.routing.decisions import Action, MessageView, Router, build_table, rendezvous
 
 TYPES = {"CustomerId": "int", "Amount": "int", "OrderType": "string"}
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from router.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from router.routing import Action, MessageView, Router, build_table
+from router.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from router.routing.decisions import Action, MessageView, Router, build_table
 
 TYPES = {"App": "string", "N": "int"}
 

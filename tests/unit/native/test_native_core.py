@@ -1,4 +1,4 @@
-"""The native plan on chosen cases: header decoding as router.properties decodes, int64 edges, NaN, LIKE on
+"""The native plan on chosen cases: header decoding as router.routing.properties decodes, int64 edges, NaN, LIKE on
 long inputs in linear time, sharing across apps, and what the wrapper refuses."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import expressions
 from expressions import Subscription
 from expressions.expression import check
 from expressions.interpreter import interpret
-from router.native_plan import NativePlan
-from router.properties import PropertyDecodeError, decode_value
+from router.routing.native_plan import NativePlan
+from router.routing.properties import PropertyDecodeError, decode_value
 
 
 def matches(text: str, headers: list[tuple[str, bytes | None]], dialect: str = "bmq", **types: str) -> bool:

@@ -1,5 +1,5 @@
-"""Property tests: the native plan (router/native, via router.native_plan) decides exactly what the reference
-decides: each subscription alone, its headers decoded by ``router.properties`` with its own declared types,
+"""Property tests: the native plan (router/native, via router.routing.native_plan) decides exactly what the reference
+decides: each subscription alone, its headers decoded by ``router.routing.properties`` with its own declared types,
 evaluated by ``expressions.interpreter``; and the Python plan of each set of subscriptions sharing types."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import expressions
 from expressions import Subscription, compile_plan
 from expressions.expression import check
 from expressions.interpreter import interpret
-from router.native_plan import NativePlan
-from router.properties import decode_headers
+from router.routing.native_plan import NativePlan
+from router.routing.properties import decode_headers
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("NATIVE_EXAMPLES", "300")),

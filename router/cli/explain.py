@@ -1,0 +1,82 @@
+"""``subroute explain``: why a message (given by headers, or stored at topic/partition/offset) goes where it goes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import cast
+
+from confluent_kafka import Consumer, TopicPartition
+
+from router.config.store import read_config
+from router.kafka.io import Headers, admin_client
+from router.ops.settings import Settings, SettingsError, add_common_arguments, parse_key_values
+from router.routing.capacity import CapacityMonitor
+from router.routing.decisions import MessageView, build_table
+from router.routing.explain import explain, render
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("explain", help="show how each app would route a message, and why")
+    add_common_arguments(parser)
+    parser.add_argument("--app", help="only this app (with --header: the app whose inputs to use)")
+    parser.add_argument(
+        "--header", action="append", metavar="K=V", help="a message header (property), repeatable"
+    )
+    parser.add_argument("--topic", help="input topic of a stored message (or of the headers given)")
+    parser.add_argument("--partition", type=int)
+    parser.add_argument("--offset", type=int)
+    parser.set_defaults(func=_run)
+
+
+def _stored_message(settings: Settings, topic: str, partition: int, offset: int) -> MessageView:
+    consumer = Consumer(settings.client_config({"group.id": "subroute-explain", "enable.auto.commit": False}))
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error() is not None:
+                continue
+            if message.offset() == offset:
+                return MessageView(topic, cast(Headers, message.headers() or []), message.timestamp()[1])
+        raise SettingsError(f"no record at {topic}/{partition}/{offset}")
+    finally:
+        consumer.close()
+
+
+def _run(args: argparse.Namespace) -> int:
+    settings = Settings.from_args(args)
+    config = read_config(settings)
+    table = build_table(config)
+    if args.offset is not None:
+        if args.topic is None or args.partition is None:
+            raise SettingsError("--offset needs --topic and --partition")
+        message = _stored_message(settings, args.topic, args.partition, args.offset)
+    else:
+        headers = [(k, v.encode()) for k, v in parse_key_values(args.header, "--header").items()]
+        topic = args.topic
+        if topic is None:
+            app = table.app(args.app) if args.app else None
+            if app is None:
+                raise SettingsError("give --app APP (an existing app) or --topic TOPIC")
+            topic = next(iter(app.input_names), None) or "<input>"
+        message = MessageView(topic, headers, int(time.time() * 1000))
+    monitor = CapacityMonitor(settings, interval=0)
+    monitor.watch(config)
+    lag = _measure(monitor, settings)
+    only = args.app
+    report = explain(table, message, lag, int(time.time() * 1000), app=only if only else None)
+    sys.stdout.write(f"config version {config.version}\n")
+    sys.stdout.write(render(report))
+    return 0
+
+
+def _measure(monitor: CapacityMonitor, settings: Settings) -> dict[tuple[str, str], int]:
+    reader = Consumer(settings.client_config({"group.id": "subroute-explain", "enable.auto.commit": False}))
+    try:
+        monitor.refresh(admin_client(settings), reader)
+    finally:
+        reader.close()
+    return dict(monitor.snapshot())

@@ -1,0 +1,43 @@
+"""The ``subroute`` command: one argparse tree; each command module registers its own subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from router.ops.settings import SettingsError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # Imported here so `subroute --help` stays quick and each command module owns its own flags.
+    from router.cli import config as config_cli
+    from router.cli import dev as dev_cli
+    from router.cli import explain as explain_cli
+    from router.cli import expr as expr_cli
+    from router.cli import queue as queue_cli
+    from router.cli import worker as worker_cli
+    from spark import cli as spark_cli  # imports pyspark only when a spark command runs
+
+    parser = argparse.ArgumentParser(prog="subroute", description="Content-based routing for Apache Kafka.")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (config_cli, worker_cli, explain_cli, expr_cli, queue_cli, spark_cli, dev_cli):
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except SettingsError as exc:
+        print(f"subroute: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

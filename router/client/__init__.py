@@ -1,0 +1,25 @@
+"""The consumer library: AMPS's queue verbs (ack, cancel, expire, leases, max cancels / deliveries) for readers
+of a group topic, delivery bookkeeping, dead letters and redrive. Any plain Kafka consumer can read a group
+topic too; this adds the queue semantics on top."""
+
+from router.client.queue_consumer import (
+    AT_LEAST_ONCE,
+    AT_MOST_ONCE,
+    SEMANTICS,
+    QueueConsumer,
+    QueueError,
+    QueueMessage,
+    QueueStats,
+    publish,
+)
+
+__all__ = [
+    "AT_LEAST_ONCE",
+    "AT_MOST_ONCE",
+    "SEMANTICS",
+    "QueueConsumer",
+    "QueueError",
+    "QueueMessage",
+    "QueueStats",
+    "publish",
+]

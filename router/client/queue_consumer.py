@@ -1,0 +1,645 @@
+"""The consumer client: AMPS queue verbs (ack, cancel, expire, leases, backlog) for the consumers of a group topic.
+
+This is the one place of the client that talks to Kafka; the bookkeeping lives in ``router.client.delivery`` (pure) and
+the dead-letter format in ``router.client.dead_letters``. See ``docs/queue-semantics.md`` for the guarantees.
+
+Use it from one thread::
+
+    with QueueConsumer(settings, "billing", "general", max_backlog=2, lease=30) as queue:
+        for message in queue:
+            try:
+                handle(message.value)
+            except Unprocessable:
+                queue.expire(message)         # straight to the dead-letter topic
+            except Exception:
+                queue.cancel(message)         # back to the queue, counted against max_cancels
+            else:
+                queue.ack(message)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from router import names
+from router.client.dead_letters import dead_letter_headers, event, with_event
+from router.client.delivery import (
+    CANCELS,
+    TP,
+    AckTracker,
+    BandBuffer,
+    DuplicateFilter,
+    GroupHoldBack,
+    Headers,
+    Outstanding,
+    after_failure,
+    header_value,
+    int_header,
+    is_resent,
+    source_of,
+)
+from router.config.model import AppConfig
+from router.config.store import read_config
+from router.kafka import io as kafka_io
+from router.ops.settings import Settings
+from router.routing import priority
+from router.routing.decisions import is_expired
+
+log = logging.getLogger("subroute.client")
+
+AT_LEAST_ONCE = "at-least-once"
+AT_MOST_ONCE = "at-most-once"
+SEMANTICS = (AT_LEAST_ONCE, AT_MOST_ONCE)
+
+
+class QueueError(RuntimeError):
+    """The queue cannot be used as asked (unknown app, no default_publish, a produce that failed)."""
+
+
+@dataclass(slots=True, eq=False)
+class QueueMessage:
+    """One delivered message. ``deliveries``: failed deliveries before this one; ``cancels``: cancels so far."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    timestamp: int  # epoch ms (Kafka CreateTime of the original publish)
+    band: int = 0
+    deliveries: int = 0
+    cancels: int = 0
+    lease_deadline: float | None = None  # time.monotonic() by which to settle it
+
+    @classmethod
+    def of(cls, message: Message, band: int) -> QueueMessage:
+        headers = cast(Headers, message.headers() or [])
+        return cls(
+            cast(str, message.topic()),
+            cast(int, message.partition()),
+            cast(int, message.offset()),
+            message.key(),
+            message.value(),
+            headers,
+            message.timestamp()[1],
+            band,
+            int_header(headers, names.DELIVERIES),
+            int_header(headers, CANCELS),
+        )
+
+    @property
+    def id(self) -> tuple[str, int, int]:
+        return (self.topic, self.partition, self.offset)
+
+    def header(self, name: str) -> str | None:
+        return header_value(self.headers, name)
+
+
+@dataclass
+class QueueStats:
+    delivered: int = 0
+    acked: int = 0
+    cancelled: int = 0
+    lease_expired: int = 0
+    duplicates: int = 0
+    dead_lettered: dict[str, int] = field(default_factory=dict)
+
+
+def _produce_sync(
+    producer: Producer,
+    topic: str,
+    value: bytes | None,
+    key: bytes | None,
+    headers: Headers,
+    *,
+    partition: int | None = None,
+    timestamp: int = 0,
+    timeout: float = 30.0,
+) -> tuple[int, int]:
+    """Produce one record and wait for the broker's acknowledgement; (partition, offset) of the record."""
+    result: list[Message] = []
+    errors: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            errors.append(error)
+        else:
+            result.append(message)
+
+    kwargs: dict[str, Any] = {"value": value, "key": key, "headers": headers, "on_delivery": delivered}
+    if partition is not None:
+        kwargs["partition"] = partition
+    if timestamp > 0:
+        kwargs["timestamp"] = timestamp
+    producer.produce(topic, **kwargs)
+    producer.flush(timeout)
+    if errors or not result:
+        raise QueueError(f"could not write to {topic}: {errors[0] if errors else 'timed out'}")
+    return cast(int, result[0].partition()), cast(int, result[0].offset())
+
+
+def _app_config(settings: Settings, app: str) -> AppConfig:
+    found = read_config(settings).apps.get(app)
+    if found is None:
+        raise QueueError(f"app {app!r} is not configured under topic prefix {settings.topic_prefix!r}")
+    return found
+
+
+def publish(
+    settings: Settings,
+    app: str,
+    value: bytes | None,
+    headers: Mapping[str, str] | None = None,
+    key: bytes | None = None,
+    *,
+    app_config: AppConfig | None = None,
+) -> tuple[str, int, int]:
+    """Write a message to the app's ``default_publish`` topic (AMPS DefaultPublishTarget): (topic, partition,
+    offset). The router then takes it like any other input of the app."""
+    config = app_config or _app_config(settings, app)
+    if not config.default_publish:
+        raise QueueError(f"app {app!r} has no default_publish topic")
+    producer = kafka_io.producer(settings)
+    encoded: Headers = [(k, v.encode()) for k, v in (headers or {}).items()]
+    partition, offset = _produce_sync(producer, config.default_publish, value, key, encoded)
+    return config.default_publish, partition, offset
+
+
+class QueueConsumer:
+    """Iterate the messages of ``(app, group)`` with AMPS's verbs; a member of the group's Kafka consumer group.
+
+    ``semantics``: ``at-least-once`` commits after acknowledgement (the contiguous acknowledged prefix of each
+    partition); ``at-most-once`` commits on delivery. ``max_backlog``: unacknowledged messages outstanding at
+    most (AMPS's default 1). ``lease``: seconds a delivered message may stay unacknowledged before it is
+    cancelled. ``dedup``: drop router redeliveries. ``max_buffered``: fetched, undelivered records per partition
+    before the partition is paused. ``consumer_config``: librdkafka properties (e.g. ``session.timeout.ms``).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        app: str,
+        group: str,
+        *,
+        semantics: str = AT_LEAST_ONCE,
+        max_backlog: int = 1,
+        lease: float | None = None,
+        dedup: bool = True,
+        dedup_window: int = 10_000,
+        max_buffered: int = 1000,
+        consumer_config: Mapping[str, object] | None = None,
+        app_config: AppConfig | None = None,
+    ) -> None:
+        if semantics not in SEMANTICS:
+            raise ValueError(f"semantics must be one of {SEMANTICS}, not {semantics!r}")
+        if max_backlog < 1:
+            raise ValueError("max_backlog must be at least 1")
+        if lease is not None and lease <= 0:
+            raise ValueError("lease must be a positive number of seconds")
+        self.settings = settings
+        self.app = app
+        self.group = group
+        self.semantics = semantics
+        self.max_backlog = max_backlog
+        self.lease = lease
+        self.max_buffered = max(1, max_buffered)
+        self.app_config = app_config or _app_config(settings, app)
+        self.stats = QueueStats()
+        self._prefix = settings.topic_prefix
+        self._grouped = self.app_config.group_by is not None
+        self._tracker = AckTracker()
+        self._dedup = DuplicateFilter(dedup_window) if dedup else None
+        self._holdback: GroupHoldBack[QueueMessage] = GroupHoldBack()
+        self._buffer: BandBuffer[QueueMessage] = BandBuffer(len(priority.BANDS))
+        self._outstanding: Outstanding[QueueMessage] = Outstanding()
+        self._buffered: dict[TP, int] = {}
+        self._assigned: set[TP] = set()
+        self._paused: set[TP] = set()
+        self._closed = False
+        self._group_id = names.consumer_group_id(self._prefix, app, group)
+        self._consumer_overrides = dict(consumer_config or {})
+        self._producer = kafka_io.producer(settings)
+        if self.app_config.priority is not None:
+            self._ensure_band_topics()
+        self._consumer = Consumer(
+            settings.client_config(
+                {
+                    **self._consumer_overrides,
+                    "group.id": self._group_id,
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "auto.offset.reset": "earliest",
+                    "partition.assignment.strategy": "cooperative-sticky",
+                },
+                defaults={
+                    "session.timeout.ms": 10_000,
+                    # Band topics created after subscribing are found by the next metadata refresh.
+                    "topic.metadata.refresh.interval.ms": 5_000,
+                    "fetch.wait.max.ms": 100,
+                },
+            )
+        )
+        self._consumer.subscribe(
+            [priority.topic_regex(self._prefix, app, group)],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+
+    # --- the verbs ----------------------------------------------------------------------------------------------
+
+    def poll(self, timeout: float = 1.0) -> QueueMessage | None:
+        """The next message, or None when none can be delivered within ``timeout`` (the backlog is full, or the
+        queue is empty). Call it regularly even with a full backlog: it keeps the group membership alive and
+        runs the leases."""
+        self._check_open()
+        deadline = time.monotonic() + timeout
+        while True:
+            self._expire_leases()
+            if len(self._outstanding) < self.max_backlog:
+                message = self._deliver_next()
+                if message is not None:
+                    return message
+            now = time.monotonic()
+            remaining = deadline - now
+            wait = min(max(remaining, 0.0), 0.5)
+            next_deadline = self._outstanding.next_deadline()
+            if next_deadline is not None:
+                wait = min(wait, max(next_deadline - now, 0.0))
+            self._fetch(wait)
+            if remaining <= 0:
+                self._expire_leases()
+                if len(self._outstanding) < self.max_backlog:
+                    return self._deliver_next()
+                return None
+
+    def __iter__(self) -> Iterator[QueueMessage]:
+        while not self._closed:
+            message = self.poll(1.0)
+            if message is not None:
+                yield message
+
+    def ack(self, message: QueueMessage) -> bool:
+        """Processed: removed from the queue. False when the message is no longer held by this consumer (its
+        lease ran out, its partition was reassigned, or it was already settled)."""
+        if not self._release(message):
+            return False
+        self.stats.acked += 1
+        if self.semantics == AT_LEAST_ONCE:
+            self._tracker.settle((message.topic, message.partition), message.offset)
+            self._commit(asynchronous=True)
+        return True
+
+    def cancel(self, message: QueueMessage) -> bool:
+        """Return the message to the queue (re-published to its topic and partition with ``subroute.deliveries``
+        and ``subroute.cancels`` raised), or dead-letter it once the app's max_cancels / max_deliveries is
+        reached. With at-most-once it only frees the backlog slot, as in AMPS."""
+        if not self._release(message):
+            return False
+        self.stats.cancelled += 1
+        if self.semantics == AT_LEAST_ONCE:
+            self._fail(message, explicit=True)
+        return True
+
+    def expire(self, message: QueueMessage, reason: str = "rejected") -> bool:
+        """Remove the message at once: to the dead-letter topic with ``reason`` (at-least-once only, as AMPS)."""
+        if not self._release(message):
+            return False
+        if self.semantics == AT_LEAST_ONCE:
+            now_ms = _now_ms()
+            self._dead_letter(message, reason, event("expire", now_ms, **_where(message), reason=reason))
+            self._tracker.settle((message.topic, message.partition), message.offset)
+            self._commit(asynchronous=True)
+        return True
+
+    def commit(self) -> dict[TP, int]:
+        """Commit the acknowledged prefix now (acks already commit asynchronously); the positions committed."""
+        self._check_open()
+        return self._commit(asynchronous=False)
+
+    def close(self) -> None:
+        """Commit what is acknowledged and leave the group. Unacknowledged messages are not committed: with
+        at-least-once the next member of the group gets them again."""
+        if self._closed:
+            return
+        try:
+            self._commit(asynchronous=False)
+        finally:
+            self._closed = True
+            self._consumer.close()
+            self._producer.flush(10)
+
+    def __enter__(self) -> QueueConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- state for callers and tests --------------------------------------------------------------------------
+
+    @property
+    def outstanding(self) -> int:
+        return len(self._outstanding)
+
+    @property
+    def buffered(self) -> int:
+        """Fetched records not delivered yet (waiting for backlog room, a higher band, or a held group)."""
+        return len(self._buffer) + self._holdback.held_count()
+
+    @property
+    def assignment(self) -> set[TP]:
+        return set(self._assigned)
+
+    # --- delivery -----------------------------------------------------------------------------------------------
+
+    def _fetch(self, wait: float) -> None:
+        self._resume_drained()
+        for raw in self._consumer.consume(500, timeout=wait):
+            error = raw.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    continue
+                if error.fatal():
+                    raise KafkaException(error)
+                log.warning("consume error", extra={"error": str(error)})
+                continue
+            band = priority.band_of_topic(self._prefix, self.app, self.group, cast(str, raw.topic())) or 0
+            message = QueueMessage.of(raw, band)
+            self._take(message)
+        self._producer.poll(0)
+
+    def _take(self, message: QueueMessage) -> None:
+        tp = (message.topic, message.partition)
+        if tp not in self._assigned:
+            return  # fetched before a revoke took effect
+        if not self._tracker.track(tp, message.offset):
+            return  # already held (a re-fetch after pause/resume)
+        if self._dedup is not None and not is_resent(message.headers):
+            source = source_of(message.headers)
+            if source is not None and not self._dedup.admit(tp, source):
+                self.stats.duplicates += 1
+                self._tracker.settle(tp, message.offset)
+                return
+        self._buffer.push(message.band, message)
+        count = self._buffered.get(tp, 0) + 1
+        self._buffered[tp] = count
+        if count >= self.max_buffered and tp not in self._paused:
+            self._consumer.pause([TopicPartition(*tp)])
+            self._paused.add(tp)
+
+    def _resume_drained(self) -> None:
+        drained = [tp for tp in self._paused if self._buffered.get(tp, 0) <= self.max_buffered // 2]
+        if drained:
+            self._consumer.resume([TopicPartition(*tp) for tp in drained])
+            self._paused.difference_update(drained)
+
+    def _deliver_next(self) -> QueueMessage | None:
+        while True:
+            popped = self._buffer.pop()
+            if popped is None:
+                return None
+            band, message = popped
+            tp = (message.topic, message.partition)
+            self._buffered[tp] = self._buffered.get(tp, 1) - 1
+            if self._grouped and message.key is not None:
+                now, released = self._holdback.route((*tp, message.key), message.offset, message)
+                if released:
+                    self._buffer.push_front(band, released)
+                    self._buffered[tp] += len(released)
+                if now is None:
+                    continue  # a cancelled message of its group has not come back yet
+            now_ms = _now_ms()
+            if is_expired(self.app_config, message.headers, message.timestamp, now_ms):
+                self._dead_letter(message, "expired", event("expired", now_ms, **_where(message)))
+                self._tracker.settle(tp, message.offset)
+                self._commit(asynchronous=self.semantics == AT_LEAST_ONCE)
+                continue
+            self._outstanding.add(message.id, message, time.monotonic(), self.lease)
+            if self.lease is not None:
+                message.lease_deadline = time.monotonic() + self.lease
+            self.stats.delivered += 1
+            if self.semantics == AT_MOST_ONCE:
+                # Removed from the queue before the application sees it: a crash now loses it, never repeats it.
+                self._tracker.settle(tp, message.offset)
+                self._commit(asynchronous=False)
+            return message
+
+    def _release(self, message: QueueMessage) -> bool:
+        self._check_open()
+        if self._outstanding.get(message.id) is not message:
+            return False
+        self._outstanding.remove(message.id)
+        return True
+
+    def _expire_leases(self) -> None:
+        for message in self._outstanding.overdue(time.monotonic()):
+            self._outstanding.remove(message.id)
+            self.stats.lease_expired += 1
+            if self.semantics == AT_LEAST_ONCE:
+                self._fail(message, explicit=False)
+
+    def _fail(self, message: QueueMessage, *, explicit: bool) -> None:
+        """A failed delivery (cancel or lease expiry): another attempt, or the dead-letter topic."""
+        config = self.app_config
+        outcome = after_failure(
+            message.deliveries,
+            message.cancels,
+            explicit_cancel=explicit,
+            max_cancels=config.max_cancels,
+            max_deliveries=config.max_deliveries,
+        )
+        now_ms = _now_ms()
+        failure = event(
+            "cancel" if explicit else "lease-expired",
+            now_ms,
+            **_where(message),
+            deliveries=outcome.deliveries,
+            cancels=outcome.cancels,
+        )
+        tp = (message.topic, message.partition)
+        if is_expired(config, message.headers, message.timestamp, now_ms):
+            self._dead_letter(message, "expired", failure)
+        elif outcome.dead_letter_reason is not None:
+            self._dead_letter(message, outcome.dead_letter_reason, failure)
+        else:
+            headers = with_event(
+                message.headers,
+                failure,
+                {names.DELIVERIES: str(outcome.deliveries).encode(), CANCELS: str(outcome.cancels).encode()},
+            )
+            # Same topic and partition: the copy queues behind the message's group, keeping its key.
+            _, copy_offset = _produce_sync(
+                self._producer,
+                message.topic,
+                message.value,
+                message.key,
+                headers,
+                partition=message.partition,
+                timestamp=message.timestamp,
+            )
+            if self._grouped and message.key is not None:
+                # Later messages of the group wait for the copy; the original stays uncommitted until the copy
+                # is settled, so a restart re-reads from it rather than from after it.
+                self._holdback.expect((*tp, message.key), copy_offset)
+                self._tracker.settle_with((tp, message.offset), (tp, copy_offset))
+                return
+        self._tracker.settle(tp, message.offset)
+        self._commit(asynchronous=True)
+
+    def _dead_letter(self, message: QueueMessage, reason: str, cause: dict[str, object]) -> None:
+        headers = with_event(message.headers, cause)
+        headers = dead_letter_headers(headers, reason, event("dead-letter", _now_ms(), reason=reason))
+        _produce_sync(
+            self._producer,
+            names.dlq_topic(self._prefix, self.app),
+            message.value,
+            message.key,
+            headers,
+            timestamp=message.timestamp,
+        )
+        self.stats.dead_lettered[reason] = self.stats.dead_lettered.get(reason, 0) + 1
+
+    # --- offsets and the group ------------------------------------------------------------------------------------
+
+    def _commit(self, *, asynchronous: bool, only: set[TP] | None = None) -> dict[TP, int]:
+        positions = {
+            tp: offset
+            for tp, offset in self._tracker.committable().items()
+            if tp in self._assigned and (only is None or tp in only)
+        }
+        if not positions:
+            return {}
+        offsets = [TopicPartition(t, p, o) for (t, p), o in positions.items()]
+        try:
+            if asynchronous:
+                self._consumer.commit(offsets=offsets, asynchronous=True)
+            else:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            # Not marked committed: the next commit retries. The messages are acknowledged either way.
+            log.warning("offset commit failed", extra={"error": str(exc)})
+            return {}
+        self._tracker.mark_committed(positions)
+        return positions
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._assigned.update((p.topic, p.partition) for p in partitions)
+        if self._dedup is not None and partitions:
+            try:
+                self._seed_dedup(consumer, partitions)
+            except KafkaException as exc:  # best effort: without a seed a restart may let a duplicate through
+                log.warning(
+                    "could not read back recent records for duplicate detection", extra={"error": str(exc)}
+                )
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        revoked = {(p.topic, p.partition) for p in partitions}
+        self._commit(asynchronous=False, only=revoked)
+        self._drop(revoked)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._drop({(p.topic, p.partition) for p in partitions})
+
+    def _drop(self, partitions: set[TP]) -> None:
+        """Forget revoked partitions: their buffered records and unacknowledged messages belong to the next
+        owner now (acks of them return False)."""
+        for tp in partitions:
+            self._assigned.discard(tp)
+            self._paused.discard(tp)
+            self._buffered.pop(tp, None)
+            self._tracker.forget(tp)
+            self._holdback.forget(*tp)
+            self._outstanding.drop_partition(*tp)
+            if self._dedup is not None:
+                self._dedup.forget(tp)
+        self._buffer.remove_if(lambda m: (m.topic, m.partition) in partitions)
+
+    def _seed_dedup(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Read back up to ``dedup_window`` records before the committed offset of each new partition, so a
+        restarted member still recognises what the previous one delivered."""
+        assert self._dedup is not None
+        committed = consumer.committed(partitions, timeout=10)
+        starts: dict[TP, tuple[int, int]] = {}
+        for tp in committed:
+            if tp.offset is None or tp.offset <= 0 or tp.offset == OFFSET_INVALID:
+                continue
+            key = (tp.topic, tp.partition)
+            starts[key] = (max(0, tp.offset - self._dedup.window), tp.offset)
+        if not starts:
+            return
+        reader = Consumer(
+            self.settings.client_config(
+                {
+                    "group.id": f"{self._group_id}.dedup-seed",  # never joins, never commits
+                    "enable.auto.commit": False,
+                    "enable.partition.eof": True,
+                    "auto.offset.reset": "earliest",
+                }
+            )
+        )
+        try:
+            reader.assign([TopicPartition(t, p, start) for (t, p), (start, _) in starts.items()])
+            remaining = set(starts)
+            deadline = time.monotonic() + 15
+            while remaining and time.monotonic() < deadline:
+                for raw in reader.consume(1000, timeout=0.5):
+                    key = (cast(str, raw.topic()), cast(int, raw.partition()))
+                    error = raw.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            remaining.discard(key)
+                        continue
+                    offset = cast(int, raw.offset())
+                    if key not in remaining or offset >= starts[key][1]:
+                        remaining.discard(key)
+                        continue
+                    headers = cast(Headers, raw.headers() or [])
+                    source = source_of(headers)
+                    if source is not None and not is_resent(headers):
+                        self._dedup.observe(key, source)
+                    if offset + 1 >= starts[key][1]:
+                        remaining.discard(key)
+        finally:
+            reader.close()
+
+    def _ensure_band_topics(self) -> None:
+        """An app with a priority expression has ten band topics per group; create the missing ones like the
+        group topic (the router may not have written to a band yet)."""
+        admin = kafka_io.admin_client(self.settings)
+        existing = kafka_io.existing_topics(admin)
+        base = names.group_topic(self._prefix, self.app, self.group)
+        partitions = existing.get(base) or self.app_config.partitions or 1
+        kafka_io.ensure_topics(
+            admin,
+            [
+                kafka_io.TopicSpec(t, partitions)
+                for t in priority.band_topics(self._prefix, self.app, self.group)
+            ],
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise QueueError("the queue consumer is closed")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _where(message: QueueMessage) -> dict[str, object]:
+    return {"topic": message.topic, "partition": message.partition, "offset": message.offset}

@@ -1,0 +1,214 @@
+"""Config records on the wire: keys ``app/<app>`` and ``group/<app>/<group>``, Avro values, a schema header.
+
+The header ``subroute.schema`` names the writer schema and its version (``subroute.AppConfig/1``), so a reader
+picks the matching decoder and newer writers can add fields without breaking older records. A null value is a
+tombstone: it deletes the key.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fastavro import schemaless_reader, schemaless_writer
+
+from router.config.model import AppConfig, GroupConfig, SubscriptionConfig
+from schemas import load_schema
+
+SCHEMA_HEADER = "subroute.schema"
+
+APP_SCHEMA = "subroute.AppConfig"
+GROUP_SCHEMA = "subroute.GroupConfig"
+# (schema name, version) -> schema file in the schemas package. A new version adds a row; old rows stay so
+# records written by older CLIs keep decoding.
+_SCHEMA_FILES: dict[tuple[str, int], str] = {
+    (APP_SCHEMA, 1): "app_config",
+    (GROUP_SCHEMA, 1): "group_config",
+}
+# What this code writes.
+APP_SCHEMA_VERSION = 1
+GROUP_SCHEMA_VERSION = 1
+
+ConfigValue = AppConfig | GroupConfig
+# Producer-shaped headers (what encode returns) and what a consumed Message may carry.
+Headers = list[tuple[str, str | bytes | None]]
+RawHeaders = Sequence[tuple[str, str | bytes | None]] | Mapping[str, str | bytes | None] | None
+
+
+class ConfigDecodeError(ValueError):
+    """A config record that cannot be read: bad key, unknown schema, or bytes that are not that schema."""
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """A parsed record key: ``app`` always, ``group`` for group records."""
+
+    app: str
+    group: str | None = None
+
+    @property
+    def is_app(self) -> bool:
+        return self.group is None
+
+    def __str__(self) -> str:
+        return app_key(self.app) if self.group is None else group_key(self.app, self.group)
+
+
+def app_key(app: str) -> str:
+    return f"app/{app}"
+
+
+def group_key(app: str, group: str) -> str:
+    return f"group/{app}/{group}"
+
+
+def key_of(value: ConfigValue) -> str:
+    return app_key(value.name) if isinstance(value, AppConfig) else group_key(value.app, value.name)
+
+
+def parse_key(key: str) -> ConfigKey:
+    parts = key.split("/")
+    if len(parts) == 2 and parts[0] == "app" and parts[1]:
+        return ConfigKey(parts[1])
+    if len(parts) == 3 and parts[0] == "group" and parts[1] and parts[2]:
+        return ConfigKey(parts[1], parts[2])
+    raise ConfigDecodeError(f"config key {key!r} is neither app/<app> nor group/<app>/<group>")
+
+
+def schema_header(name: str, version: int) -> str:
+    return f"{name}/{version}"
+
+
+def parse_schema_header(value: str) -> tuple[str, int]:
+    name, sep, version = value.rpartition("/")
+    if not sep or not name or not version.isdigit():
+        raise ConfigDecodeError(f"header {SCHEMA_HEADER}={value!r} is not <schema name>/<version>")
+    return name, int(version)
+
+
+def to_record(value: ConfigValue) -> dict[str, Any]:
+    if isinstance(value, AppConfig):
+        return {
+            "name": value.name,
+            "inputs": list(value.inputs),
+            "dialect": value.dialect,
+            "properties": dict(value.properties),
+            "filter": list(value.filter),
+            "group_by": value.group_by,
+            "fairness": value.fairness,
+            "spillover": value.spillover,
+            "partitions": value.partitions,
+            "expiration_ms": value.expiration_ms,
+            "priority": value.priority,
+            "default_publish": value.default_publish,
+            "max_cancels": value.max_cancels,
+            "max_deliveries": value.max_deliveries,
+        }
+    return {
+        "app": value.app,
+        "name": value.name,
+        "subscriptions": [
+            {"expression": s.expression, "priority": s.priority, "max_unconfirmed": s.max_unconfirmed}
+            for s in value.subscriptions
+        ],
+        "order": value.order,
+    }
+
+
+def encode(value: ConfigValue) -> tuple[str, bytes, Headers]:
+    """``(key, Avro bytes, headers)`` of one config record."""
+    if isinstance(value, AppConfig):
+        name, version = APP_SCHEMA, APP_SCHEMA_VERSION
+    else:
+        name, version = GROUP_SCHEMA, GROUP_SCHEMA_VERSION
+    buffer = io.BytesIO()
+    schemaless_writer(buffer, load_schema(_SCHEMA_FILES[(name, version)]), to_record(value))
+    return key_of(value), buffer.getvalue(), [(SCHEMA_HEADER, schema_header(name, version).encode())]
+
+
+def _header(headers: RawHeaders, name: str) -> str | None:
+    pairs = headers.items() if isinstance(headers, Mapping) else (headers or ())
+    found = None
+    for key, value in pairs:
+        if key == name and value is not None:  # the last one wins
+            found = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+    return found
+
+
+def decode(
+    key: str | bytes | None, value: str | bytes | None, headers: RawHeaders
+) -> tuple[ConfigKey, ConfigValue | None]:
+    """Parse one record; ``None`` as the value is a tombstone. Raises ``ConfigDecodeError``."""
+    if key is None:
+        raise ConfigDecodeError("config record without a key")
+    text_key = key.decode("utf-8", errors="replace") if isinstance(key, bytes) else key
+    parsed = parse_key(text_key)
+    if value is None:
+        return parsed, None
+    if isinstance(value, str):
+        value = value.encode("utf-8")
+    header = _header(headers, SCHEMA_HEADER)
+    if header is None:
+        raise ConfigDecodeError(f"{text_key}: no {SCHEMA_HEADER} header naming the Avro schema of the value")
+    schema_name, version = parse_schema_header(header)
+    expected = APP_SCHEMA if parsed.is_app else GROUP_SCHEMA
+    if schema_name != expected:
+        raise ConfigDecodeError(
+            f"{text_key}: schema {schema_name!r} does not fit the key (expected {expected})"
+        )
+    schema_file = _SCHEMA_FILES.get((schema_name, version))
+    if schema_file is None:
+        known = max(v for (n, v) in _SCHEMA_FILES if n == schema_name)
+        raise ConfigDecodeError(
+            f"{text_key}: written with {header}, this reader knows versions up to {known}: upgrade subroute"
+        )
+    try:
+        stream = io.BytesIO(value)
+        record = schemaless_reader(stream, load_schema(schema_file), None)
+        if stream.tell() != len(value):
+            raise ConfigDecodeError(
+                f"{text_key}: {len(value) - stream.tell()} bytes left after the {header} record"
+            )
+    except ConfigDecodeError:
+        raise
+    except Exception as exc:  # fastavro raises whatever the bytes provoke (EOFError, UnicodeDecodeError, ...)
+        raise ConfigDecodeError(
+            f"{text_key}: value is not a {header} record ({type(exc).__name__}: {exc})"
+        ) from exc
+    if not isinstance(record, dict):
+        raise ConfigDecodeError(f"{text_key}: value is not a {header} record")
+    result = _from_record(parsed, record)
+    if key_of(result) != text_key:
+        raise ConfigDecodeError(f"{text_key}: the value names {key_of(result)!r}, not its key")
+    return parsed, result
+
+
+def _from_record(key: ConfigKey, record: dict[str, Any]) -> ConfigValue:
+    if key.is_app:
+        return AppConfig(
+            name=record["name"],
+            inputs=tuple(record["inputs"]),
+            dialect=record["dialect"],
+            properties=dict(record["properties"]),
+            filter=tuple(record["filter"]),
+            group_by=record["group_by"],
+            fairness=record["fairness"],
+            spillover=record["spillover"],
+            partitions=record["partitions"],
+            expiration_ms=record["expiration_ms"],
+            priority=record["priority"],
+            default_publish=record["default_publish"],
+            max_cancels=record["max_cancels"],
+            max_deliveries=record["max_deliveries"],
+        )
+    return GroupConfig(
+        app=record["app"],
+        name=record["name"],
+        subscriptions=tuple(
+            SubscriptionConfig(s["expression"], s["priority"], s["max_unconfirmed"])
+            for s in record["subscriptions"]
+        ),
+        order=record["order"],
+    )

@@ -1,0 +1,381 @@
+"""Validation of configuration model objects: pure, and it reports every error, never only the first.
+
+The CLI runs it before writing anything; the config store runs it on every record it reads, so a record that
+slipped past the CLI (written by hand, by an older or newer tool) is refused instead of breaking the plan.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import expressions
+from expressions import ast as expr_ast
+from router.config.limits import Limits, LimitsError, current_limits
+from router.config.model import DIALECTS, FAIRNESS_MODELS, PROPERTY_TYPES, AppConfig, Config, GroupConfig
+from router.names import NAME_PATTERN, RESERVED_GROUP_NAMES
+
+log = logging.getLogger(__name__)
+
+# Properties are referenced by name inside expressions, so they must be identifiers of both dialects.
+PROPERTY_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# Kafka's legal topic characters and length.
+TOPIC_NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class ConfigError:
+    """One problem: where it is (``apps.billing.groups.vip.subscriptions[0].expression``) and what it is.
+
+    Expression errors keep the expressions package's rendering: the text with a caret under the fault.
+    """
+
+    location: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.message}"
+
+
+def app_location(app: str) -> str:
+    return f"apps.{app}"
+
+
+def group_location(app: str, group: str) -> str:
+    return f"apps.{app}.groups.{group}"
+
+
+def input_matches(pattern: str, topic: str) -> bool:
+    """Whether an ``inputs`` entry (a topic name, or a regex starting with ``^``) selects ``topic``.
+
+    Regexes use search semantics, like librdkafka's ``^`` subscriptions; write ``$`` to anchor the end.
+    """
+    if pattern.startswith("^"):
+        return re.search(pattern, topic) is not None
+    return pattern == topic
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_name(errors: list[ConfigError], location: str, what: str, name: object) -> None:
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        errors.append(
+            ConfigError(location, f"{what} {name!r} is not valid: use 1 to 100 letters, digits, '_' or '-'")
+        )
+
+
+def _check_int(
+    errors: list[ConfigError], location: str, value: object, low: int, high: int, what: str = "a number"
+) -> None:
+    if not _is_int(value):
+        errors.append(ConfigError(location, f"expected an integer, got {value!r}"))
+    elif not low <= value <= high:  # type: ignore[operator]
+        errors.append(ConfigError(location, f"{value} is out of range: {what} from {low} to {high}"))
+
+
+def _limits(errors: list[ConfigError], limits: Limits | None) -> Limits:
+    """The limits to apply: the caller's, else the defaults overridden by ``SUBROUTE_MAX_*``."""
+    if limits is not None:
+        return limits
+    try:
+        return current_limits()
+    except LimitsError as exc:  # a bad variable must not make every config record invalid
+        log.warning("%s; the default limits apply", exc)
+        return Limits()
+
+
+def expression_depth(node: expr_ast.Node) -> int:
+    """Levels of the expression's tree (a single property or literal is 1), without recursion."""
+    deepest = 0
+    stack = [(node, 1)]
+    while stack:
+        current, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in expr_ast.children(current))
+    return deepest
+
+
+def _compile(
+    errors: list[ConfigError],
+    location: str,
+    text: object,
+    app: AppConfig,
+    *,
+    integer: bool = False,
+    limits: Limits | None = None,
+) -> None:
+    """Compile and type-check one expression under the app's dialect and declared property types, within the
+    configured length and nesting limits (``router.config.limits``).
+
+    ``integer``: the expression must yield a number (AMPS's Priority), not a condition.
+    """
+    if not isinstance(text, str):
+        errors.append(ConfigError(location, f"expected an expression (text), got {text!r}"))
+        return
+    if app.dialect not in DIALECTS:
+        return  # reported once at the app; compiling under an unknown dialect would only add noise
+    bounds = _limits(errors, limits)
+    if len(text) > bounds.max_expression_length:
+        errors.append(
+            ConfigError(
+                location,
+                f"expression is {len(text)} characters long; at most {bounds.max_expression_length} are "
+                f"allowed (limit {Limits.variable('max_expression_length')})",
+            )
+        )
+        return
+    types = {
+        name: kind
+        for name, kind in app.properties.items()
+        if kind in PROPERTY_TYPES and not (kind == "float" and app.dialect != "sql92")
+    }
+    try:
+        if integer:
+            _compile_integer(text, app.dialect, types)
+        else:
+            depth = expression_depth(expressions.compile(text, dialect=app.dialect, types=types).ast)
+            if depth > bounds.max_nesting_depth:
+                errors.append(
+                    ConfigError(
+                        location,
+                        f"expression nests {depth} levels deep; at most {bounds.max_nesting_depth} are allowed "
+                        f"(limit {Limits.variable('max_nesting_depth')})",
+                    )
+                )
+    except expressions.ExpressionError as exc:
+        errors.append(ConfigError(location, str(exc)))
+    except Exception as exc:  # an expression must never take the CLI or the config store down
+        errors.append(ConfigError(location, f"could not compile {text!r}: {type(exc).__name__}: {exc}"))
+
+
+_NOT_A_NUMBER = re.compile(r"cannot compare (an? \w+) with")
+
+
+def _compile_integer(text: str, dialect: str, types: Mapping[str, str]) -> None:
+    """Type-check ``text`` as a number. ``expressions.compile`` only accepts conditions, so the check compiles
+    ``(text) == 0``: it passes exactly when ``text`` is a number (or of a type only known at run time)."""
+    equals = "=" if dialect == "sql92" else "=="
+    try:
+        expressions.compile(f"({text}) {equals} 0", dialect=dialect, types=types)
+        return
+    except expressions.ExpressionError as exc:
+        wrapped = exc
+    # Syntax and length faults are reported on the text as written (the wrapper would shift or provoke them).
+    try:
+        expressions.compile(text, dialect=dialect, types=types)
+    except (expressions.ExpressionSyntaxError, expressions.ExpressionLimitError):
+        raise
+    except expressions.ExpressionError:
+        pass  # a type fault: the wrapped error says where
+    if isinstance(wrapped, expressions.ExpressionLimitError):
+        return  # only the wrapper's 7 extra characters went over the limit
+    if 1 <= wrapped.position <= len(text):  # a type fault inside the parentheses: move the caret back
+        raise type(wrapped)(wrapped.message, text, wrapped.position - 1) from None
+    found = _NOT_A_NUMBER.search(wrapped.message)
+    what = f", not {found.group(1)}" if found else ""
+    raise expressions.ExpressionTypeError(f"priority must be an integer expression{what}", text, 0) from None
+
+
+def validate_app(app: AppConfig, limits: Limits | None = None) -> list[ConfigError]:
+    """Every problem of one app record, expressions (filters, priority) included."""
+    errors: list[ConfigError] = []
+    bounds = _limits(errors, limits)
+    where = app_location(app.name)
+    _check_name(errors, where, "app name", app.name)
+    if app.dialect not in DIALECTS:
+        errors.append(
+            ConfigError(f"{where}.dialect", f"unknown dialect {app.dialect!r}: use one of {DIALECTS}")
+        )
+    if app.fairness not in FAIRNESS_MODELS:
+        errors.append(
+            ConfigError(
+                f"{where}.fairness", f"unknown fairness {app.fairness!r}: use one of {FAIRNESS_MODELS}"
+            )
+        )
+    for prop, kind in app.properties.items():
+        at = f"{where}.properties.{prop}"
+        if not isinstance(prop, str) or not PROPERTY_NAME_PATTERN.match(prop):
+            errors.append(
+                ConfigError(
+                    at,
+                    f"property name {prop!r} is not an identifier (letters, digits, '_'; not first a digit)",
+                )
+            )
+        if kind not in PROPERTY_TYPES:
+            errors.append(ConfigError(at, f"unknown type {kind!r}: use one of {PROPERTY_TYPES}"))
+        elif kind == "float" and app.dialect in DIALECTS and app.dialect != "sql92":
+            errors.append(
+                ConfigError(at, "type float needs dialect sql92 (bmq has no floating-point numbers)")
+            )
+    if not app.inputs:
+        errors.append(ConfigError(f"{where}.inputs", "no input topics: list topic names or ^regexes"))
+    seen: set[str] = set()
+    for index, topic in enumerate(app.inputs):
+        at = f"{where}.inputs[{index}]"
+        if not isinstance(topic, str):
+            errors.append(ConfigError(at, f"expected a topic name or ^regex, got {topic!r}"))
+            continue
+        if topic in seen:
+            errors.append(ConfigError(at, f"{topic!r} is listed twice"))
+        seen.add(topic)
+        if topic.startswith("^"):
+            try:
+                re.compile(topic)
+            except re.error as exc:
+                caret = " " * (exc.pos or 0)
+                errors.append(ConfigError(at, f"invalid regex: {exc.msg}\n  {topic}\n  {caret}^"))
+        elif not TOPIC_NAME_PATTERN.match(topic):
+            errors.append(
+                ConfigError(
+                    at,
+                    f"{topic!r} is not a Kafka topic name (letters, digits, '.', '_', '-'); "
+                    "start a regex with ^",
+                )
+            )
+    if app.group_by is not None and (
+        not isinstance(app.group_by, str) or not PROPERTY_NAME_PATTERN.match(app.group_by)
+    ):
+        errors.append(ConfigError(f"{where}.group_by", f"{app.group_by!r} is not a property name"))
+    if len(app.filter) > bounds.max_subscriptions_per_app:
+        errors.append(_too_many(f"{where}.filter", len(app.filter), bounds, "per_app", f"app {app.name}"))
+    else:
+        for index, text in enumerate(app.filter):
+            _compile(errors, f"{where}.filter[{index}]", text, app, limits=bounds)
+    if app.priority is not None:
+        _compile(errors, f"{where}.priority", app.priority, app, integer=True, limits=bounds)
+    if app.partitions is not None:
+        _check_int(errors, f"{where}.partitions", app.partitions, 1, 100_000, "partitions")
+    if app.expiration_ms is not None:
+        _check_int(errors, f"{where}.expiration", app.expiration_ms, 1, _INT64_MAX, "milliseconds")
+    for field_name, count in (("max_cancels", app.max_cancels), ("max_deliveries", app.max_deliveries)):
+        if count is not None:
+            _check_int(errors, f"{where}.{field_name}", count, 1, _INT32[1])
+    if app.default_publish is not None:
+        at = f"{where}.default_publish"
+        if not isinstance(app.default_publish, str) or not TOPIC_NAME_PATTERN.match(app.default_publish):
+            errors.append(ConfigError(at, f"{app.default_publish!r} is not a Kafka topic name"))
+        elif not any(isinstance(p, str) and _safe_matches(p, app.default_publish) for p in app.inputs):
+            errors.append(
+                ConfigError(
+                    at,
+                    f"{app.default_publish!r} is not one of the app's inputs, so what is published there would "
+                    "never reach the app: add it to inputs (or make an input regex match it)",
+                )
+            )
+    if not isinstance(app.spillover, bool):
+        errors.append(ConfigError(f"{where}.spillover", f"expected true or false, got {app.spillover!r}"))
+    return errors
+
+
+def _safe_matches(pattern: str, topic: str) -> bool:
+    try:
+        return input_matches(pattern, topic)
+    except re.error:
+        return False  # the bad regex is reported under inputs
+
+
+def _too_many(location: str, count: int, limits: Limits, scope: str, owner: str) -> ConfigError:
+    limit = limits.max_subscriptions_per_app if scope == "per_app" else limits.max_subscriptions_total
+    variable = Limits.variable(f"max_subscriptions_{scope}")
+    return ConfigError(
+        location, f"{owner} has {count} subscriptions; at most {limit} are allowed (limit {variable})"
+    )
+
+
+def validate_group(
+    group: GroupConfig, app: AppConfig | None, limits: Limits | None = None
+) -> list[ConfigError]:
+    """Every problem of one group record. Without its app only what does not depend on it is checked.
+
+    One group may not hold more subscriptions than an app may (``max_subscriptions_per_app``): the config
+    store, which validates record by record, refuses such a record. Counting across records (per app with all
+    its groups, and in total) is ``check_limits``'s job."""
+    errors: list[ConfigError] = []
+    bounds = _limits(errors, limits)
+    where = group_location(group.app, group.name)
+    if len(group.subscriptions) > bounds.max_subscriptions_per_app:
+        errors.append(
+            _too_many(
+                f"{where}.subscriptions", len(group.subscriptions), bounds, "per_app", f"group {group.name}"
+            )
+        )
+        return errors
+    _check_name(errors, where, "group name", group.name)
+    if group.name in RESERVED_GROUP_NAMES:
+        errors.append(
+            ConfigError(
+                where,
+                f"group name {group.name!r} is reserved (it would collide with the app's {group.name} topic); "
+                "choose another",
+            )
+        )
+    _check_int(errors, f"{where}.order", group.order, 0, _INT32[1], "order")
+    for index, sub in enumerate(group.subscriptions):
+        at = f"{where}.subscriptions[{index}]"
+        _check_int(errors, f"{at}.priority", sub.priority, *_INT32, "priority")
+        if sub.max_unconfirmed is not None:
+            _check_int(errors, f"{at}.max_unconfirmed", sub.max_unconfirmed, 1, _INT64_MAX, "max_unconfirmed")
+        if sub.expression is not None and app is not None:
+            _compile(errors, f"{at}.expression", sub.expression, app, limits=bounds)
+    return errors
+
+
+def subscription_count(values: Iterable[AppConfig | GroupConfig]) -> dict[str, int]:
+    """Expressions per app in the plan: its filter entries and all its groups' subscriptions."""
+    counts: dict[str, int] = {}
+    for value in values:
+        if isinstance(value, AppConfig):
+            counts[value.name] = counts.get(value.name, 0) + len(value.filter)
+        else:
+            counts[value.app] = counts.get(value.app, 0) + len(value.subscriptions)
+    return counts
+
+
+def check_limits(
+    values: Iterable[AppConfig | GroupConfig], limits: Limits | None = None
+) -> list[ConfigError]:
+    """The limits that span records: subscriptions per app (over all its groups) and in total."""
+    errors: list[ConfigError] = []
+    bounds = _limits(errors, limits)
+    counts = subscription_count(values)
+    for app, count in sorted(counts.items()):
+        if count > bounds.max_subscriptions_per_app:
+            errors.append(_too_many(app_location(app), count, bounds, "per_app", f"app {app}"))
+    total = sum(counts.values())
+    if total > bounds.max_subscriptions_total:
+        errors.append(_too_many("apps", total, bounds, "total", "the configuration"))
+    return errors
+
+
+def validate_state(
+    values: Iterable[AppConfig | GroupConfig], limits: Limits | None = None
+) -> list[ConfigError]:
+    """Validate a whole desired state (apps and their groups), e.g. a parsed YAML file, limits included."""
+    items = list(values)
+    errors: list[ConfigError] = []
+    bounds = _limits(errors, limits)
+    apps: Mapping[str, AppConfig] = {v.name: v for v in items if isinstance(v, AppConfig)}
+    for value in items:
+        if isinstance(value, AppConfig):
+            errors.extend(validate_app(value, bounds))
+        else:
+            app = apps.get(value.app)
+            if app is None:
+                errors.append(
+                    ConfigError(
+                        group_location(value.app, value.name), f"group of an unknown app {value.app!r}"
+                    )
+                )
+            errors.extend(validate_group(value, app, bounds))
+    errors.extend(check_limits(items, bounds))
+    return errors
+
+
+def validate_config(config: Config, limits: Limits | None = None) -> list[ConfigError]:
+    return validate_state([*config.apps.values(), *config.groups.values()], limits)

@@ -1,0 +1,365 @@
+"""The users' YAML format <-> the configuration model.
+
+Reading checks the shape only (known keys, value types) and reports every problem with its location; what the
+values mean (names, dialects, expressions) is ``router.config.validation``'s job. The format::
+
+    apps:
+      billing:
+        inputs: [orders]                 # topic names, or ^regex
+        dialect: bmq                     # or sql92
+        properties: {CustomerId: int, OrderType: string}
+        filter: ['OrderType == "EXPRESS"']   # OR'ed; omitted = every message
+        group_by: CustomerId
+        fairness: round-robin            # or proportional, fast
+        spillover: false
+        partitions: 3                    # default: the largest input's partition count
+        expiration: 30s                  # ms, s, m, h, d, or an integer number of milliseconds
+        priority: 'Amount / 100'         # integer expression
+        default_publish: orders
+        max_cancels: 3
+        max_deliveries: 10
+        groups:
+          vip:
+            subscriptions:
+              - {expression: 'CustomerId == 0', priority: 10, max_unconfirmed: 1000}
+          audit: {}                      # no subscription: any message, priority 0
+
+Groups take their position in the file as their ``order``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from router.config.codec import ConfigValue, key_of
+from router.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from router.config.validation import ConfigError, app_location, group_location
+
+APP_KEYS = (
+    "inputs",
+    "dialect",
+    "properties",
+    "filter",
+    "group_by",
+    "fairness",
+    "spillover",
+    "partitions",
+    "expiration",
+    "priority",
+    "default_publish",
+    "max_cancels",
+    "max_deliveries",
+    "groups",
+)
+GROUP_KEYS = ("subscriptions",)
+SUBSCRIPTION_KEYS = ("expression", "priority", "max_unconfirmed")
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+@dataclass
+class ParsedConfig:
+    """A desired state, keyed by config key (``app/<app>``, ``group/<app>/<group>``), and the shape errors.
+
+    An app or group with a shape error is left out of ``values``; the rest is kept so that validation can
+    still report everything else in the same run.
+    """
+
+    values: dict[str, ConfigValue] = field(default_factory=dict)
+    errors: list[ConfigError] = field(default_factory=list)
+
+
+def parse_duration_ms(value: object) -> int:
+    """``250ms``, ``30s``, ``5m``, ``1h``, ``2d`` or an integer number of milliseconds."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match:
+            return int(match.group(1)) * _UNIT_MS[match.group(2)]
+    raise ValueError(f"{value!r} is not a duration: write e.g. 250ms, 30s, 5m, 1h, 2d")
+
+
+def format_duration_ms(ms: int) -> str:
+    for unit in ("d", "h", "m", "s"):
+        if ms and ms % _UNIT_MS[unit] == 0:
+            return f"{ms // _UNIT_MS[unit]}{unit}"
+    return f"{ms}ms"
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys instead of silently keeping the last one."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[object] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+            seen.add(key)
+        except TypeError:
+            continue  # unhashable keys are reported by the shape checks
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                "while reading a mapping",
+                node.start_mark,
+                f"found duplicate key {key!r}",
+                key_node.start_mark,
+            )
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def parse_yaml(text: str, source: str = "<yaml>") -> ParsedConfig:
+    """YAML text -> desired state with shape errors."""
+    try:
+        document = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+    except yaml.YAMLError as exc:
+        return ParsedConfig(errors=[ConfigError(source, f"not valid YAML: {exc}")])
+    return parse_document(document, source)
+
+
+def load_yaml_file(path: str | Path) -> ParsedConfig:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return ParsedConfig(errors=[ConfigError(str(path), f"cannot read the file: {exc}")])
+    return parse_yaml(text, str(path))
+
+
+class _Shape:
+    """Collects shape errors while walking the document."""
+
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    def fail(self, location: str, message: str) -> None:
+        self.errors.append(ConfigError(location, message))
+
+    def mapping(self, location: str, value: object, allowed: tuple[str, ...] | None) -> dict[str, Any] | None:
+        """The mapping's text-keyed entries (unknown keys reported and dropped), or None if it is not one."""
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.fail(location, f"expected a mapping, got {_describe(value)}")
+            return None
+        known: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                self.fail(location, f"keys must be text, got {_describe(key)} {key!r}")
+            elif allowed is not None and key not in allowed:
+                close = difflib.get_close_matches(key, allowed, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else f" (known keys: {', '.join(allowed)})"
+                self.fail(f"{location}.{key}", f"unknown key {key!r}{hint}")
+            else:
+                known[key] = item
+        return known
+
+    def text(self, location: str, value: object) -> str | None:
+        if isinstance(value, str):
+            return value
+        self.fail(location, f"expected text, got {_describe(value)} {value!r} (quote it)")
+        return None
+
+    def integer(self, location: str, value: object) -> int | None:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        self.fail(location, f"expected an integer, got {_describe(value)} {value!r}")
+        return None
+
+    def boolean(self, location: str, value: object) -> bool | None:
+        if isinstance(value, bool):
+            return value
+        self.fail(location, f"expected true or false, got {_describe(value)} {value!r}")
+        return None
+
+    def text_list(self, location: str, value: object, single_ok: bool) -> tuple[str, ...] | None:
+        if single_ok and isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list):
+            self.fail(location, f"expected a list of text, got {_describe(value)}")
+            return None
+        items: list[str] = []
+        for index, item in enumerate(value):
+            checked = self.text(f"{location}[{index}]", item)
+            if checked is not None:
+                items.append(checked)
+        return tuple(items) if len(items) == len(value) else None
+
+
+def _describe(value: object) -> str:
+    names = {
+        dict: "a mapping",
+        list: "a list",
+        str: "text",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }
+    return "nothing" if value is None else names.get(type(value), type(value).__name__)
+
+
+def parse_document(document: object, source: str = "<yaml>") -> ParsedConfig:
+    """A loaded YAML document (plain dicts and lists) -> desired state with shape errors."""
+    shape = _Shape()
+    result = ParsedConfig(errors=shape.errors)
+    if document is None:
+        shape.fail(source, "the file is empty: expected a mapping with an 'apps' key")
+        return result
+    top = shape.mapping(source, document, ("apps",))
+    if top is None:
+        return result
+    if "apps" not in top:
+        shape.fail(source, "no 'apps' key: nothing to configure")
+        return result
+    apps = shape.mapping("apps", top["apps"], None)
+    for app_name, body in (apps or {}).items():
+        _parse_app(shape, result, app_name, body)
+    return result
+
+
+def _parse_app(shape: _Shape, result: ParsedConfig, name: str, body: object) -> None:
+    where = app_location(name)
+    before = len(shape.errors)
+    spec = shape.mapping(where, body, APP_KEYS)
+    if spec is None:
+        return
+    fields: dict[str, Any] = {"name": name}
+    if "inputs" not in spec:
+        shape.fail(f"{where}.inputs", "missing: list the input topics (names or ^regex)")
+    else:
+        fields["inputs"] = shape.text_list(f"{where}.inputs", spec["inputs"], single_ok=True)
+    for key in ("dialect", "fairness", "group_by", "priority", "default_publish"):
+        if key in spec:
+            fields[key] = shape.text(f"{where}.{key}", spec[key])
+    if "filter" in spec:
+        fields["filter"] = shape.text_list(f"{where}.filter", spec["filter"], single_ok=True)
+    if "properties" in spec:
+        props = shape.mapping(f"{where}.properties", spec["properties"], None)
+        if props is not None:
+            for prop, kind in props.items():
+                shape.text(f"{where}.properties.{prop}", kind)
+            fields["properties"] = dict(props)
+    if "spillover" in spec:
+        fields["spillover"] = shape.boolean(f"{where}.spillover", spec["spillover"])
+    for key in ("partitions", "max_cancels", "max_deliveries"):
+        if key in spec and spec[key] is not None:
+            fields[key] = shape.integer(f"{where}.{key}", spec[key])
+    if spec.get("expiration") is not None:
+        try:
+            fields["expiration_ms"] = parse_duration_ms(spec["expiration"])
+        except ValueError as exc:
+            shape.fail(f"{where}.expiration", str(exc))
+    groups = shape.mapping(f"{where}.groups", spec.get("groups"), None)
+    app_ok = len(shape.errors) == before
+    if app_ok:
+        result.values[key_of(AppConfig(**fields))] = AppConfig(**fields)
+    for order, (group_name, group_body) in enumerate((groups or {}).items()):
+        group = _parse_group(shape, name, group_name, group_body, order)
+        if group is not None and app_ok:
+            result.values[key_of(group)] = group
+
+
+def _parse_group(shape: _Shape, app: str, name: str, body: object, order: int) -> GroupConfig | None:
+    where = group_location(app, name)
+    before = len(shape.errors)
+    spec = shape.mapping(where, body, GROUP_KEYS)
+    if spec is None:
+        return None
+    subscriptions: list[SubscriptionConfig] = []
+    raw = spec.get("subscriptions")
+    if raw is not None and not isinstance(raw, list):
+        shape.fail(f"{where}.subscriptions", f"expected a list of subscriptions, got {_describe(raw)}")
+        raw = None
+    for index, item in enumerate(raw or []):
+        at = f"{where}.subscriptions[{index}]"
+        if isinstance(item, str):  # a bare expression: priority 0, unbounded
+            subscriptions.append(SubscriptionConfig(item))
+            continue
+        sub = shape.mapping(at, item, SUBSCRIPTION_KEYS)
+        if sub is None:
+            continue
+        expression = (
+            None if sub.get("expression") is None else shape.text(f"{at}.expression", sub["expression"])
+        )
+        priority = 0 if sub.get("priority") is None else shape.integer(f"{at}.priority", sub["priority"])
+        limit = sub.get("max_unconfirmed")
+        max_unconfirmed = None if limit is None else shape.integer(f"{at}.max_unconfirmed", limit)
+        subscriptions.append(SubscriptionConfig(expression, priority or 0, max_unconfirmed))
+    if len(shape.errors) != before:
+        return None
+    return GroupConfig(app=app, name=name, subscriptions=tuple(subscriptions), order=order)
+
+
+def to_document(values: Iterable[ConfigValue]) -> dict[str, Any]:
+    """The model as plain dicts and lists in the YAML format (for ``config get``); defaults are left out."""
+    items = list(values)
+    groups: dict[str, list[GroupConfig]] = {}
+    for value in items:
+        if isinstance(value, GroupConfig):
+            groups.setdefault(value.app, []).append(value)
+    apps: dict[str, Any] = {}
+    for app in sorted((v for v in items if isinstance(v, AppConfig)), key=lambda a: a.name):
+        apps[app.name] = _app_document(app, sorted(groups.get(app.name, []), key=lambda g: (g.order, g.name)))
+    return {"apps": apps}
+
+
+def config_to_document(config: Config) -> dict[str, Any]:
+    return to_document([*config.apps.values(), *config.groups.values()])
+
+
+def _app_document(app: AppConfig, groups: list[GroupConfig]) -> dict[str, Any]:
+    default = AppConfig(name=app.name, inputs=())
+    doc: dict[str, Any] = {"inputs": list(app.inputs), "dialect": app.dialect}
+    if app.properties:
+        doc["properties"] = dict(app.properties)
+    if app.filter:
+        doc["filter"] = list(app.filter)
+    optional: Mapping[str, object] = {
+        "group_by": app.group_by,
+        "fairness": app.fairness,
+        "spillover": app.spillover,
+        "partitions": app.partitions,
+        "expiration": None if app.expiration_ms is None else format_duration_ms(app.expiration_ms),
+        "priority": app.priority,
+        "default_publish": app.default_publish,
+        "max_cancels": app.max_cancels,
+        "max_deliveries": app.max_deliveries,
+    }
+    for key, value in optional.items():
+        if value is not None and value != getattr(default, key, None):
+            doc[key] = value
+    doc["groups"] = {group.name: _group_document(group) for group in groups}
+    return doc
+
+
+def _group_document(group: GroupConfig) -> dict[str, Any]:
+    if not group.subscriptions:
+        return {}
+    subscriptions: list[dict[str, Any]] = []
+    for sub in group.subscriptions:
+        item: dict[str, Any] = {}
+        if sub.expression is not None:
+            item["expression"] = sub.expression
+        item["priority"] = sub.priority
+        if sub.max_unconfirmed is not None:
+            item["max_unconfirmed"] = sub.max_unconfirmed
+        subscriptions.append(item)
+    return {"subscriptions": subscriptions}
+
+
+def dump_yaml(document: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(
+        dict(document), sort_keys=False, allow_unicode=True, default_flow_style=False, width=120
+    )

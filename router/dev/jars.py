@@ -1,0 +1,101 @@
+"""Java artifacts for development and tests, resolved from Maven Central by ``jars/pom.xml`` and cached.
+
+Dev tooling only: the product never needs a jar. Each profile of the pom (``kafka``: the Apache Kafka server;
+``spark-kafka``: Spark's Kafka connector) is copied flat into ``<cache>/<profile>-<hash of the pom>/``, so a
+changed pom resolves again and an unchanged one is never downloaded twice (Maven keeps its own copy in
+``~/.m2`` besides). The cache is ``$SUBROUTE_JARS_CACHE`` or ``.cache/jars`` beside the pom.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+POM_NAME = "jars/pom.xml"
+_COMPLETE = ".complete"  # written last: a directory without it is a resolution that did not finish
+
+
+class JarsNotAvailable(RuntimeError):
+    """Maven or Java is missing, or Maven could not resolve the artifacts."""
+
+
+def find_pom() -> Path:
+    """``$SUBROUTE_JARS_POM``, else ``jars/pom.xml`` in the first folder above this file that has one."""
+    override = os.environ.get("SUBROUTE_JARS_POM")
+    if override:
+        return Path(override)
+    for folder in Path(__file__).resolve().parents:
+        candidate = folder / POM_NAME
+        if candidate.is_file():
+            return candidate
+    raise JarsNotAvailable(
+        f"{POM_NAME} not found above {Path(__file__).parent}: the local Apache Kafka broker runs from a "
+        "source checkout (or set SUBROUTE_JARS_POM)"
+    )
+
+
+def resolve(profile: str) -> Path:
+    """The folder holding every jar of ``profile``, resolving it with Maven the first time."""
+    pom = find_pom()
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
+    cache = Path(os.environ.get("SUBROUTE_JARS_CACHE") or pom.parent.parent / ".cache" / "jars")
+    target = cache / f"{profile}-{digest}"
+    if (target / _COMPLETE).exists():
+        return target
+    mvn = shutil.which("mvn")
+    if mvn is None or shutil.which("java") is None:
+        raise JarsNotAvailable(
+            "the local Apache Kafka broker needs Java 17+ and Maven (mvn) on PATH; "
+            "without them use --engine tansu (SUBROUTE_TEST_BROKER=tansu for the tests)"
+        )
+    cache.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{profile}-", dir=cache))
+    command = [
+        mvn,
+        "--batch-mode",
+        "--quiet",
+        "--file",
+        str(pom),
+        "--activate-profiles",
+        profile,
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={staging}",
+        "-DincludeScope=runtime",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-10:])
+        raise JarsNotAvailable(f"Maven could not resolve profile {profile!r} of {pom}:\n{tail}")
+    (staging / _COMPLETE).touch()
+    try:
+        staging.rename(target)
+    except OSError:  # another process finished the same resolution first: use its copy
+        shutil.rmtree(staging, ignore_errors=True)
+        if not (target / _COMPLETE).exists():
+            raise
+    return target
+
+
+def jar_files(profile: str) -> list[Path]:
+    return sorted(resolve(profile).glob("*.jar"))
+
+
+def main(profiles: list[str]) -> int:
+    """``python -m router.dev.jars PROFILE...``: resolve (or find cached) and print each profile's folder."""
+    try:
+        for profile in profiles:
+            print(resolve(profile))
+    except JarsNotAvailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,158 @@
+"""Thin helpers over confluent-kafka: clients built from Settings, topic creation, reading a topic to its end."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # NewTopic, ConfigResource: not in the stubs' exports
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+)
+
+from router.ops.settings import Settings
+
+Headers = list[tuple[str, bytes | None]]
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int = 1
+    config: Mapping[str, str] = field(default_factory=dict)
+
+
+def admin_client(settings: Settings) -> AdminClient:
+    return AdminClient(settings.client_config())
+
+
+def producer(settings: Settings, **overrides: object) -> Producer:
+    config: dict[str, object] = {"linger.ms": 5, "enable.idempotence": True, "acks": "all"}
+    config.update(overrides)
+    return Producer(settings.client_config(config))
+
+
+def existing_topics(admin: AdminClient, timeout: float = 10.0) -> dict[str, int]:
+    """Topic name -> partition count."""
+    metadata = admin.list_topics(timeout=timeout)
+    return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
+
+
+def topic_settings(admin: AdminClient, topic: str, timeout: float = 15.0) -> tuple[int, dict[str, str]]:
+    """An existing topic's partition count and configuration (``cleanup.policy``, ``retention.ms``, ...)."""
+    partitions = existing_topics(admin, timeout)[topic]
+    resource = ConfigResource("topic", topic)
+    entries = admin.describe_configs([resource])[resource].result(timeout)
+    return partitions, {name: entry.value for name, entry in entries.items() if entry.value is not None}
+
+
+def ensure_topics(admin: AdminClient, specs: Iterable[TopicSpec], timeout: float = 15.0) -> list[str]:
+    """Create the topics that do not exist yet; return the names created. Existing topics are left alone."""
+    present = existing_topics(admin)
+    wanted = [spec for spec in specs if spec.name not in present]
+    if not wanted:
+        return []
+    futures = admin.create_topics(
+        [
+            NewTopic(s.name, num_partitions=s.partitions, replication_factor=-1, config=dict(s.config))
+            for s in wanted
+        ],
+        operation_timeout=timeout,
+    )
+    created: list[str] = []
+    for name, future in futures.items():
+        try:
+            future.result(timeout=timeout)
+            created.append(name)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+    _wait_for_metadata(admin, [s.name for s in wanted], timeout)
+    return created
+
+
+def _wait_for_metadata(admin: AdminClient, topics: list[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        present = existing_topics(admin)
+        if all(t in present for t in topics):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topics not visible after creation: {topics}")
+
+
+def read_to_end(
+    settings: Settings, topic: str, *, idle_timeout: float = 1.0, max_wait: float = 30.0
+) -> Iterator[Message]:
+    """Every record of every partition of ``topic`` from the beginning to its end, without a consumer group.
+
+    "The end" is the high watermark the fetch responses report (ListOffsets can be short on some brokers):
+    a partition is done when the position reaches it, or when nothing arrives for ``idle_timeout``.
+    """
+    consumer = Consumer(
+        settings.client_config(
+            {"group.id": "subroute-reader", "enable.auto.commit": False, "enable.partition.eof": True}
+        )
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=10)
+        info = metadata.topics.get(topic)
+        if info is None or info.error is not None:
+            return
+        partitions = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in info.partitions]
+        consumer.assign(partitions)
+        pending = {p.partition for p in partitions}
+        deadline = time.monotonic() + max_wait
+        last_activity = time.monotonic()
+        while pending and time.monotonic() < deadline:
+            batch = consumer.consume(1000, timeout=0.2)
+            if not batch and time.monotonic() - last_activity > idle_timeout:
+                break
+            for message in batch:
+                last_activity = time.monotonic()
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(message.partition())
+                        continue
+                    raise KafkaException(error)
+                yield message
+    finally:
+        consumer.close()
+
+
+def end_offsets(reader: Consumer, partitions: list[TopicPartition], timeout: float = 2.0) -> dict[int, int]:
+    """End offsets (high watermarks) as fetch responses report them.
+
+    ListOffsets alone can be one batch short on some brokers (BROKER-NOTES.md), so each partition is fetched
+    from just before its listed end, and the high watermark is taken from the fetch response. ``reader`` must
+    not auto-commit: it is assigned and read here.
+    """
+    listed = {tp.partition: reader.get_watermark_offsets(tp, timeout=timeout) for tp in partitions}
+    start = [TopicPartition(tp.topic, tp.partition, max(listed[tp.partition][1] - 1, 0)) for tp in partitions]
+    reader.assign(start)
+    try:
+        found: dict[int, int] = {}
+        deadline = time.monotonic() + timeout
+        while len(found) < len(partitions) and time.monotonic() < deadline:
+            reader.consume(100, timeout=0.05)
+            for tp in partitions:
+                _, high = reader.get_watermark_offsets(tp, cached=True)
+                if high is not None and high >= 0 and tp.partition not in found:
+                    found[tp.partition] = max(high, listed[tp.partition][1])
+        for tp in partitions:  # no fetch answered in time: the listed end is the best we have
+            found.setdefault(tp.partition, listed[tp.partition][1])
+        return found
+    finally:
+        reader.unassign()

@@ -1,0 +1,2 @@
+"""What operators touch: settings (flags and SUBROUTE_* variables), Prometheus metrics, JSON logs, HTTP
+endpoints."""

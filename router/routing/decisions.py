@@ -1,0 +1,599 @@
+"""Routing decisions: pure functions of (message properties, the routing table, a capacity snapshot).
+
+DESIGN.md §2: for every app reading the record's topic, the app filter first (no match: ``filtered``), then the
+app's consumer subscriptions from the highest priority down; among the matching subscriptions of the first
+priority level that has any, one group is chosen by the app's fairness model (or by rendezvous hashing of the
+message group). No match at all: ``pending``. Too old: ``dead-letter`` with reason ``expired``.
+
+Nothing here touches Kafka. The worker owns the only mutable piece, the round-robin cursors, and passes it in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import cast
+
+import expressions
+from router import names
+from router.config.model import AppConfig, Config, GroupConfig
+from router.routing import priority
+from router.routing.properties import Decoder, PropertyValue, decode_with, decoders_for
+
+Props = Mapping[str, PropertyValue]
+PlanId = tuple[str, ...]  # ("filter", app, i) or ("subscription", app, group, i)
+Lag = Mapping[tuple[str, str], int]
+
+
+class Action(Enum):
+    ROUTE = "route"
+    PENDING = "pending"
+    FILTERED = "filtered"
+    DEAD_LETTER = "dead-letter"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One consumer subscription of one group, as the router sees it."""
+
+    group: str
+    index: int  # position among the group's subscriptions
+    label: str  # the expression text, "*" for a group without subscriptions
+    priority: int
+    max_unconfirmed: int | None
+    plan_id: tuple[str, ...] | None  # None: matches any message
+    order: int  # configuration order of the group, then the subscription
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    app: str
+    action: Action
+    group: str | None = None
+    subscription: str | None = None
+    key: bytes | None = None  # the message-group key when the app has group_by
+    reason: str | None = None  # dead-letter reason
+    band: int = 0  # priority band (apps with a priority expression)
+
+
+@dataclass(frozen=True)
+class AppRoute:
+    """An app compiled for routing: what it reads, its filter, its own plan and its priority levels, highest
+    first.
+
+    The app's filter is evaluated in its environment's filter plan; its consumer subscriptions (and priority
+    bands) form a plan of their own, evaluated only for messages that pass the filter (DESIGN.md §2, step 1),
+    so a message costs the subscriptions of the apps it is for, not those of every app.
+    """
+
+    config: AppConfig
+    environment: int  # index of the property-type environment it decodes and filters in
+    filter_ids: frozenset[tuple[str, ...]]
+    levels: tuple[tuple[Candidate, ...], ...]
+    input_names: frozenset[str]
+    input_patterns: tuple[re.Pattern[str], ...]
+    plan: expressions.Plan  # the consumer subscriptions and the priority bands
+    # Each candidate with its position in ``levels`` (flattened), which sorts matches into levels.
+    by_plan_id: Mapping[Hashable, tuple[int, Candidate]] = field(default_factory=dict)
+    unconditional: tuple[tuple[int, Candidate], ...] = ()  # groups without subscriptions: any message
+    filtered: Decision | None = None  # the (immutable) decisions most messages get, made once
+    pending: Decision | None = None
+    routed: Mapping[int, Decision] = field(default_factory=dict)  # by Candidate.order
+    # The groups ``levels`` was made from: a later table reuses this app whole while they are unchanged.
+    groups: tuple[GroupConfig, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def reads(self, topic: str) -> bool:
+        # search semantics, like librdkafka's "^regex" subscriptions (see config_validation.input_matches)
+        return topic in self.input_names or any(p.search(topic) for p in self.input_patterns)
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Apps that declare the same property types share one decoding of the headers and one plan of their app
+    filters."""
+
+    types: Mapping[str, str]
+    plan: expressions.Plan  # the app filters of the environment's apps
+    # The headers worth decoding: those an expression reads and the declared ones (whose decoding failures are
+    # counted), each with its decoder. Others are never looked at.
+    decoders: Mapping[str, Decoder] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FilterOutcome:
+    """For one set of app filters that held: the apps skipped (their decisions made once) and the apps to
+    evaluate further."""
+
+    filtered: tuple[Decision, ...]
+    passed: tuple[AppRoute, ...]
+
+
+@dataclass
+class EnvironmentGroup:
+    """The apps reading one topic that share an environment: one decoding, one filter plan evaluation.
+
+    ``outcomes`` caches what a set of held filters means for these apps; a workload has few such sets.
+    """
+
+    environment: Environment
+    apps: tuple[AppRoute, ...]
+    outcomes: dict[frozenset[Hashable], FilterOutcome] = field(default_factory=dict)
+
+    expiring: bool = False  # an app here has an expiration of its own
+
+    def __post_init__(self) -> None:
+        self.expiring = any(app.config.expiration_ms is not None for app in self.apps)
+
+    def outcome(self, held: frozenset[Hashable]) -> FilterOutcome:
+        found = self.outcomes.get(held)
+        if found is None:
+            skipped = [a for a in self.apps if a.filter_ids and a.filter_ids.isdisjoint(held)]
+            found = FilterOutcome(
+                tuple(a.filtered or Decision(a.name, Action.FILTERED) for a in skipped),
+                tuple(a for a in self.apps if a not in skipped),
+            )
+            if len(self.outcomes) >= 4096:  # filters that vary without bound: keep the cache bounded
+                self.outcomes.clear()
+            self.outcomes[held] = found
+        return found
+
+
+@dataclass
+class RoutingTable:
+    """Every app of one config version, compiled; built off the hot path, then only read (its caches aside)."""
+
+    version: int
+    apps: tuple[AppRoute, ...]
+    environments: tuple[Environment, ...]
+    _by_topic: dict[str, tuple[AppRoute, ...]] = field(default_factory=dict)
+    _groups: dict[str, tuple[EnvironmentGroup, ...]] = field(default_factory=dict)
+    _groups_of_app: dict[str, tuple[EnvironmentGroup, ...]] = field(default_factory=dict)
+
+    def apps_for(self, topic: str) -> tuple[AppRoute, ...]:
+        found = self._by_topic.get(topic)
+        if found is None:
+            found = tuple(app for app in self.apps if app.reads(topic))
+            self._by_topic[topic] = found
+        return found
+
+    def groups_for(self, topic: str, only_app: str | None = None) -> tuple[EnvironmentGroup, ...]:
+        """The apps a record of ``topic`` is routed for (or just ``only_app``), by environment."""
+        cache, key = (self._groups, topic) if only_app is None else (self._groups_of_app, only_app)
+        found = cache.get(key)
+        if found is None:
+            apps = self.apps_for(topic) if only_app is None else _only(self, only_app)
+            by_env: dict[int, list[AppRoute]] = {}
+            for app in apps:
+                by_env.setdefault(app.environment, []).append(app)
+            found = tuple(
+                EnvironmentGroup(self.environments[env], tuple(members)) for env, members in by_env.items()
+            )
+            cache[key] = found
+        return found
+
+    def app(self, name: str) -> AppRoute | None:
+        return next((a for a in self.apps if a.name == name), None)
+
+    @property
+    def expression_count(self) -> int:
+        return sum(len(env.plan) for env in self.environments) + sum(len(app.plan) for app in self.apps)
+
+
+def filter_id(app: str, index: int) -> tuple[str, ...]:
+    return ("filter", app, str(index))
+
+
+def subscription_id(app: str, group: str, index: int) -> tuple[str, ...]:
+    return ("subscription", app, group, str(index))
+
+
+def band_id(app: str, band: int) -> tuple[str, ...]:
+    return ("band", app, str(band))
+
+
+def band_thresholds(app: AppConfig) -> list[expressions.Subscription]:
+    """The app's priority as nine shared-plan entries ``(priority) >= k``, k = 1..9.
+
+    The band is how many hold (a value clamped to 0..9); an evaluation error holds none, so it is band 0: AMPS's
+    "NaN has the lowest priority". The plan evaluates the shared ``(priority)`` node once per message.
+    """
+    if app.priority is None:
+        return []
+    types = dict(app.properties)
+    return [
+        expressions.Subscription(band_id(app.name, k), f"({app.priority}) >= {k}", app.dialect, types)
+        for k in range(priority.LOWEST_BAND + 1, priority.HIGHEST_BAND + 1)
+    ]
+
+
+def band_of(app: AppConfig, matched: Collection[Hashable]) -> int:
+    if app.priority is None:
+        return priority.LOWEST_BAND
+    return sum(1 for k in range(1, priority.HIGHEST_BAND + 1) if band_id(app.name, k) in matched)
+
+
+def _candidates(app: AppConfig, groups: Sequence[GroupConfig]) -> tuple[tuple[Candidate, ...], ...]:
+    by_priority: dict[int, list[Candidate]] = {}
+    order = 0
+    for group in groups:
+        for index, sub in enumerate(group.effective_subscriptions):
+            plan_id = None if sub.expression is None else subscription_id(app.name, group.name, index)
+            by_priority.setdefault(sub.priority, []).append(
+                Candidate(group.name, index, sub.label, sub.priority, sub.max_unconfirmed, plan_id, order)
+            )
+            order += 1
+    return tuple(tuple(by_priority[p]) for p in sorted(by_priority, reverse=True))
+
+
+def build_table(
+    config: Config, previous: RoutingTable | None = None, pause: Callable[[], None] | None = None
+) -> RoutingTable:
+    """Compile every app of ``config`` into one table; expressions were validated before they got here.
+
+    With the ``previous`` table, an app whose plan entries are unchanged keeps its compiled plan (plans are
+    immutable), so a change to one group recompiles one app, not every expression of the config; and that app
+    parses only the expressions that are new to it. An app whose config and groups are unchanged as well is
+    reused whole. ``pause`` is called between steps of the work (see ``expressions.compile_plan``).
+    """
+    before = {app.name: app for app in previous.apps} if previous is not None else {}
+    before_filters = (
+        {tuple(sorted(env.types.items())): env.plan for env in previous.environments} if previous else {}
+    )
+    env_index: dict[tuple[tuple[str, str], ...], int] = {}
+    env_filters: list[list[expressions.Subscription]] = []
+    env_types: list[Mapping[str, str]] = []
+    env_reads: list[set[str]] = []
+    apps: list[AppRoute] = []
+    for app in sorted(config.apps.values(), key=lambda a: a.name):
+        signature = tuple(sorted(app.properties.items()))
+        if signature not in env_index:
+            env_index[signature] = len(env_types)
+            env_types.append(dict(app.properties))
+            env_filters.append([])
+            env_reads.append(set())
+        env = env_index[signature]
+        types = dict(app.properties)
+        filter_ids = []
+        for i, text in enumerate(app.filter):
+            fid = filter_id(app.name, i)
+            env_filters[env].append(expressions.Subscription(fid, text, app.dialect, types))
+            filter_ids.append(fid)
+        entries = band_thresholds(app)
+        groups = config.groups_of(app.name)
+        for group in groups:
+            for i, sub in enumerate(group.subscriptions):
+                if sub.expression is not None:
+                    sid = subscription_id(app.name, group.name, i)
+                    entries.append(expressions.Subscription(sid, sub.expression, app.dialect, types))
+        old = before.get(app.name)
+        plan = old.plan if old is not None else None
+        if plan is None or plan.subscriptions != tuple(entries):
+            plan = expressions.compile_plan(entries, reuse=plan, pause=pause)
+        env_reads[env] |= plan.properties
+        if pause is not None:
+            pause()
+        if (
+            old is not None
+            and old.plan is plan
+            and (old.config, old.environment, old.groups) == (app, env, groups)
+        ):
+            apps.append(old)  # immutable, and everything it was made from is equal
+            continue
+        levels = _candidates(app, groups)
+        candidates = [c for level in levels for c in level]
+        apps.append(
+            AppRoute(
+                config=app,
+                environment=env,
+                filter_ids=frozenset(filter_ids),
+                levels=levels,
+                input_names=frozenset(i for i in app.inputs if not i.startswith("^")),
+                input_patterns=tuple(re.compile(i) for i in app.inputs if i.startswith("^")),
+                plan=plan,
+                by_plan_id={c.plan_id: (i, c) for i, c in enumerate(candidates) if c.plan_id is not None},
+                unconditional=tuple((i, c) for i, c in enumerate(candidates) if c.plan_id is None),
+                filtered=Decision(app.name, Action.FILTERED),
+                pending=Decision(app.name, Action.PENDING),
+                routed={c.order: Decision(app.name, Action.ROUTE, c.group, c.label) for c in candidates},
+                groups=groups,
+            )
+        )
+    environments = []
+    for env_type, filters, reads in zip(env_types, env_filters, env_reads, strict=True):
+        filter_plan = before_filters.get(tuple(sorted(env_type.items())))
+        if filter_plan is None or filter_plan.subscriptions != tuple(filters):
+            filter_plan = expressions.compile_plan(filters, reuse=filter_plan, pause=pause)
+        readable = reads | filter_plan.properties | set(env_type)
+        environments.append(Environment(env_type, filter_plan, decoders_for(env_type, sorted(readable))))
+    return RoutingTable(config.version, tuple(apps), tuple(environments))
+
+
+# --- choosing among candidates ----------------------------------------------------------------------------------
+
+
+def _mix64(value: int) -> int:
+    """splitmix64's finalizer: spreads a 64-bit value so rendezvous scores are independent per candidate."""
+    value = (value ^ (value >> 30)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+    value = (value ^ (value >> 27)) * 0x94D049BB133111EB & 0xFFFFFFFFFFFFFFFF
+    return value ^ (value >> 31)
+
+
+def _stable_hash(data: bytes) -> int:
+    # Python's hash() of str/bytes is salted per process; placement must agree across workers and restarts.
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+def rendezvous(key: bytes, candidates: Sequence[Candidate]) -> Candidate:
+    """Highest-random-weight choice: a key stays on its group while the candidate set is unchanged."""
+    base = _stable_hash(key)
+    return max(candidates, key=lambda c: _mix64(base ^ _stable_hash(c.group.encode())))
+
+
+def free_fraction(candidate: Candidate, app: str, lag: Lag) -> float:
+    if candidate.max_unconfirmed is None:
+        return 1.0
+    return 1.0 - lag.get((app, candidate.group), 0) / candidate.max_unconfirmed
+
+
+def has_room(candidate: Candidate, app: str, lag: Lag) -> bool:
+    return candidate.max_unconfirmed is None or lag.get((app, candidate.group), 0) < candidate.max_unconfirmed
+
+
+def choose(
+    app: AppRoute,
+    matching: Sequence[Candidate],
+    group_key: bytes | None,
+    lag: Lag,
+    cursors: dict[tuple[str, int], int],
+) -> Candidate:
+    """One candidate among the matching subscriptions of one priority level."""
+    if len(matching) == 1:
+        return matching[0]
+    if group_key is not None:
+        # Never rotate a message group: it must stay on one consumer group while the config is unchanged.
+        return rendezvous(group_key, matching)
+    name = app.name
+    fairness = app.config.fairness
+    if fairness == "fast":
+        return next((c for c in matching if has_room(c, name, lag)), matching[0])
+    if fairness == "proportional":
+        return max(matching, key=lambda c: free_fraction(c, name, lag))  # max keeps the first on ties
+    cursor_key = (name, matching[0].priority)
+    start = cursors.get(cursor_key, 0)
+    count = len(matching)
+    for step in range(count):
+        candidate = matching[(start + step) % count]
+        if has_room(candidate, name, lag):
+            cursors[cursor_key] = start + step + 1
+            return candidate
+    cursors[cursor_key] = start + 1
+    return matching[start % count]
+
+
+def matching_levels(app: AppRoute, matched: Collection[Hashable]) -> list[tuple[Candidate, ...]]:
+    """The app's priority levels, highest first, each reduced to the candidates the message matches (in
+    configuration order). Works from the matches, so its cost does not grow with the app's subscriptions."""
+    by_id = app.by_plan_id
+    hits = [hit for hit in map(by_id.get, matched) if hit is not None]
+    if app.unconditional:
+        hits.extend(app.unconditional)
+    if len(hits) <= 1:
+        return [(hits[0][1],)] if hits else []
+    hits.sort()  # positions are unique: the candidates themselves are never compared
+    levels: list[tuple[Candidate, ...]] = []
+    level: list[Candidate] = []
+    for _, candidate in hits:
+        if level and candidate.priority != level[0].priority:
+            levels.append(tuple(level))
+            level = []
+        level.append(candidate)
+    levels.append(tuple(level))
+    return levels
+
+
+def top_level(app: AppRoute, matched: Collection[Hashable]) -> tuple[Candidate, ...]:
+    """The first of ``matching_levels`` (empty when nothing matches), without making the others: what an app
+    without spillover decides from."""
+    hits = list(filter(None, map(app.by_plan_id.get, matched)))
+    if app.unconditional:
+        hits += app.unconditional
+    if len(hits) <= 1:
+        return (hits[0][1],) if hits else ()
+    hits.sort()  # positions are unique: the candidates themselves are never compared
+    top = hits[0][1].priority
+    level = []
+    for _, candidate in hits:
+        if candidate.priority != top:
+            break
+        level.append(candidate)
+    return tuple(level)
+
+
+def decide_app(
+    app: AppRoute,
+    matched: Collection[Hashable],
+    group_key: bytes | None,
+    lag: Lag,
+    cursors: dict[tuple[str, int], int],
+) -> Decision:
+    """The decision for one app given the plan's matches for the message (filter already passed)."""
+    config = app.config
+    chosen: Candidate | None = None
+    if config.spillover:
+        levels = matching_levels(app, matched)
+        for hits in levels:
+            if any(has_room(c, app.name, lag) for c in hits):
+                chosen = choose(app, hits, group_key, lag, cursors)
+                break
+        first_level = levels[0] if levels else ()
+    else:
+        first_level = top_level(app, matched)
+    if chosen is None:
+        if not first_level:
+            if group_key is None and app.pending is not None:
+                return app.pending
+            return Decision(app.name, Action.PENDING, key=group_key)
+        # No room anywhere (or no spillover): the top level still takes it; Kafka holds the backlog.
+        chosen = (
+            first_level[0] if len(first_level) == 1 else choose(app, first_level, group_key, lag, cursors)
+        )
+    band = priority.LOWEST_BAND if config.priority is None else band_of(config, matched)
+    if group_key is None and band == priority.LOWEST_BAND:
+        made = app.routed.get(chosen.order)
+        if made is not None:
+            return made
+    return Decision(app.name, Action.ROUTE, chosen.group, chosen.label, group_key, band=band)
+
+
+def group_key_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None) -> bytes | None:
+    """The message-group id (raw header text) or the default group; None when the app has no group_by."""
+    if app.group_by is None:
+        return None
+    value: bytes | None = None
+    for name, raw in headers or ():
+        if name == app.group_by:
+            value = raw
+    return value if value else names.DEFAULT_MESSAGE_GROUP.encode()
+
+
+def parse_duration_ms(text: str) -> int | None:
+    """``subroute.expiration`` header values: "30s", "5m", "1h", "250ms" or plain milliseconds."""
+    match = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|h|d)?\s*", text)
+    if not match:
+        return None
+    unit = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}[match.group(2) or "ms"]
+    return int(match.group(1)) * unit
+
+
+def message_expiration(headers: Sequence[tuple[str, bytes | None]] | None) -> int | None:
+    """The message's own ``subroute.expiration`` (the first that parses), if any."""
+    expiration = names.EXPIRATION  # a local: this scans every header of every record
+    for name, raw in headers or ():
+        if name == expiration and raw:
+            try:
+                parsed = parse_duration_ms(raw.decode("ascii"))
+            except UnicodeDecodeError:
+                parsed = None
+            if parsed is not None:
+                return parsed
+    return None
+
+
+def expiration_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None) -> int | None:
+    """The message's own ``subroute.expiration`` wins over the app's."""
+    own = message_expiration(headers)
+    return own if own is not None else app.expiration_ms
+
+
+def is_expired(
+    app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None, timestamp_ms: int, now_ms: int
+) -> bool:
+    limit = expiration_of(app, headers)
+    return limit is not None and timestamp_ms > 0 and now_ms - timestamp_ms > limit
+
+
+@dataclass(slots=True)
+class MessageView:
+    """What the router needs of one record (also built from explain's --header arguments)."""
+
+    topic: str
+    headers: Sequence[tuple[str, bytes | None]] | None
+    timestamp_ms: int = 0
+
+
+@dataclass(slots=True)
+class RouteResult:
+    """The decisions for one message: ``routed`` (route, pending, dead-letter) and ``filtered`` (skipped by the
+    app filter), and the errors met, per app."""
+
+    routed: list[Decision]
+    filtered: Sequence[Decision]
+    evaluation_errors: dict[str, int]
+    decode_errors: dict[str, int]
+
+    @property
+    def decisions(self) -> list[Decision]:
+        """One decision per app, in app-name order (the table's)."""
+        return sorted([*self.routed, *self.filtered], key=lambda d: d.app)
+
+
+class Router:
+    """Applies a RoutingTable to messages. Holds the round-robin cursors (the only mutable routing state)."""
+
+    def __init__(self) -> None:
+        self.cursors: dict[tuple[str, int], int] = {}
+
+    def route(
+        self,
+        table: RoutingTable,
+        message: MessageView,
+        lag: Lag,
+        now_ms: int,
+        only_app: str | None = None,
+    ) -> RouteResult:
+        headers = message.headers
+        timestamp = message.timestamp_ms
+        routed: list[Decision] = []
+        filtered: Sequence[Decision] = ()
+        evaluation_errors: dict[str, int] = {}
+        decode_errors: dict[str, int] = {}
+        own_expiration = message_expiration(headers) if timestamp > 0 else None
+        cursors = self.cursors
+        for group in table.groups_for(message.topic, only_app):
+            # Expiration comes first: an expired record is dead-lettered for the app, whatever its filter.
+            expired: Collection[str] = ()
+            if timestamp > 0 and (own_expiration is not None or group.expiring):
+                expired = {
+                    app.name
+                    for app in group.apps
+                    if _expired(app.config.expiration_ms, own_expiration, timestamp, now_ms)
+                }
+                routed.extend(
+                    Decision(name, Action.DEAD_LETTER, reason="expired") for name in sorted(expired)
+                )
+                if len(expired) == len(group.apps):
+                    continue
+            env = group.environment
+            props, failures = decode_with(headers, env.decoders)
+            held, filter_errors = env.plan.match_with_errors(props)
+            outcome = group.outcomes.get(held) or group.outcome(held)
+            if failures or filter_errors:
+                for app in group.apps:
+                    if app.name in expired:
+                        continue
+                    if failures:
+                        decode_errors[app.name] = failures
+                    own = sum(1 for e in cast(frozenset[PlanId], filter_errors) if e[1] == app.name)
+                    if own:
+                        evaluation_errors[app.name] = own
+            passed: Sequence[AppRoute] = outcome.passed
+            skipped: Sequence[Decision] = outcome.filtered
+            if expired:
+                passed = [a for a in passed if a.name not in expired]
+                skipped = [d for d in skipped if d.app not in expired]
+            filtered = skipped if not filtered else [*filtered, *skipped]
+            for app in passed:
+                matched, errored = app.plan.match_with_errors(props)
+                if errored:
+                    evaluation_errors[app.name] = evaluation_errors.get(app.name, 0) + len(errored)
+                config = app.config
+                key = group_key_of(config, headers) if config.group_by is not None else None
+                routed.append(decide_app(app, matched, key, lag, cursors))
+        return RouteResult(routed, filtered, evaluation_errors, decode_errors)
+
+
+def _expired(app_limit: int | None, own_limit: int | None, timestamp_ms: int, now_ms: int) -> bool:
+    limit = own_limit if own_limit is not None else app_limit
+    return limit is not None and now_ms - timestamp_ms > limit
+
+
+def _only(table: RoutingTable, app_name: str) -> tuple[AppRoute, ...]:
+    app = table.app(app_name)
+    return (app,) if app is not None else ()

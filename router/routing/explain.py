@@ -1,0 +1,111 @@
+"""Why a message goes where it goes: every app's filter and subscriptions evaluated one by one, with outcomes.
+
+Pure: the same routing table and decision functions the worker uses, plus each expression evaluated alone so
+evaluation errors show (the shared plan only says "no match").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import expressions
+from router.routing.decisions import Action, Lag, MessageView, Router, RoutingTable
+from router.routing.properties import PropertyValue, decode_headers
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    label: str
+    expression: str
+    value: bool
+    error: str | None
+
+
+@dataclass
+class AppExplanation:
+    app: str
+    properties: dict[str, PropertyValue]
+    filter: list[Evaluation] = field(default_factory=list)
+    subscriptions: list[tuple[int, Evaluation]] = field(default_factory=list)  # (priority, evaluation)
+    action: str = ""
+    destination: str | None = None
+    why: str = ""
+
+
+def _evaluate(
+    label: str, text: str, dialect: str, types: dict[str, str], props: dict[str, PropertyValue]
+) -> Evaluation:
+    outcome = expressions.compile(text, dialect=dialect, types=types or None).evaluate(props)
+    return Evaluation(label, text, outcome.value, outcome.error)
+
+
+def explain(
+    table: RoutingTable, message: MessageView, lag: Lag, now_ms: int, app: str | None = None
+) -> list[AppExplanation]:
+    apps = table.apps_for(message.topic) if app is None else tuple(a for a in table.apps if a.name == app)
+    report: list[AppExplanation] = []
+    for route in apps:
+        config = route.config
+        types = dict(config.properties)
+        props, _ = decode_headers(message.headers, types)
+        entry = AppExplanation(route.name, props)
+        for i, text in enumerate(config.filter):
+            entry.filter.append(_evaluate(f"filter[{i}]", text, config.dialect, types, props))
+        for level in route.levels:
+            for candidate in level:
+                if candidate.plan_id is None:
+                    evaluation = Evaluation(f"{candidate.group}[{candidate.index}]", "*", True, None)
+                else:
+                    evaluation = _evaluate(
+                        f"{candidate.group}[{candidate.index}]", candidate.label, config.dialect, types, props
+                    )
+                entry.subscriptions.append((candidate.priority, evaluation))
+        (decision,) = Router().route(table, message, lag, now_ms, only_app=route.name).decisions
+        entry.action = decision.action.value
+        entry.destination = decision.group
+        entry.why = _why(entry, decision.action, decision.reason, config.fairness, config.group_by)
+        report.append(entry)
+    return report
+
+
+def _why(
+    entry: AppExplanation, action: Action, reason: str | None, fairness: str, group_by: str | None
+) -> str:
+    if action is Action.DEAD_LETTER:
+        return f"dead-lettered: {reason}"
+    if action is Action.FILTERED:
+        return "no app filter matched: skipped for this app (auto-confirmed)"
+    if action is Action.PENDING:
+        return "app filter passed but no consumer subscription matched: parked on the pending topic"
+    matched = [p for p, e in entry.subscriptions if e.value]
+    top = max(matched) if matched else None
+    tied = sum(1 for p, e in entry.subscriptions if e.value and p == top)
+    if tied <= 1:
+        return f"highest matching priority {top}: one subscription"
+    how = f"rendezvous hash of message group ({group_by})" if group_by else f"fairness {fairness}"
+    return f"highest matching priority {top}: {tied} subscriptions tie, chosen by {how}"
+
+
+def render(report: list[AppExplanation]) -> str:
+    if not report:
+        return "no app reads this topic\n"
+    lines: list[str] = []
+    for entry in report:
+        lines.append(f"app {entry.app}")
+        lines.append(f"  properties: {entry.properties}")
+        if entry.filter:
+            for e in entry.filter:
+                lines.append(f"  filter {e.label}: {e.expression!r} -> {_outcome(e)}")
+        else:
+            lines.append("  filter: none (every message)")
+        for priority, e in entry.subscriptions:
+            lines.append(f"  priority {priority:>4} {e.label}: {e.expression!r} -> {_outcome(e)}")
+        target = f" -> {entry.destination}" if entry.destination else ""
+        lines.append(f"  decision: {entry.action}{target} ({entry.why})")
+    return "\n".join(lines) + "\n"
+
+
+def _outcome(evaluation: Evaluation) -> str:
+    if evaluation.error:
+        return f"no match (error: {evaluation.error})"
+    return "match" if evaluation.value else "no match"

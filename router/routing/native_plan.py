@@ -1,0 +1,415 @@
+"""The native routing core's Python side (issue 13): subscriptions are parsed and type-checked here (lark, the
+same ``expressions.check`` the Python plan uses), lowered into a flat form, and handed to the Rust plan
+(``_native``, built from ``router/routing/native``), which decodes the headers and evaluates every subscription of a
+batch of records with the GIL released.
+
+The flat form is a list of nodes, children first, each one ``(tag, sql92?, ints, float, bytes, [bytes])``;
+equal sub-expressions are one node (hash-consed on that tuple), so a predicate shared by several subscriptions,
+of one app or of many, is evaluated at most once per record. A property is a *slot*: a header name with the
+type declared for it (undeclared: string), decoded once per record. Each subscription comes with the gate that
+indexes it (equality, range or interval on one of its required conjuncts, chosen here as ``expressions.plan``
+chooses) and its residual: the conjuncts left to evaluate once the gate holds.
+
+Semantics are those of ``expressions.interpreter`` and ``router.routing.properties``; the tests in
+``tests/unit/native`` hold the native plan to them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from expressions import ast
+from expressions.expression import check
+from expressions.outcome import INT64_MAX, INT64_MIN
+from expressions.plan import Subscription
+
+from . import _native
+
+Headers = Sequence[tuple[str, bytes | None]] | None
+NodeTuple = tuple[str, bool, list[int], float, bytes, list[bytes]]
+_CheckKey = tuple[str, str, tuple[tuple[str, str], ...]]  # text, dialect, declared types
+KeyTuple = tuple[int, int, float, bytes]
+SubTuple = tuple[int, int, int, list[KeyTuple], list[int], int, int]
+
+TYPE_CODES = {"string": 0, "int": 1, "bool": 2, "float": 3}
+_ARITH = {"+": 0, "-": 1, "*": 2, "/": 3, "%": 4}
+_CMP = {"==": 0, "!=": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
+# Gate kinds and equality-key classes, as router/routing/native/src/python.rs reads them.
+_NO_GATE, _EQ, _RANGE, _INTERVAL = 0, 1, 2, 3
+_K_INT, _K_SQL_INT, _K_SQL_FLOAT, _K_STR, _K_BOOL = 0, 1, 2, 3, 4
+
+
+class NativePlanError(ValueError):
+    """The lowered form was refused by the native side (a bug: checked expressions always lower)."""
+
+
+def _text(value: str) -> bytes:
+    # surrogatepass: a literal may hold a lone surrogate; its bytes still sort in code point order.
+    return value.encode("utf-8", "surrogatepass")
+
+
+@dataclass(frozen=True)
+class _Gate:
+    kind: int
+    slot: int
+    conjunct: int  # index of the conjunct it comes from
+    droppable: bool  # the gate holding means that conjunct is true: it need not be evaluated again
+    op: int = 0
+    keys: tuple[KeyTuple, ...] = ()
+
+
+def _conjuncts(node: ast.Node) -> list[ast.Node]:
+    return _flatten(node, "and")
+
+
+def _flatten(node: ast.Node, op: str) -> list[ast.Node]:
+    """The items of an ``op`` chain, left to right (the parser builds binary, left-nested chains)."""
+    if isinstance(node, ast.Logical | ast.Junction) and node.op == op:
+        parts = (node.left, node.right) if isinstance(node, ast.Logical) else node.items
+        return [item for part in parts for item in _flatten(part, op)]
+    return [node]
+
+
+def _oriented(node: ast.Node) -> ast.Node:
+    """A comparison with a literal on the left, turned around (literals raise nothing, so order is free)."""
+    if (
+        isinstance(node, ast.Compare)
+        and isinstance(node.left, ast.LITERALS)
+        and not isinstance(node.right, ast.LITERALS)
+    ):
+        return ast.Compare(ast.MIRROR[node.op], node.right, node.left, pos=node.pos)
+    return node
+
+
+class _Lowering:
+    """Lowers checked trees of both dialects into one node list, sharing equal nodes."""
+
+    def __init__(self) -> None:
+        self.slots: dict[tuple[str, str], int] = {}
+        self.nodes: list[NodeTuple] = []
+        self.index: dict[tuple[object, ...], int] = {}
+
+    def slot(self, name: str, types: Mapping[str, str]) -> int:
+        key = (name, types.get(name, "string"))
+        found = self.slots.get(key)
+        if found is None:
+            found = self.slots[key] = len(self.slots)
+        return found
+
+    def add(
+        self,
+        tag: str,
+        sql: bool,
+        ints: Sequence[int] = (),
+        num: float = 0.0,
+        text: bytes = b"",
+        texts: Sequence[bytes] = (),
+    ) -> int:
+        # The float's type tags the key too: 0.0 and -0.0 are one key, and no operation the plan does can
+        # tell them apart (only comparisons and division by zero see a zero).
+        key = (tag, sql, tuple(ints), num, text, tuple(texts))
+        found = self.index.get(key)
+        if found is None:
+            found = self.index[key] = len(self.nodes)
+            self.nodes.append((tag, sql, list(ints), num, text, list(texts)))
+        return found
+
+    def lower(self, node: ast.Node, sql: bool, types: Mapping[str, str]) -> int:
+        node = _oriented(node)
+        if isinstance(node, ast.BoolLit):
+            return self.add("bool", sql, (int(node.value),))
+        if isinstance(node, ast.IntLit):
+            if not INT64_MIN <= node.value <= INT64_MAX:  # the parser refuses these; never send them
+                raise NativePlanError(f"integer literal outside int64: {node.value}")
+            return self.add("int", sql, (node.value,))
+        if isinstance(node, ast.FloatLit):
+            return self.add("float", sql, (), node.value)
+        if isinstance(node, ast.StrLit):
+            return self.add("str", sql, (), 0.0, _text(node.value))
+        if isinstance(node, ast.NullLit):
+            return self.add("null", sql)
+        if isinstance(node, ast.Prop):
+            return self.add("prop", sql, (self.slot(node.name, types),))
+        if isinstance(node, ast.Exists):
+            return self.add("exists", sql, (self.slot(node.name, types),))
+        if isinstance(node, ast.Unary):
+            return self.add(node.op, sql, (self.lower(node.operand, sql, types),))
+        if isinstance(node, ast.Arith):
+            left, right = self.lower(node.left, sql, types), self.lower(node.right, sql, types)
+            return self.add("arith", sql, (_ARITH[node.op], left, right))
+        if isinstance(node, ast.Compare):
+            left, right = self.lower(node.left, sql, types), self.lower(node.right, sql, types)
+            return self.add("cmp", sql, (_CMP[node.op], left, right))
+        if isinstance(node, ast.Logical | ast.Junction):
+            items = [self.lower(item, sql, types) for item in _flatten(node, node.op)]
+            return self.add(node.op, sql, items)
+        if isinstance(node, ast.Between):
+            parts = [self.lower(n, sql, types) for n in (node.operand, node.low, node.high)]
+            return self.add("between", sql, (*parts, int(node.negated)))
+        if isinstance(node, ast.In):
+            operand = self.lower(node.operand, sql, types)
+            values = sorted({_text(v) for v in node.values})
+            return self.add("in", sql, (operand, int(node.negated)), texts=values)
+        if isinstance(node, ast.Like):
+            operand = self.lower(node.operand, sql, types)
+            escape = -1 if node.escape is None else ord(node.escape)
+            pattern = [ord(c) for c in node.pattern]
+            return self.add("like", sql, (operand, int(node.negated), escape, *pattern))
+        if isinstance(node, ast.IsNull):
+            return self.add("isnull", sql, (self.lower(node.operand, sql, types), int(node.negated)))
+        raise TypeError(f"unknown node {node!r}")  # pragma: no cover
+
+
+def _eq_keys(node: ast.Node, sql: bool, slot: _SlotFn) -> tuple[int, list[KeyTuple]] | None:
+    """``(slot, keys)`` when ``node`` is ``prop == literal`` or sql92 ``prop IN (...)``."""
+    node = _oriented(node)
+    if isinstance(node, ast.Compare) and node.op == "==" and isinstance(node.left, ast.Prop):
+        lit = node.right
+        key: KeyTuple
+        if isinstance(lit, ast.BoolLit):
+            key = (_K_BOOL, int(lit.value), 0.0, b"")
+        elif isinstance(lit, ast.IntLit):
+            key = (_K_SQL_INT if sql else _K_INT, lit.value, 0.0, b"")
+        elif isinstance(lit, ast.StrLit):
+            key = (_K_STR, 0, 0.0, _text(lit.value))
+        elif sql and isinstance(lit, ast.FloatLit):
+            key = (_K_SQL_FLOAT, 0, lit.value, b"")
+        else:
+            return None
+        return slot(node.left.name), [key]
+    if sql and isinstance(node, ast.In) and not node.negated and isinstance(node.operand, ast.Prop):
+        return slot(node.operand.name), [(_K_STR, 0, 0.0, _text(v)) for v in node.values]
+    return None
+
+
+class _SlotFn:
+    """The slot of a property name under one subscription's declared types."""
+
+    def __init__(self, lowering: _Lowering, types: Mapping[str, str]) -> None:
+        self.lowering = lowering
+        self.types = types
+
+    def __call__(self, name: str) -> int:
+        return self.lowering.slot(name, self.types)
+
+
+def _key_class(key: KeyTuple) -> int:
+    # sql92 ints and floats compare numerically: one class for an OR of equalities.
+    return _K_SQL_INT if key[0] == _K_SQL_FLOAT else key[0]
+
+
+def _gates(conjuncts: list[ast.Node], sql: bool, slot: _SlotFn) -> list[_Gate]:
+    """Every gate the conjuncts offer (see ``expressions.plan``): each is implied by its conjunct being true."""
+    numeric = (ast.IntLit, ast.FloatLit) if sql else (ast.IntLit,)
+    gates: list[_Gate] = []
+    lower: dict[int, tuple[int, int]] = {}
+    upper: dict[int, int] = {}
+    for i, raw in enumerate(conjuncts):
+        c = _oriented(raw)
+        eq = _eq_keys(c, sql, slot)
+        if eq is None and isinstance(c, ast.Junction | ast.Logical) and c.op == "or":
+            # p == a || p == b || p IN (...): one property, one key class.
+            found = [_eq_keys(item, sql, slot) for item in _flatten(c, "or")]
+            if all(f is not None for f in found):
+                parts = [f for f in found if f is not None]
+                if len({p[0] for p in parts}) == 1 and len({_key_class(k) for p in parts for k in p[1]}) == 1:
+                    eq = (parts[0][0], [k for p in parts for k in p[1]])
+        if eq is not None:
+            gates.append(_Gate(_EQ, eq[0], i, True, keys=tuple(dict.fromkeys(eq[1]))))
+            continue
+        if (
+            isinstance(c, ast.Compare)
+            and c.op in ast.ORDERING_OPS
+            and isinstance(c.left, ast.Prop)
+            and isinstance(c.right, numeric)
+        ):
+            s = slot(c.left.name)
+            bound = _bound(c.right, sql)
+            gates.append(_Gate(_RANGE, s, i, True, op=_CMP[c.op], keys=(bound,)))
+            if isinstance(c.right, ast.IntLit):
+                if c.op in (">", ">="):
+                    lower.setdefault(s, (i, c.right.value))
+                else:
+                    upper.setdefault(s, c.right.value)
+        elif (
+            sql
+            and isinstance(c, ast.Between)
+            and not c.negated
+            and isinstance(c.operand, ast.Prop)
+            and isinstance(c.low, numeric)
+        ):
+            s = slot(c.operand.name)
+            # BETWEEN is true only if "x >= low" is; the conjunct stays to check the upper bound.
+            gates.append(_Gate(_RANGE, s, i, False, op=_CMP[">="], keys=(_bound(c.low, sql),)))
+            if isinstance(c.low, ast.IntLit) and isinstance(c.high, ast.IntLit):
+                lower.setdefault(s, (i, c.low.value))
+                upper.setdefault(s, c.high.value)
+    for s, (i, low) in lower.items():
+        if s in upper:
+            keys = ((_K_INT, low, 0.0, b""), (_K_INT, upper[s], 0.0, b""))
+            gates.append(_Gate(_INTERVAL, s, i, False, keys=keys))
+            break
+    return gates
+
+
+def _bound(lit: ast.IntLit | ast.FloatLit, sql: bool) -> KeyTuple:
+    if isinstance(lit, ast.FloatLit):
+        return (_K_SQL_FLOAT, 0, lit.value, b"")
+    return (_K_SQL_INT if sql else _K_INT, lit.value, 0.0, b"")
+
+
+class NativePlan:
+    """All the subscriptions, of any apps, dialects and declared types, in one native plan.
+
+    ``match_batch`` gives, per record, exactly the ids that evaluating each subscription alone (with its own
+    declared types decoding the headers) would match. Raises ``ExpressionError`` for a bad expression, as
+    ``expressions.compile_plan`` does; ``reuse`` and ``pause`` are as there (expressions of an earlier plan
+    are not parsed again; ``pause`` is called after each parse). The native build runs with the GIL
+    released.
+
+    ``opens`` and ``requires`` (aligned with the subscriptions, a group label or None each) make one plan hold
+    app filters and the subscriptions behind them (DESIGN.md §2, step 1): a subscription that requires group
+    g is evaluated, and can match, only on records where a subscription that opens g matched. An app filter's
+    entries open the app's group and its consumer subscriptions require it; an app without a filter leaves
+    its subscriptions requiring nothing. A subscription that is not evaluated reports no error.
+    """
+
+    def __init__(
+        self,
+        subscriptions: Iterable[Subscription],
+        reuse: NativePlan | None = None,
+        pause: Callable[[], None] | None = None,
+        opens: Sequence[Hashable | None] | None = None,
+        requires: Sequence[Hashable | None] | None = None,
+    ) -> None:
+        self.subscriptions: tuple[Subscription, ...] = tuple(subscriptions)
+        group_ids: dict[Hashable, int] = {}
+
+        def groups(labels: Sequence[Hashable | None] | None, what: str) -> list[int]:
+            if labels is None:
+                return [-1] * len(self.subscriptions)
+            if len(labels) != len(self.subscriptions):
+                raise ValueError(
+                    f"{what} has {len(labels)} entries for {len(self.subscriptions)} subscriptions"
+                )
+            return [-1 if g is None else group_ids.setdefault(g, len(group_ids)) for g in labels]
+
+        opened, required = groups(opens, "opens"), groups(requires, "requires")
+        if any(o >= 0 and r >= 0 for o, r in zip(opened, required, strict=True)):
+            raise ValueError("a subscription cannot both open a group and require one")
+        lowering = _Lowering()
+        # Parsing is most of the cost of a build; a later plan starts from the trees of ``reuse``.
+        earlier: dict[_CheckKey, ast.Node] = reuse._checked if reuse is not None else {}
+        checked: dict[_CheckKey, ast.Node] = {}
+        offered: list[tuple[list[ast.Node], bool, Mapping[str, str], list[_Gate]]] = []
+        eq_count: Counter[tuple[int, tuple[object, ...]]] = Counter()
+        range_count: Counter[tuple[int, int]] = Counter()
+        for sub in self.subscriptions:
+            types: Mapping[str, str] = dict(sub.types or {})
+            key = (sub.text, sub.dialect, tuple(sorted(types.items())))
+            tree = checked.get(key)
+            if tree is None:
+                tree = earlier.get(key)
+                if tree is None:
+                    tree = check(sub.text, sub.dialect, types)
+                    if pause is not None:  # let other threads run between parses (see compile_plan)
+                        pause()
+                checked[key] = tree
+            sql = sub.dialect == "sql92"
+            conjuncts = _conjuncts(tree)
+            gates = _gates(conjuncts, sql, _SlotFn(lowering, types))
+            for g in gates:
+                if g.kind == _EQ:
+                    eq_count.update((g.slot, _num_key(k)) for k in g.keys)
+                elif g.kind == _RANGE:
+                    range_count[(g.slot, g.op)] += 1
+            offered.append((conjuncts, sql, types, gates))
+
+        def cost(g: _Gate) -> tuple[float, int, int]:
+            # The expected number of candidates the gate lets through (as expressions.plan estimates it).
+            if g.kind == _EQ:
+                return (float(sum(eq_count[(g.slot, _num_key(k))] for k in g.keys)), 0, g.conjunct)
+            if g.kind == _INTERVAL:
+                return (2.0, 1, g.conjunct)
+            return (max(1.0, range_count[(g.slot, g.op)] / 2), 2, g.conjunct)
+
+        subs: list[SubTuple] = []
+        counts = Counter[str]()
+        for (conjuncts, sql, types, gates), group_opened, group_required in zip(
+            offered, opened, required, strict=True
+        ):
+            gate = min(gates, key=cost) if gates else None
+            rest = conjuncts
+            if gate is not None and gate.droppable:
+                rest = conjuncts[: gate.conjunct] + conjuncts[gate.conjunct + 1 :]
+            residual = [lowering.lower(c, sql, types) for c in rest]
+            if gate is None:
+                subs.append((_NO_GATE, 0, 0, [], residual, group_opened, group_required))
+                counts["unindexed"] += 1
+            else:
+                subs.append(
+                    (gate.kind, gate.slot, gate.op, list(gate.keys), residual, group_opened, group_required)
+                )
+                counts[
+                    {_EQ: "indexed_equality", _RANGE: "indexed_range", _INTERVAL: "indexed_interval"}[
+                        gate.kind
+                    ]
+                ] += 1
+        props = [(name, TYPE_CODES[type_name]) for (name, type_name) in lowering.slots]
+        try:
+            self._native = _native.NativePlan(props, lowering.nodes, subs)
+        except ValueError as exc:
+            raise NativePlanError(str(exc)) from exc
+        self.properties: frozenset[str] = frozenset(name for name, _ in lowering.slots)
+        self.stats: dict[str, int] = {
+            "subscriptions": len(self.subscriptions),
+            "indexed_equality": counts["indexed_equality"],
+            "indexed_range": counts["indexed_range"],
+            "indexed_interval": counts["indexed_interval"],
+            "unindexed": counts["unindexed"],
+            "nodes": len(lowering.nodes),
+        }
+        self._ids: tuple[Hashable, ...] = tuple(sub.id for sub in self.subscriptions)
+        self._gate_kinds: tuple[int, ...] = tuple(sub[0] for sub in subs)
+        self._checked: dict[_CheckKey, ast.Node] = checked
+
+    def __len__(self) -> int:
+        return len(self.subscriptions)
+
+    def gate_of(self, position: int) -> str | None:
+        """How the subscription at ``position`` is indexed: "equality", "range", "interval", or None (it is
+        evaluated for every record)."""
+        return {_EQ: "equality", _RANGE: "range", _INTERVAL: "interval"}.get(self._gate_kinds[position])
+
+    def match_indexes(self, records: Sequence[Headers]) -> list[list[int]]:
+        """Per record, the positions (ascending) of the subscriptions it matches."""
+        return self._native.match_batch(records)
+
+    def match_indexes_with_errors(self, records: Sequence[Headers]) -> list[tuple[list[int], list[int]]]:
+        """Per record, ``(matched positions, positions whose evaluation ended in an evaluation error)``.
+
+        As ``Plan.match_with_errors``: only subscriptions actually evaluated can report an error (one whose gate
+        does not hold is known not to match without evaluating the rest), a non-boolean final value counts as
+        an error, a sql92 UNKNOWN does not. The gates chosen here are not always the Python plan's, so on a
+        record where a gate fails the two may count an error differently; the matches never differ.
+        """
+        return self._native.match_batch_with_errors(records)
+
+    def match_batch(self, records: Sequence[Headers]) -> list[frozenset[Hashable]]:
+        """Per record, the ids of the subscriptions it matches."""
+        ids = self._ids
+        return [frozenset([ids[i] for i in hit]) for hit in self._native.match_batch(records)]
+
+    def match(self, headers: Headers) -> frozenset[Hashable]:
+        """The ids of the subscriptions that one record with these headers matches."""
+        return self.match_batch([headers])[0]
+
+
+def _num_key(key: KeyTuple) -> tuple[object, ...]:
+    """The equality bucket a key falls in (5 and 5.0 are one bucket in sql92), for the cost estimate only."""
+    if key[0] in (_K_SQL_INT, _K_SQL_FLOAT):
+        value = key[1] if key[0] == _K_SQL_INT else key[2]
+        return ("num", value)
+    return key
