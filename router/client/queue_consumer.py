@@ -57,7 +57,7 @@ from router.config.store import read_config
 from router.kafka import io as kafka_io
 from router.ops.settings import Settings
 from router.routing import priority
-from router.routing.decisions import is_expired
+from router.routing.expiration import is_expired
 
 log = logging.getLogger("subroute.client")
 

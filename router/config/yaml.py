@@ -30,7 +30,6 @@ Groups take their position in the file as their ``order``.
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +40,8 @@ import yaml
 from router.config.codec import ConfigValue, key_of
 from router.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from router.config.validation import ConfigError, app_location, group_location
+from router.durations import format_duration_ms
+from router.durations import parse_duration_ms as parse_duration_ms_text
 
 APP_KEYS = (
     "inputs",
@@ -61,9 +62,6 @@ APP_KEYS = (
 GROUP_KEYS = ("subscriptions",)
 SUBSCRIPTION_KEYS = ("expression", "priority", "max_unconfirmed")
 
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
 
 @dataclass
 class ParsedConfig:
@@ -81,18 +79,10 @@ def parse_duration_ms(value: object) -> int:
     """``250ms``, ``30s``, ``5m``, ``1h``, ``2d`` or an integer number of milliseconds."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if match:
-            return int(match.group(1)) * _UNIT_MS[match.group(2)]
-    raise ValueError(f"{value!r} is not a duration: write e.g. 250ms, 30s, 5m, 1h, 2d")
-
-
-def format_duration_ms(ms: int) -> str:
-    for unit in ("d", "h", "m", "s"):
-        if ms and ms % _UNIT_MS[unit] == 0:
-            return f"{ms // _UNIT_MS[unit]}{unit}"
-    return f"{ms}ms"
+    parsed = parse_duration_ms_text(value, default_unit=None) if isinstance(value, str) else None
+    if parsed is None:
+        raise ValueError(f"{str(value)[:40]!r} is not a duration: write e.g. 250ms, 30s, 5m, 1h, 2d")
+    return parsed
 
 
 class _StrictLoader(yaml.SafeLoader):

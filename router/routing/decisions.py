@@ -21,6 +21,7 @@ import expressions
 from router import names
 from router.config.model import AppConfig, Config, GroupConfig
 from router.routing import priority
+from router.routing.expiration import message_expiration
 from router.routing.properties import Decoder, PropertyValue, decode_with, decoders_for
 
 Props = Mapping[str, PropertyValue]
@@ -461,42 +462,6 @@ def group_key_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | N
         if name == app.group_by:
             value = raw
     return value if value else names.DEFAULT_MESSAGE_GROUP.encode()
-
-
-def parse_duration_ms(text: str) -> int | None:
-    """``subroute.expiration`` header values: "30s", "5m", "1h", "250ms" or plain milliseconds."""
-    match = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|h|d)?\s*", text)
-    if not match:
-        return None
-    unit = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}[match.group(2) or "ms"]
-    return int(match.group(1)) * unit
-
-
-def message_expiration(headers: Sequence[tuple[str, bytes | None]] | None) -> int | None:
-    """The message's own ``subroute.expiration`` (the first that parses), if any."""
-    expiration = names.EXPIRATION  # a local: this scans every header of every record
-    for name, raw in headers or ():
-        if name == expiration and raw:
-            try:
-                parsed = parse_duration_ms(raw.decode("ascii"))
-            except UnicodeDecodeError:
-                parsed = None
-            if parsed is not None:
-                return parsed
-    return None
-
-
-def expiration_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None) -> int | None:
-    """The message's own ``subroute.expiration`` wins over the app's."""
-    own = message_expiration(headers)
-    return own if own is not None else app.expiration_ms
-
-
-def is_expired(
-    app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None, timestamp_ms: int, now_ms: int
-) -> bool:
-    limit = expiration_of(app, headers)
-    return limit is not None and timestamp_ms > 0 and now_ms - timestamp_ms > limit
 
 
 @dataclass(slots=True)

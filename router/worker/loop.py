@@ -42,8 +42,8 @@ from router.routing.decisions import (
     Router,
     RoutingTable,
     build_table,
-    is_expired,
 )
+from router.routing.expiration import is_expired
 
 log = logging.getLogger("subroute.worker")
 

@@ -35,7 +35,8 @@ from router import names
 from router.config.model import AppConfig, Config
 from router.config.validation import input_matches
 from router.routing import priority
-from router.routing.decisions import Action, MessageView, Router, build_table, is_expired
+from router.routing.decisions import Action, MessageView, Router, build_table
+from router.routing.expiration import is_expired
 from router.routing.properties import decode_headers
 
 Headers = tuple[tuple[str, bytes | None], ...]

@@ -17,7 +17,7 @@ import random
 import pytest
 
 from router.config.store import history
-from router.routing.decisions import is_expired
+from router.routing.expiration import is_expired
 from router.routing.properties import decode_headers
 from tests.integration.harness import apply, make_env, run_worker
 from tests.reliability.ledger import Ledger, reads

@@ -1,0 +1,38 @@
+"""Expiration (AMPS): a message older than its app's ``expiration``, or than its own ``subroute.expiration``
+header, is not delivered. Pure, shared by the router (which dead-letters it) and the consumer client."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from router import names
+from router.config.model import AppConfig
+from router.durations import MAX_DURATION_TEXT, parse_duration_ms
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+def message_expiration(headers: Headers | None) -> int | None:
+    """The message's own ``subroute.expiration`` in ms (the first that parses), if any.
+
+    A value that is not a duration (too long, not ASCII, no digits) is ignored, never an error: the header is
+    set by whoever produced the input.
+    """
+    expiration = names.EXPIRATION  # a local: this scans every header of every record
+    for name, raw in headers or ():
+        if name == expiration and raw and len(raw) <= MAX_DURATION_TEXT and raw.isascii():
+            parsed = parse_duration_ms(raw.decode("ascii"))
+            if parsed is not None:
+                return parsed
+    return None
+
+
+def expiration_of(app: AppConfig, headers: Headers | None) -> int | None:
+    """The message's own ``subroute.expiration`` wins over the app's."""
+    own = message_expiration(headers)
+    return own if own is not None else app.expiration_ms
+
+
+def is_expired(app: AppConfig, headers: Headers | None, timestamp_ms: int, now_ms: int) -> bool:
+    limit = expiration_of(app, headers)
+    return limit is not None and timestamp_ms > 0 and now_ms - timestamp_ms > limit
