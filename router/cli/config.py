@@ -9,12 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import KafkaException
-
-from router import names
 from router.config.codec import ConfigValue, Headers, app_key, encode, group_key, key_of
 from router.config.diff import DELETED, Change, diff, kept, render
 from router.config.model import AppConfig, Config
@@ -22,6 +19,7 @@ from router.config.store import config_topic_spec, read_config
 from router.config.validation import ConfigError, check_limits, input_matches, validate_state
 from router.config.yaml import ParsedConfig, config_to_document, dump_yaml, load_yaml_file
 from router.kafka import io as kafka_io
+from router.kafka.topics import app_topics, largest_input
 from router.ops.settings import Settings, SettingsError, add_common_arguments
 
 EXIT_OK = 0
@@ -153,7 +151,7 @@ def _guarded(run: Callable[[Settings], int], args: argparse.Namespace) -> int:
         return EXIT_INVALID
     try:
         return run(settings)
-    except (KafkaException, TimeoutError, RuntimeError) as exc:
+    except (kafka_io.KafkaException, TimeoutError, RuntimeError) as exc:
         print(f"error: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
         return EXIT_FAILED
 
@@ -212,28 +210,19 @@ def _apply(settings: Settings, desired: Mapping[str, ConfigValue], *, prune: boo
 def _topics_for(
     settings: Settings, admin: Any, desired: Mapping[str, ConfigValue]
 ) -> list[kafka_io.TopicSpec]:
-    """The config topic, and per app its pending, dead-letter and group topics, sized like its largest input."""
+    """The config topic and every topic the desired config needs (``kafka.topics.app_topics``, as the worker)."""
     existing = kafka_io.existing_topics(admin)
-    specs = [config_topic_spec(settings)]
-    prefix = settings.topic_prefix
-    for value in desired.values():
-        if not isinstance(value, AppConfig):
-            continue
-        partitions = value.partitions or _largest_input(value, existing)
-        specs.append(kafka_io.TopicSpec(names.pending_topic(prefix, value.name), partitions))
-        specs.append(kafka_io.TopicSpec(names.dlq_topic(prefix, value.name), partitions))
-        specs.extend(
-            kafka_io.TopicSpec(names.group_topic(prefix, value.name, group.name), partitions)
-            for group in desired.values()
-            if not isinstance(group, AppConfig) and group.app == value.name
-        )
-    return specs
+    apps = {v.name: v for v in desired.values() if isinstance(v, AppConfig)}
+    groups = {(g.app, g.name): g for g in desired.values() if not isinstance(g, AppConfig)}
+    config = Config(apps=apps, groups=groups)
 
+    def partitions_of(inputs: Sequence[str]) -> int:
+        return largest_input(inputs, existing, input_matches)
 
-def _largest_input(app: AppConfig, existing: Mapping[str, int]) -> int:
-    """Partitions of the app's largest existing input (regexes over existing topics); 1 when none exists yet."""
-    counts = [count for topic, count in existing.items() if any(input_matches(p, topic) for p in app.inputs)]
-    return max(counts, default=1)
+    return [
+        config_topic_spec(settings),
+        *app_topics(config, settings.topic_prefix, partitions_of, settings.parked_retention_ms),
+    ]
 
 
 def _write(settings: Settings, changes: list[Change]) -> None:

@@ -7,10 +7,9 @@ import sys
 import time
 from typing import cast
 
-from confluent_kafka import Consumer, TopicPartition
-
 from router.config.store import read_config
-from router.kafka.io import Headers, admin_client
+from router.kafka import io as kafka_io
+from router.kafka.io import Headers
 from router.ops.settings import Settings, SettingsError, add_common_arguments, parse_key_values
 from router.routing.capacity import CapacityMonitor
 from router.routing.decisions import MessageView, build_table
@@ -31,19 +30,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _stored_message(settings: Settings, topic: str, partition: int, offset: int) -> MessageView:
-    consumer = Consumer(settings.client_config({"group.id": "subroute-explain", "enable.auto.commit": False}))
-    try:
-        consumer.assign([TopicPartition(topic, partition, offset)])
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None or message.error() is not None:
-                continue
-            if message.offset() == offset:
-                return MessageView(topic, cast(Headers, message.headers() or []), message.timestamp()[1])
+    message = kafka_io.read_record(settings, topic, partition, offset)
+    if message is None:
         raise SettingsError(f"no record at {topic}/{partition}/{offset}")
-    finally:
-        consumer.close()
+    return MessageView(topic, cast(Headers, message.headers() or []), message.timestamp()[1])
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -74,9 +64,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _measure(monitor: CapacityMonitor, settings: Settings) -> dict[tuple[str, str], int]:
-    reader = Consumer(settings.client_config({"group.id": "subroute-explain", "enable.auto.commit": False}))
+    reader = kafka_io.reader(settings, "subroute-explain")
     try:
-        monitor.refresh(admin_client(settings), reader)
+        monitor.refresh(kafka_io.admin_client(settings), reader)
     finally:
         reader.close()
     return dict(monitor.snapshot())

@@ -5,7 +5,8 @@ the dead-letter format in ``router.client.dead_letters``. See ``docs/queue-seman
 
 Use it from one thread::
 
-    with QueueConsumer(settings, "billing", "general", max_backlog=2, lease=30) as queue:
+    billing = read_app(settings, "billing")            # router.config.store: the app as configured
+    with QueueConsumer(settings, "billing", "general", app_config=billing, max_backlog=2, lease=30) as queue:
         for message in queue:
             try:
                 handle(message.value)
@@ -53,7 +54,6 @@ from router.client.delivery import (
     source_of,
 )
 from router.config.model import AppConfig
-from router.config.store import read_config
 from router.kafka import io as kafka_io
 from router.ops.settings import Settings
 from router.routing import priority
@@ -153,13 +153,6 @@ def _produce_sync(
     return cast(int, result[0].partition()), cast(int, result[0].offset())
 
 
-def _app_config(settings: Settings, app: str) -> AppConfig:
-    found = read_config(settings).apps.get(app)
-    if found is None:
-        raise QueueError(f"app {app!r} is not configured under topic prefix {settings.topic_prefix!r}")
-    return found
-
-
 def publish(
     settings: Settings,
     app: str,
@@ -167,11 +160,12 @@ def publish(
     headers: Mapping[str, str] | None = None,
     key: bytes | None = None,
     *,
-    app_config: AppConfig | None = None,
+    app_config: AppConfig,
 ) -> tuple[str, int, int]:
     """Write a message to the app's ``default_publish`` topic (AMPS DefaultPublishTarget): (topic, partition,
-    offset). The router then takes it like any other input of the app."""
-    config = app_config or _app_config(settings, app)
+    offset). The router then takes it like any other input of the app. ``app_config``: the app as configured
+    (``router.config.store.read_app``)."""
+    config = app_config
     if not config.default_publish:
         raise QueueError(f"app {app!r} has no default_publish topic")
     producer = kafka_io.producer(settings)
@@ -188,6 +182,8 @@ class QueueConsumer:
     most (AMPS's default 1). ``lease``: seconds a delivered message may stay unacknowledged before it is
     cancelled. ``dedup``: drop router redeliveries. ``max_buffered``: fetched, undelivered records per partition
     before the partition is paused. ``consumer_config``: librdkafka properties (e.g. ``session.timeout.ms``).
+    ``app_config``: the app as configured, loaded by the caller (``router.config.store.read_app``): the client
+    reads no configuration itself.
     """
 
     def __init__(
@@ -203,7 +199,7 @@ class QueueConsumer:
         dedup_window: int = 10_000,
         max_buffered: int = 1000,
         consumer_config: Mapping[str, object] | None = None,
-        app_config: AppConfig | None = None,
+        app_config: AppConfig,
     ) -> None:
         if semantics not in SEMANTICS:
             raise ValueError(f"semantics must be one of {SEMANTICS}, not {semantics!r}")
@@ -218,7 +214,7 @@ class QueueConsumer:
         self.max_backlog = max_backlog
         self.lease = lease
         self.max_buffered = max(1, max_buffered)
-        self.app_config = app_config or _app_config(settings, app)
+        self.app_config = app_config
         self.stats = QueueStats()
         self._prefix = settings.topic_prefix
         self._grouped = self.app_config.group_by is not None

@@ -280,6 +280,18 @@ def read_config(settings: Settings, *, timeout: float = 30.0) -> Config:
     return _read(settings, timeout)
 
 
+class AppNotConfigured(LookupError):
+    """No app of that name in the config in force."""
+
+
+def read_app(settings: Settings, app: str, *, timeout: float = 30.0) -> AppConfig:
+    """One app as configured now (the config topic read to its end): what the consumer client is given."""
+    found = read_config(settings, timeout=timeout).apps.get(app)
+    if found is None:
+        raise AppNotConfigured(f"app {app!r} is not configured under topic prefix {settings.topic_prefix!r}")
+    return found
+
+
 def history(settings: Settings, *, timeout: float = 30.0) -> list[Config]:
     """The ``Config`` at every version, oldest first (``result[0]`` is the empty version 0).
 

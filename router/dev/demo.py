@@ -16,15 +16,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, cast
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-
 from router import names
 from router.cli import main as cli
 from router.config.store import read_config
 from router.dev import jars as dev_jars
 from router.dev.broker import local_broker
 from router.dev.samples import orders
-from router.kafka.io import TopicSpec, admin_client, end_offsets, ensure_topics, read_to_end
+from router.kafka import io as kafka_io
+from router.kafka.io import TopicSpec, admin_client, ensure_topics, read_to_end
 from router.ops.metrics import RouterMetrics
 from router.ops.settings import Settings
 from router.worker.loop import Worker, WorkerOptions
@@ -40,7 +39,7 @@ def _banner(text: str) -> None:
 
 
 def produce_orders(settings: Settings, count: int) -> None:
-    producer = Producer(settings.client_config({"linger.ms": 5, "enable.idempotence": True}))
+    producer = kafka_io.producer(settings)
     for record in orders(count):
         while True:
             try:
@@ -93,21 +92,8 @@ def destinations(settings: Settings) -> Counter[tuple[str, str]]:
 
 def waiting(settings: Settings, topic: str) -> int:
     """Records of a pending topic the router has not moved on from (end offset - its committed offset)."""
-    # The router's group id, only to read its commits: never commit from here (auto-commit would move them).
-    reader = Consumer(
-        settings.client_config(
-            {"group.id": names.worker_group_id(settings.topic_prefix), "enable.auto.commit": False}
-        )
-    )
-    try:
-        partitions = [
-            TopicPartition(topic, p) for p in reader.list_topics(topic, timeout=5).topics[topic].partitions
-        ]
-        committed = {tp.partition: tp.offset for tp in reader.committed(partitions, timeout=5)}
-        ends = end_offsets(reader, partitions)
-        return sum(max(0, ends[p] - max(committed.get(p, 0), 0)) for p in ends)
-    finally:
-        reader.close()
+    # The router's group id, only to read its commits (kafka_io.reader never commits).
+    return kafka_io.group_backlog(settings, names.worker_group_id(settings.topic_prefix), topic)
 
 
 def run_demo() -> int:

@@ -1,4 +1,8 @@
-"""Thin helpers over confluent-kafka: clients built from Settings, topic creation, reading a topic to its end."""
+"""The Kafka edge: clients built from Settings, topic creation, reading a topic (or one record) back.
+
+With the worker, the config store, the consumer client and capacity, this is the only code that imports
+confluent-kafka (tests/unit/test_import_rules.py holds that); the CLI and the dev tools come through here.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,11 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     KafkaError,
-    KafkaException,
     Message,
     Producer,
     TopicPartition,
 )
+from confluent_kafka import KafkaException as KafkaException  # re-exported: what callers catch
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # NewTopic, ConfigResource: not in the stubs' exports
     AdminClient,
     ConfigResource,
@@ -41,6 +45,42 @@ def producer(settings: Settings, **overrides: object) -> Producer:
     config: dict[str, object] = {"linger.ms": 5, "enable.idempotence": True, "acks": "all"}
     config.update(overrides)
     return Producer(settings.client_config(config))
+
+
+def reader(settings: Settings, group_id: str, **overrides: object) -> Consumer:
+    """A consumer that never commits: to assign partitions, read records or look up a group's commits."""
+    return Consumer(settings.client_config({"group.id": group_id, "enable.auto.commit": False, **overrides}))
+
+
+def read_record(
+    settings: Settings, topic: str, partition: int, offset: int, timeout: float = 10.0
+) -> Message | None:
+    """The record at ``topic/partition/offset``, or None when there is none within ``timeout`` seconds."""
+    consumer = reader(settings, "subroute-read-record")
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None and message.offset() == offset:
+                return message
+        return None
+    finally:
+        consumer.close()
+
+
+def group_backlog(settings: Settings, group_id: str, topic: str) -> int:
+    """Records of ``topic`` past ``group_id``'s committed offsets (end offset - committed, summed)."""
+    consumer = reader(settings, group_id)
+    try:
+        partitions = [
+            TopicPartition(topic, p) for p in consumer.list_topics(topic, timeout=5).topics[topic].partitions
+        ]
+        committed = {tp.partition: tp.offset for tp in consumer.committed(partitions, timeout=5)}
+        ends = end_offsets(consumer, partitions)
+        return sum(max(0, ends[p] - max(committed.get(p, 0), 0)) for p in ends)
+    finally:
+        consumer.close()
 
 
 def existing_topics(admin: AdminClient, timeout: float = 10.0) -> dict[str, int]:

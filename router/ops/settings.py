@@ -19,6 +19,7 @@ from router import names
 ENV_BOOTSTRAP = "SUBROUTE_BOOTSTRAP_SERVERS"
 ENV_PREFIX = "SUBROUTE_TOPIC_PREFIX"
 ENV_KAFKA = "SUBROUTE_KAFKA_"
+ENV_PARKED_RETENTION = "SUBROUTE_PARKED_RETENTION_MS"
 DEFAULT_BOOTSTRAP = "localhost:9092"
 
 # Substrings of librdkafka property names whose values must never be printed, logged or exported.
@@ -65,6 +66,8 @@ class Settings:
     bootstrap_servers: str = DEFAULT_BOOTSTRAP
     topic_prefix: str = names.DEFAULT_TOPIC_PREFIX
     kafka_config: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # retention.ms of the pending and dead-letter topics subroute creates; -1 keeps parked records forever.
+    parked_retention_ms: int = -1
 
     def client_config(
         self,
@@ -97,7 +100,17 @@ class Settings:
         prefix = getattr(args, "topic_prefix", None) or env.get(ENV_PREFIX) or names.DEFAULT_TOPIC_PREFIX
         if not names.NAME_PATTERN.match(prefix.replace(".", "_")):
             raise SettingsError(f"--topic-prefix {prefix!r}: use letters, digits, '.', '_' and '-'")
-        return cls(bootstrap, prefix, MappingProxyType(kafka_config))
+        retention = getattr(args, "parked_retention_ms", None)
+        retention_text = str(retention) if retention is not None else env.get(ENV_PARKED_RETENTION, "-1")
+        try:
+            parked_retention_ms = int(retention_text)
+        except ValueError:
+            parked_retention_ms = -2
+        if parked_retention_ms < -1:
+            raise SettingsError(
+                f"--parked-retention-ms / {ENV_PARKED_RETENTION} {retention_text[:40]!r}: milliseconds, or -1 for unlimited"
+            )
+        return cls(bootstrap, prefix, MappingProxyType(kafka_config), parked_retention_ms)
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,6 +124,12 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         "--topic-prefix",
         metavar="PREFIX",
         help=f"prefix of every subroute topic (env {ENV_PREFIX}, default {names.DEFAULT_TOPIC_PREFIX})",
+    )
+    parser.add_argument(
+        "--parked-retention-ms",
+        metavar="MS",
+        help=f"retention.ms of the pending and dead-letter topics subroute creates (env {ENV_PARKED_RETENTION}, "
+        "default -1: unlimited; existing topics are left as they are)",
     )
     parser.add_argument(
         "--kafka-config",

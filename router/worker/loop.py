@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import TypeVar
@@ -30,7 +30,8 @@ from router import names
 from router.config.model import Config
 from router.config.store import ConfigStore, Pacer
 from router.config.validation import input_matches
-from router.kafka.io import Headers, TopicSpec, admin_client, ensure_topics, existing_topics
+from router.kafka.io import Headers, admin_client, ensure_topics, existing_topics
+from router.kafka.topics import app_topics, largest_input
 from router.ops.metrics import RouterMetrics
 from router.ops.settings import Settings
 from router.routing import priority
@@ -210,24 +211,6 @@ def records_for(
     return out
 
 
-def app_topics(config: Config, prefix: str, partitions_of: Callable[[Sequence[str]], int]) -> list[TopicSpec]:
-    """Group, pending and dead-letter topics the config needs, sized like the app's largest input."""
-    specs: list[TopicSpec] = []
-    for app in config.apps.values():
-        count = app.partitions or partitions_of(app.inputs)
-        specs.append(TopicSpec(names.pending_topic(prefix, app.name), count))
-        specs.append(TopicSpec(names.dlq_topic(prefix, app.name), count))
-        for group in config.groups_of(app.name):
-            # An app with a priority expression writes to ten band topics per group (router/routing/priority.py).
-            topics = (
-                priority.band_topics(prefix, app.name, group.name)
-                if app.priority is not None
-                else [names.group_topic(prefix, app.name, group.name)]
-            )
-            specs.extend(TopicSpec(topic, count) for topic in topics)
-    return specs
-
-
 def _topic_layout(config: Config) -> object:
     """What decides the topics ``app_topics`` asks for: apps, their inputs and sizes, their groups, bands."""
     return tuple(
@@ -335,9 +318,7 @@ class Worker:
         return table
 
     def _partitions_of(self, inputs: Sequence[str]) -> int:
-        present = existing_topics(self._admin)
-        counts = [n for topic, n in present.items() if any(input_matches(i, topic) for i in inputs)]
-        return max(counts, default=1)
+        return largest_input(inputs, existing_topics(self._admin), input_matches)
 
     def _take_table(self) -> RoutingTable:
         config, table = self.store.snapshot()
@@ -349,7 +330,8 @@ class Worker:
         # Between batches: a change of subscriptions only (the usual change) needs no broker round trip here.
         layout = _topic_layout(config)
         if layout != self._topics_ensured:
-            ensure_topics(self._admin, app_topics(config, self.prefix, self._partitions_of))
+            specs = app_topics(config, self.prefix, self._partitions_of, self.settings.parked_retention_ms)
+            ensure_topics(self._admin, specs)
             self._topics_ensured = layout
         self._table_version = table.version
         self.metrics.plan_version.set(table.version)

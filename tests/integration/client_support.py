@@ -9,6 +9,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from router import names
 from router.client import QueueConsumer, QueueMessage
+from router.config.store import read_app
 from tests.integration.harness import Env
 
 # Tansu's first join waits session.timeout.ms / 2 (docs/brokers.md); 6 s suits every broker.
@@ -16,6 +17,7 @@ CONSUMER_CONFIG = {"session.timeout.ms": 6000}
 
 
 def queue(env: Env, app: str, group: str, **options: Any) -> QueueConsumer:
+    options.setdefault("app_config", read_app(env.settings, app))
     return QueueConsumer(env.settings, app, group, consumer_config=CONSUMER_CONFIG, **options)
 
 

@@ -278,3 +278,18 @@ def test_apply_checks_limits_on_the_file_plus_the_records_it_keeps(
     assert "SUBROUTE_MAX_SUBSCRIPTIONS_TOTAL" in capsys.readouterr().err
     assert read_config(env.settings).version == version
     assert apply(env, second, "--prune") == 0  # a is deleted: 2 in force
+
+
+def test_apply_creates_band_topics_and_keeps_parked_records(corner: Corner, kafka) -> None:
+    from router.kafka.io import topic_settings
+
+    ranked = "apps:\n  ranked:\n    inputs: [INPUT]\n    priority: '1'\n    groups:\n      g: {}\n"
+    assert corner.run("config", "apply", "-f", corner.file(ranked)) == 0
+    topics = corner.topics()
+    group = f"{corner.unique}.ranked.g"
+    assert {group, *(f"{group}.p{band}" for band in range(1, 10))} <= set(topics)  # before any worker ran
+    admin = admin_client(corner.settings)
+    for parked in (f"{corner.unique}.ranked.pending", f"{corner.unique}.ranked.dlq"):
+        _, config = topic_settings(admin, parked)
+        assert config["retention.ms"] == "-1", parked
+        assert config["retention.bytes"] == "-1", parked
