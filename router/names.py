@@ -28,8 +28,6 @@ EXPIRATION = "subroute.expiration"
 # Why a record sits on the pending topic, and where it came from once redriven.
 REDRIVEN = "subroute.redriven"
 
-ROUTING_HEADERS = (APP, GROUP, SUBSCRIPTION, SOURCE, CONFIG_VERSION, ROUTED_AT)
-
 # Qpid's "qpid.no-group": the group of messages that lack the group_by property.
 DEFAULT_MESSAGE_GROUP = "subroute.no-group"
 

@@ -15,7 +15,6 @@ from router import names
 from router.client.delivery import CANCELS, Headers, header_value, replace_headers
 from router.routing import priority
 
-REASONS = ("max-cancels", "max-deliveries", "expired", "rejected")
 REASON_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 DLQ_REDRIVE_MARK = b"dlq"
 

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -145,10 +145,6 @@ class AckTracker:
         for mapping in (self._order, self._settled, self._next, self._committed):
             mapping.pop(tp, None)
         self._linked = {c: o for c, o in self._linked.items() if c[0] != tp and o[0] != tp}
-
-    def unsettled(self, tp: TP) -> int:
-        order, settled = self._order.get(tp, deque()), self._settled.get(tp, set())
-        return sum(1 for o in order if o not in settled)
 
 
 # --- duplicates ---------------------------------------------------------------------------------------------------
@@ -288,9 +284,6 @@ class BandBuffer(Generic[T]):
             self._bands[index] = kept
         return removed
 
-    def counts(self) -> list[int]:
-        return [len(q) for q in self._bands]
-
     def __len__(self) -> int:
         return sum(len(q) for q in self._bands)
 
@@ -367,10 +360,3 @@ def after_failure(
     elif max_deliveries and deliveries >= max_deliveries:
         reason = "max-deliveries"
     return FailureOutcome(deliveries, cancels, reason)
-
-
-def counts(items: Iterable[str]) -> dict[str, int]:
-    result: dict[str, int] = {}
-    for item in items:
-        result[item] = result.get(item, 0) + 1
-    return result

@@ -59,7 +59,7 @@ from router.ops.settings import Settings
 from router.routing import priority
 from router.routing.expiration import is_expired
 
-log = logging.getLogger("subroute.client")
+log = logging.getLogger(__name__)
 
 AT_LEAST_ONCE = "at-least-once"
 AT_MOST_ONCE = "at-most-once"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import expressions
 from expressions import ast as expr_ast
 from router.config.limits import Limits, LimitsError, current_limits
-from router.config.model import DIALECTS, FAIRNESS_MODELS, PROPERTY_TYPES, AppConfig, Config, GroupConfig
+from router.config.model import DIALECTS, FAIRNESS_MODELS, PROPERTY_TYPES, AppConfig, GroupConfig
 from router.names import NAME_PATTERN, RESERVED_GROUP_NAMES
 
 log = logging.getLogger(__name__)
@@ -375,7 +375,3 @@ def validate_state(
             errors.extend(validate_group(value, app, bounds))
     errors.extend(check_limits(items, bounds))
     return errors
-
-
-def validate_config(config: Config, limits: Limits | None = None) -> list[ConfigError]:
-    return validate_state([*config.apps.values(), *config.groups.values()], limits)

@@ -7,7 +7,6 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import cast
 
 import fastavro
 
@@ -28,11 +27,6 @@ def encode_order(order: dict[str, object]) -> bytes:
     buffer = io.BytesIO()
     fastavro.schemaless_writer(buffer, load_schema("order"), order)
     return buffer.getvalue()
-
-
-def decode_order(payload: bytes) -> dict[str, object]:
-    record = fastavro.schemaless_reader(io.BytesIO(payload), load_schema("order"), None)
-    return cast(dict[str, object], record)
 
 
 def orders(

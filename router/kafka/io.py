@@ -19,8 +19,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka import KafkaException as KafkaException  # re-exported: what callers catch
+from confluent_kafka.admin import AdminClient as AdminClient  # re-exported for type hints elsewhere
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # NewTopic, ConfigResource: not in the stubs' exports
-    AdminClient,
     ConfigResource,
     NewTopic,
 )

@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from router import names
 from router.config.model import Config
-from router.kafka.io import TopicSpec
+from router.config.validation import input_matches
+from router.kafka.io import AdminClient, TopicSpec, ensure_topics, existing_topics
 from router.routing import priority
 
 UNLIMITED = -1
@@ -58,3 +59,14 @@ def largest_input(
     """Partitions of the largest existing topic that ``inputs`` select; 1 when none exists yet."""
     counts = [count for topic, count in existing.items() if any(matches(i, topic) for i in inputs)]
     return max(counts, default=1)
+
+
+def ensure_app_topics(
+    admin: AdminClient, config: Config, prefix: str, parked_retention_ms: int = UNLIMITED
+) -> None:
+    """Create the topics ``config`` needs that do not exist yet, sized from the inputs that exist now."""
+
+    def partitions_of(inputs: Sequence[str]) -> int:
+        return largest_input(inputs, existing_topics(admin), input_matches)
+
+    ensure_topics(admin, app_topics(config, prefix, partitions_of, parked_retention_ms))

@@ -18,7 +18,7 @@ from router.kafka.io import admin_client, end_offsets
 from router.ops.metrics import RouterMetrics
 from router.ops.settings import Settings
 
-log = logging.getLogger("subroute.capacity")
+log = logging.getLogger(__name__)
 
 Lag = dict[tuple[str, str], int]
 

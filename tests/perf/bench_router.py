@@ -178,13 +178,22 @@ class _Message:
 
 
 class _Sink:
+    """Stands in for the consumer, the checkpoint (and its producer) and capacity: every Kafka call a no-op."""
+
+    @property
+    def producer(self) -> _Sink:
+        return self
+
     def produce(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def begin(self) -> None:
         pass
 
     def flush(self, *args: object) -> int:
         return 0
 
-    def commit(self, **kwargs: object) -> list[object]:
+    def commit(self, *args: object, **kwargs: object) -> list[object]:
         return []  # as the real client's synchronous commit
 
     def snapshot(self) -> dict[tuple[str, str], int]:
@@ -198,7 +207,7 @@ def worker_python(size: int, messages: int, passes: int = 5) -> float:
     gc.freeze()  # as the worker does after each build: a full collection would walk the whole plan
     worker = Worker(perfkit.settings("127.0.0.1:1"), WorkerOptions(), RouterMetrics())
     sink = _Sink()
-    worker.producer = worker.consumer = sink  # type: ignore[assignment]
+    worker.checkpoint = worker.consumer = sink  # type: ignore[assignment]
     worker.capacity = sink  # type: ignore[assignment]
     batch = [_Message(i, h) for i, h in enumerate(perfkit.message_headers(messages, seed=5))]
     worker._process_batch(table, batch)  # type: ignore[arg-type]  # first pass: caches filled

@@ -36,6 +36,7 @@ from router.ops.metrics import RouterMetrics
 from router.ops.settings import Settings
 from router.routing.decisions import RoutingTable
 from router.worker.loop import Worker, WorkerOptions
+from router.worker.tally import BatchTally
 
 Headers = list[tuple[str, bytes | None]]
 ROOT = Path(__file__).resolve().parents[2]
@@ -343,10 +344,11 @@ class TimedWorker(Worker):
         self.expected = expected
         self.on_batch: Callable[[TimedWorker], None] | None = None
 
-    def _process_batch(self, table: RoutingTable, batch: list[Message]) -> None:
+    def _process_batch(self, table: RoutingTable, batch: list[Message]) -> BatchTally:
         started = time.perf_counter()
         self.timing.first = self.timing.first or started
-        super()._process_batch(table, batch)
+        tally = super()._process_batch(table, batch)
+        self.timing.produced += tally.produced
         t = self.timing
         t.last = time.perf_counter()
         t.messages += len(batch)
@@ -355,10 +357,7 @@ class TimedWorker(Worker):
             self.on_batch(self)
         if self.expected is not None and t.messages >= self.expected:
             self.stop()
-
-    def _commit(self, state: Any, eos: bool) -> None:
-        self.timing.produced += state.produced
-        super()._commit(state, eos)
+        return tally
 
 
 def run_worker(s: Settings, expected: int, **options: Any) -> TimedWorker:

@@ -1,0 +1,114 @@
+"""One batch, routed: every record decided, wrapped in its envelopes and produced; its positions tallied.
+
+Runs on the poll-loop thread. A pending record that is not due yet stops its partition for the rest of the
+batch (the partition is parked until the config changes); anything unexpected while routing a record
+dead-letters it with reason ``rejected`` instead of stopping the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import Consumer, KafkaError, Message
+
+from router.ops.metrics import RouterMetrics
+from router.routing.decisions import Action, Decision, Router, RoutingTable
+from router.routing.envelope import Envelopes, InputRecord, OutRecord, records_for
+from router.routing.parking import is_due, pending_topics
+from router.worker.assignment import Assignment
+from router.worker.checkpoint import Checkpoint
+from router.worker.tally import BatchTally, add_counts, count_decision
+
+log = logging.getLogger(__name__)
+
+Lag = dict[tuple[str, str], int]
+
+
+class BatchRouter:
+    def __init__(self, prefix: str, metrics: RouterMetrics) -> None:
+        self.prefix = prefix
+        self.metrics = metrics
+        self.router = Router()  # keeps the round-robin cursors across batches
+        self._envelopes: Envelopes | None = None  # topics and routing headers of the table in force
+
+    def route_batch(
+        self,
+        table: RoutingTable,
+        batch: list[Message],
+        lag: Lag,
+        now_ms: int,
+        consumer: Consumer,
+        assignment: Assignment,
+        checkpoint: Checkpoint,
+    ) -> BatchTally:
+        tally = BatchTally()
+        stopped: set[tuple[str, int]] = set()
+        pending_app = pending_topics(self.prefix, table)
+        if self._envelopes is None or self._envelopes.table is not table:
+            self._envelopes = Envelopes(self.prefix, table)
+        # Locals, not attribute lookups, in the loop: it runs once per record.
+        envelopes, produce, route = self._envelopes, checkpoint.producer.produce, self._route
+        offsets, first_offsets = tally.offsets, tally.first_offsets
+        for raw in batch:
+            error = raw.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("consume error", extra={"fields": {"error": str(error)}})
+                continue
+            message = InputRecord.of(raw)
+            tp = (message.topic, message.partition)
+            if tp in stopped:
+                continue
+            first_offsets.setdefault(tp, message.offset)
+            app_name = pending_app.get(message.topic)
+            if app_name is not None and not is_due(
+                self.prefix, table, message.topic, message.headers_list, message.timestamp_ms, now_ms
+            ):
+                assignment.park(consumer, tp, message.offset)  # back to it when the config changes
+                stopped.add(tp)
+                offsets[tp] = message.offset
+                continue
+            tally.messages_in += 1
+            for record in route(table, message, lag, now_ms, app_name, tally, envelopes):
+                topic, value, key, headers, timestamp = record
+                try:
+                    produce(topic, value=value, key=key, headers=headers, timestamp=timestamp)  # type: ignore[arg-type]
+                except BufferError:  # local queue full: wait for deliveries to drain
+                    checkpoint.produce_waiting(record)
+                tally.produced += 1
+            offsets[tp] = message.offset + 1
+        return tally
+
+    def _route(
+        self,
+        table: RoutingTable,
+        message: InputRecord,
+        lag: Lag,
+        now_ms: int,
+        pending_app: str | None,
+        tally: BatchTally,
+        envelopes: Envelopes,
+    ) -> list[OutRecord]:
+        redriven = pending_app is not None
+        try:
+            result = self.router.route(table, message, lag, now_ms, only_app=pending_app)
+        except Exception:  # a bug must not stop the worker or lose the record: dead-letter it, counted
+            log.exception(
+                "routing failed; dead-lettering the record", extra={"fields": {"topic": message.topic}}
+            )
+            apps = [pending_app] if pending_app else [a.name for a in table.apps_for(message.topic)]
+            decisions = [Decision(a, Action.DEAD_LETTER, reason="rejected") for a in apps if a]
+            self.metrics.malformed.inc()
+            return records_for(message, decisions, now_ms, redriven, envelopes)
+        if result.decode_errors:
+            add_counts(tally.decode_errors, result.decode_errors)
+        if result.evaluation_errors:
+            add_counts(tally.evaluation_errors, result.evaluation_errors)
+        if redriven:
+            for decision in (*result.routed, *result.filtered):
+                count_decision(self.metrics, decision, redriven=True)
+        else:
+            tally.decisions += result.routed
+            if result.filtered:  # usually one tuple made once per table for a whole set of skipped apps
+                tally.filtered.append(result.filtered)
+        return records_for(message, result.routed, now_ms, redriven, envelopes)

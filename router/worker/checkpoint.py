@@ -1,0 +1,137 @@
+"""The worker's producer and its commits: how a batch's input offsets become durable.
+
+* at-least-once: flush, then commit the input offsets only if every record was acknowledged; otherwise seek back
+  to the batch's first offsets and route it again (duplicates, never loss).
+* exactly-once: the routed records and the input offsets go in one transaction; a failed transaction is
+  aborted and the batch re-read; a fatal one (fenced by a newer worker with our id) ends the worker.
+
+A commit refused because the group rebalanced during the batch is not an error: the partitions' new owner
+routes that batch again. Everything here runs on the poll-loop thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from router.ops.settings import Settings
+from router.routing.envelope import OutRecord
+from router.worker.tally import BatchTally
+
+log = logging.getLogger(__name__)
+
+AT_LEAST_ONCE = "at-least-once"
+EXACTLY_ONCE = "exactly-once"
+GUARANTEES = (AT_LEAST_ONCE, EXACTLY_ONCE)
+
+# Commit errors that mean "these partitions may no longer be yours", not "something is broken".
+_MEMBERSHIP_LOST = frozenset(
+    {
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.REBALANCE_IN_PROGRESS,
+        KafkaError._ASSIGNMENT_LOST,
+        KafkaError.FENCED_INSTANCE_ID,
+    }
+)
+
+
+class Checkpoint:
+    def __init__(
+        self, settings: Settings, consumer: Consumer, guarantee: str, transactional_id: str | None = None
+    ) -> None:
+        self.consumer = consumer
+        self.exactly_once = guarantee == EXACTLY_ONCE
+        self._delivery_failures = 0
+        overrides: dict[str, object] = {
+            "acks": "all",
+            "enable.idempotence": True,
+            # Failures are all the worker needs to hear of: a report per delivered record costs a callback each.
+            "on_delivery": self._on_delivery,
+            "delivery.report.only.error": True,
+        }
+        if self.exactly_once:
+            overrides["transactional.id"] = (
+                transactional_id or f"{settings.topic_prefix}.router.{uuid.uuid4().hex[:12]}"
+            )
+        self.producer = Producer(
+            settings.client_config(
+                overrides,
+                # a crashed worker's open transaction blocks read_committed readers until this runs out
+                defaults={"linger.ms": 5, "transaction.timeout.ms": 15_000},
+            )
+        )
+        if self.exactly_once:
+            self.producer.init_transactions(30)
+
+    def begin(self) -> None:
+        if self.exactly_once:
+            self.producer.begin_transaction()
+
+    def produce_waiting(self, record: OutRecord) -> None:
+        """Produce, waiting for deliveries to drain while the local queue is full."""
+        topic, value, key, headers, timestamp = record
+        while True:
+            try:
+                # the stubs want list[tuple[str, str | bytes | None]]
+                self.producer.produce(topic, value=value, key=key, headers=headers, timestamp=timestamp)  # type: ignore[arg-type]
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
+    def commit(self, tally: BatchTally) -> None:
+        offsets = [TopicPartition(t, p, o) for (t, p), o in tally.offsets.items()]
+        if self.exactly_once:
+            self._commit_transaction(offsets, tally)
+            return
+        self.producer.flush()
+        if self._delivery_failures:
+            self._delivery_failures = 0
+            log.error("some records were not acknowledged; re-reading the batch (at-least-once)")
+            self.rewind(tally)
+            return
+        if offsets:
+            try:
+                self.consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:
+                if exc.args[0].code() not in _MEMBERSHIP_LOST:
+                    raise
+                # The group rebalanced (or expelled us) during the batch: the partitions' new owner re-routes
+                # from the last commit (duplicates, at-least-once); partitions we keep are committed next batch.
+                log.warning(
+                    "commit refused after a rebalance; the batch will be routed again",
+                    extra={"fields": {"error": str(exc)}},
+                )
+
+    def _commit_transaction(self, offsets: list[TopicPartition], tally: BatchTally) -> None:
+        try:
+            if offsets:
+                self.producer.send_offsets_to_transaction(
+                    offsets, self.consumer.consumer_group_metadata(), 30
+                )
+            self.producer.commit_transaction(30)
+        except KafkaException as exc:
+            if exc.args[0].fatal():
+                # fenced by a newer worker with our transactional id: it owns the work now; nothing of this
+                # batch was committed
+                log.error("transaction fenced or fatal; exiting", extra={"fields": {"error": str(exc)}})
+                raise
+            log.error(
+                "transaction failed; aborting and re-reading the batch", extra={"fields": {"error": str(exc)}}
+            )
+            self.producer.abort_transaction(30)  # if even this fails, exit: the broker aborts it later
+            self.rewind(tally)
+
+    def rewind(self, tally: BatchTally) -> None:
+        for (topic, partition), offset in tally.first_offsets.items():
+            self.consumer.seek(TopicPartition(topic, partition, offset))
+
+    def close(self) -> None:
+        self.producer.flush(30)
+
+    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self._delivery_failures += 1
+            log.error("delivery failed", extra={"fields": {"topic": message.topic(), "error": str(error)}})

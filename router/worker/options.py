@@ -1,0 +1,43 @@
+"""The worker's options, and the settings of its consumer in the router group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from router import names
+from router.ops.settings import Settings
+from router.worker.checkpoint import AT_LEAST_ONCE
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    guarantee: str = AT_LEAST_ONCE
+    batch_size: int = 2000
+    poll_timeout: float = 0.2
+    exit_on_idle: float | None = None
+    pending_sweep_seconds: float = 30.0
+    capacity_refresh_seconds: float = 3.0
+    session_timeout_ms: int = 10_000
+    # exactly-once: a successor that reuses a dead worker's id fences (aborts) its open transaction at once;
+    # with a fresh id the broker aborts it only after transaction.timeout.ms. None: a fresh id per process.
+    transactional_id: str | None = None
+
+
+def worker_consumer_config(settings: Settings, session_timeout_ms: int) -> dict[str, object]:
+    """The router group's consumer: manual commits, read_committed, cooperative rebalancing."""
+    return settings.client_config(
+        {
+            "group.id": names.worker_group_id(settings.topic_prefix),
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": False,
+        },
+        defaults={
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": session_timeout_ms,
+            "topic.metadata.refresh.interval.ms": 10_000,  # regex inputs see new topics within this
+            # a broker that holds an empty fetch for the whole wait adds it to the latency (500 ms default)
+            "fetch.wait.max.ms": 50,
+        },
+    )

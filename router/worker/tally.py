@@ -1,0 +1,71 @@
+"""What one batch did, counted in plain dicts and lists, then added to the metrics once per batch.
+
+A labelled counter costs a lock and a lookup per call; most decisions are made once per table, so a batch holds
+few distinct decision objects, and counting each object once (by identity) is cheap.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from router.ops.metrics import RouterMetrics
+from router.routing.decisions import Action, Decision
+
+_T = TypeVar("_T")
+
+
+def count_by_identity(items: list[_T]) -> list[tuple[_T, int]]:
+    """Each distinct object of ``items`` (by identity) with the number of times it occurs; in C, not per item
+    in Python. The list keeps the objects alive, so their ids stay theirs meanwhile."""
+    distinct = dict(zip(map(id, items), items, strict=True))
+    return [(distinct[key], count) for key, count in Counter(map(id, items)).items()]
+
+
+def add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
+    for name, count in counts.items():
+        into[name] = into.get(name, 0) + count
+
+
+@dataclass
+class BatchTally:
+    """Per batch: input positions (next offset to commit, first offset seen) and what routing decided."""
+
+    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    produced: int = 0
+    messages_in: int = 0
+    decisions: list[Decision] = field(default_factory=list)
+    filtered: list[Sequence[Decision]] = field(default_factory=list)
+    decode_errors: dict[str, int] = field(default_factory=dict)
+    evaluation_errors: dict[str, int] = field(default_factory=dict)
+
+    def publish(self, metrics: RouterMetrics) -> None:
+        """Add this batch's counts to the metrics."""
+        if self.messages_in:
+            metrics.messages_in.inc(self.messages_in)
+        for app, count in self.decode_errors.items():
+            metrics.property_decode_errors.labels(app).inc(count)
+        for app, count in self.evaluation_errors.items():
+            metrics.evaluation_errors.labels(app).inc(count)
+        for decision, count in count_by_identity(self.decisions):
+            count_decision(metrics, decision, redriven=False, count=count)
+        for decisions, count in count_by_identity(self.filtered):
+            for decision in decisions:
+                count_decision(metrics, decision, redriven=False, count=count)
+
+
+def count_decision(metrics: RouterMetrics, decision: Decision, redriven: bool, count: int = 1) -> None:
+    if decision.action is Action.ROUTE:
+        metrics.routed.labels(decision.app, decision.group).inc(count)
+        if redriven:
+            metrics.redriven.labels(decision.app).inc(count)
+    elif decision.action is Action.FILTERED:
+        metrics.filtered.labels(decision.app).inc(count)
+    elif decision.action is Action.PENDING:
+        if not redriven:
+            metrics.pending.labels(decision.app).inc(count)
+    else:
+        metrics.dead_lettered.labels(decision.app, decision.reason or "unknown").inc(count)

@@ -1,0 +1,72 @@
+"""The routed record: value, key, timestamp and original headers kept; routing headers added in order."""
+
+from __future__ import annotations
+
+from router import names
+from router.config.model import AppConfig, Config, GroupConfig
+from router.routing.decisions import Action, Decision, build_table
+from router.routing.envelope import Envelopes, InputRecord, destination_topic, records_for
+
+TABLE = build_table(
+    Config(
+        version=7,
+        apps={"billing": AppConfig(name="billing", inputs=("orders",))},
+        groups={("billing", "vip"): GroupConfig(app="billing", name="vip")},
+    )
+)
+
+
+def _input(headers: list[tuple[str, bytes | None]]) -> InputRecord:
+    return InputRecord("orders", headers, 1_000, partition=2, offset=41, key=b"k", value=b"\x00value")
+
+
+def test_a_routed_record_keeps_the_input_and_adds_the_routing_headers_in_order() -> None:
+    routed = Decision("billing", Action.ROUTE, group="vip", subscription="billing/vip/0")
+    [(topic, value, key, headers, timestamp)] = records_for(
+        _input([("Region", b"EU"), ("Empty", None)]), [routed], 5_000, False, Envelopes("p", TABLE)
+    )
+    assert (topic, value, key, timestamp) == ("p.billing.vip", b"\x00value", b"k", 1_000)
+    assert headers == [
+        ("Region", b"EU"),
+        ("Empty", None),
+        (names.SOURCE, b"orders/2/41"),
+        (names.APP, b"billing"),
+        (names.GROUP, b"vip"),
+        (names.SUBSCRIPTION, b"billing/vip/0"),
+        (names.CONFIG_VERSION, b"7"),
+        (names.ROUTED_AT, b"5000"),
+    ]
+
+
+def test_filtered_decisions_write_nothing_and_message_groups_set_the_key() -> None:
+    grouped = Decision("billing", Action.ROUTE, group="vip", key=b"customer-9")
+    out = records_for(
+        _input([]), [Decision("billing", Action.FILTERED), grouped], 5_000, False, Envelopes("p", TABLE)
+    )
+    assert [(r[0], r[2]) for r in out] == [("p.billing.vip", b"customer-9")]
+
+
+def test_a_redriven_record_sheds_its_parking_headers_and_dead_letters_say_why() -> None:
+    parked = [
+        ("Region", b"EU"),
+        (names.APP, b"billing"),
+        (names.CONFIG_VERSION, b"3"),
+        (names.ROUTED_AT, b"1"),
+    ]
+    dead = Decision("billing", Action.DEAD_LETTER, reason="expired")
+    [(topic, _, _, headers, _)] = records_for(_input(parked), [dead], 5_000, True, Envelopes("p", TABLE))
+    assert topic == "p.billing.dlq"
+    assert headers == [
+        ("Region", b"EU"),
+        (names.REDRIVEN, b"pending"),
+        (names.APP, b"billing"),
+        (names.CONFIG_VERSION, b"7"),
+        (names.ROUTED_AT, b"5000"),
+        (names.DLQ_REASON, b"expired"),
+    ]
+
+
+def test_destinations() -> None:
+    assert destination_topic(Decision("a", Action.ROUTE, group="g", band=3), "p") == "p.a.g.p3"
+    assert destination_topic(Decision("a", Action.PENDING), "p") == "p.a.pending"
+    assert destination_topic(Decision("a", Action.DEAD_LETTER, reason="x"), "p") == "p.a.dlq"

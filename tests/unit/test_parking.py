@@ -1,0 +1,31 @@
+"""Parked records: re-evaluated under a newer config version, or once expired; otherwise they wait."""
+
+from __future__ import annotations
+
+from router import names
+from router.config.model import AppConfig, Config
+from router.routing.decisions import build_table
+from router.routing.parking import is_due, parked_version, pending_topics
+
+TABLE = build_table(
+    Config(version=5, apps={"billing": AppConfig(name="billing", inputs=("orders",), expiration_ms=60_000)})
+)
+PENDING = "p.billing.pending"
+
+
+def test_pending_topics_name_their_app() -> None:
+    assert pending_topics("p", TABLE) == {PENDING: "billing"}
+
+
+def test_due_under_a_newer_version_or_once_expired() -> None:
+    now = 100_000
+    assert not is_due("p", TABLE, PENDING, [(names.CONFIG_VERSION, b"5")], now - 1_000, now)
+    assert is_due("p", TABLE, PENDING, [(names.CONFIG_VERSION, b"4")], now - 1_000, now)
+    assert is_due("p", TABLE, PENDING, [(names.CONFIG_VERSION, b"5")], now - 61_000, now)  # expired
+
+
+def test_a_record_without_a_readable_version_is_evaluated_rather_than_left_waiting() -> None:
+    now = 100_000
+    for headers in ([], [(names.CONFIG_VERSION, b"x")], [(names.CONFIG_VERSION, b"9" * 10_000)]):
+        assert is_due("p", TABLE, PENDING, headers, now - 1_000, now)
+    assert parked_version([(names.CONFIG_VERSION, None), (names.CONFIG_VERSION, b"12")]) == 12
