@@ -35,13 +35,13 @@ demo: $(STAMP) jars
 
 lint: $(STAMP)
 	$(BIN)/ruff check expressions router schemas spark deploy tests
-	$(BIN)/ruff format --check expressions router
+	$(BIN)/ruff format --check expressions router spark
 	cargo fmt --check --manifest-path router/routing/native/Cargo.toml
 	cargo clippy --quiet --manifest-path router/routing/native/Cargo.toml --all-targets -- -D warnings
 	cargo test --quiet --manifest-path router/routing/native/Cargo.toml
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict expressions router
+	$(BIN)/mypy --strict expressions router spark
 
 pytest: $(STAMP) $(CHECKOV_STAMP) jars
 	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q --durations=15

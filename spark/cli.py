@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from router.ops.settings import Settings, add_common_arguments
+from spark.flags import add_job_arguments
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,45 +45,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     plan.set_defaults(func=_plan)
 
 
-def add_job_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--output", required=True, metavar="DIR", help="Parquet root (any Hadoop path)")
-    parser.add_argument("--checkpoint", metavar="DIR", help="Spark checkpoint (default OUTPUT/_checkpoint)")
-    parser.add_argument("--topic", action="append", metavar="TOPIC", help="a topic to read, repeatable")
-    parser.add_argument("--pattern", metavar="REGEX", help="topics to read (whole-name match)")
-    parser.add_argument(
-        "--app",
-        action="append",
-        metavar="APP",
-        help="read every group topic of APP, repeatable (default: all apps)",
-    )
-    parser.add_argument(
-        "--starting-offsets",
-        default="earliest",
-        metavar="SPEC",
-        help="earliest (default), latest or Spark's JSON",
-    )
-    parser.add_argument("--max-offsets-per-trigger", type=int, metavar="N")
-    parser.add_argument(
-        "--trigger",
-        default="available-now",
-        metavar="WHEN",
-        help="available-now (default: land what is there, then stop) or an interval such as '30 seconds'",
-    )
-    parser.add_argument(
-        "--avro-schema",
-        action="append",
-        metavar="APP=SCHEMA",
-        help="decode APP's payloads: an .avsc path or a name from schemas/ (e.g. orders=order), repeatable",
-    )
-    parser.add_argument(
-        "--group-id",
-        metavar="ID",
-        help="commit every offset to this consumer group (default: each group topic to its group's own)",
-    )
-    parser.add_argument("--no-commit", action="store_true", help="do not commit offsets to Kafka")
-    parser.add_argument("--source", choices=("auto", "kafka", "python"), default="auto", help="Kafka source")
-
-
 def _has_pyspark() -> bool:
     import importlib.util
 
@@ -109,7 +71,9 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"subroute spark run: {exc}", file=sys.stderr)
         return 2
-    spark = job.build_session(master=args.master)
+    from spark.session import build_session
+
+    spark = build_session(master=args.master)
     try:
         print(job.describe(job.run(spark, config)), flush=True)
     finally:
@@ -127,7 +91,7 @@ def _report(args: argparse.Namespace) -> int:
     if not _has_pyspark():
         return _missing_pyspark()
     from spark import report
-    from spark.job import build_session
+    from spark.session import build_session
 
     settings = Settings.from_args(args)
     spark = build_session(master=args.master)

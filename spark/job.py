@@ -17,7 +17,6 @@ if __package__ in (None, ""):  # spark-submit spark/job.py: make the project's p
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
-import os
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -26,7 +25,6 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 from pyspark import StorageLevel
-from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
@@ -34,7 +32,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 from router import names
 from router.ops.settings import Settings, add_common_arguments, parse_key_values
 from spark import avro, commits, kafka_source
-from spark.cli import add_job_arguments
+from spark.flags import add_job_arguments
+from spark.session import build_session, kafka_format_missing
 
 AVAILABLE_NOW = "available-now"
 PARTITION_COLUMNS = ("app", "group", "date")
@@ -71,30 +70,6 @@ class JobConfig:
         return commits.CommitPolicy(self.settings.topic_prefix, self.commit_group, self.commit)
 
 
-def build_session(
-    master: str | None = None, app_name: str = "subroute-spark", jars: Sequence[str] = ()
-) -> SparkSession:
-    """A session for the job; ``master`` given (local mode) also turns the UI off and shrinks shuffles.
-
-    ``jars`` go on the classpath (``spark.jars``): Spark's Kafka connector and its dependencies, for example.
-    """
-    builder = SparkSession.builder.appName(app_name).config("spark.sql.session.timeZone", "UTC")
-    if jars:
-        builder = builder.config("spark.jars", ",".join(jars))
-    if master is not None:
-        # Local Python workers must run this interpreter (pyarrow, confluent-kafka), not whatever python3 is.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = (
-            builder.master(master)
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-        )
-    session = builder.getOrCreate()
-    kafka_source.register(session)
-    return session
-
-
 def source_options(config: JobConfig) -> dict[str, str]:
     """Options both Kafka formats understand: Spark's names, client properties under ``kafka.``."""
     options = {f"kafka.{key}": str(value) for key, value in config.settings.client_config().items()}
@@ -109,14 +84,6 @@ def source_options(config: JobConfig) -> dict[str, str]:
     return options
 
 
-def _kafka_format_missing(exc: Exception) -> bool:
-    condition = exc.getCondition() if isinstance(exc, PySparkException) else None
-    text = str(exc)
-    return condition in ("KAFKA_DATA_SOURCE_NOT_ENABLED", "DATA_SOURCE_NOT_FOUND") or (
-        "KAFKA_DATA_SOURCE_NOT_ENABLED" in text or "Failed to find data source: kafka" in text
-    )
-
-
 def source(spark: SparkSession, config: JobConfig) -> tuple[DataFrame, str]:
     """The Kafka stream and the format that reads it: Spark's ``kafka`` when present, else the Python one."""
     options = source_options(config)
@@ -124,7 +91,7 @@ def source(spark: SparkSession, config: JobConfig) -> tuple[DataFrame, str]:
         try:
             return spark.readStream.format("kafka").options(**options).load(), "kafka"
         except Exception as exc:
-            if config.source == "kafka" or not _kafka_format_missing(exc):
+            if config.source == "kafka" or not kafka_format_missing(exc):
                 raise
     kafka_source.register(spark)
     return spark.readStream.format(kafka_source.FORMAT).options(**options).load(), kafka_source.FORMAT

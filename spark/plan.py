@@ -359,7 +359,7 @@ def read_history(
 ) -> tuple[DataFrame, str]:
     """The topics' records as a batch DataFrame with the Kafka source schema, and the format that read them."""
     from spark import kafka_source
-    from spark.job import _kafka_format_missing
+    from spark.session import kafka_format_missing
 
     starting, ending = offset_range(settings, topics, limit)
     options = {f"kafka.{key}": value for key, value in _client_config(settings).items()}
@@ -375,7 +375,7 @@ def read_history(
         try:
             return spark.read.format("kafka").options(**options).load(), "kafka"
         except Exception as exc:
-            if source == "kafka" or not _kafka_format_missing(exc):
+            if source == "kafka" or not kafka_format_missing(exc):
                 raise
     kafka_source.register(spark)
     return spark.read.format(kafka_source.FORMAT).options(**options).load(), kafka_source.FORMAT
@@ -627,7 +627,7 @@ def plan_from_args(args: argparse.Namespace) -> int:
     session = SparkSession.getActiveSession()
     owned = session is None
     if session is None:
-        from spark.job import build_session
+        from spark.session import build_session
 
         session = build_session(master=args.master, app_name="subroute-plan")
     try:

@@ -164,6 +164,7 @@ def _run_spark(settings: Settings) -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from router.cli import build_parser
     from spark import job, report
+    from spark import session as spark_session
 
     # The same code as `subroute spark run` and `subroute spark report`, sharing one Spark session.
     args = build_parser().parse_args(["spark", "run", "--output", str(output), *schemas, *common])
@@ -173,7 +174,7 @@ def _run_spark(settings: Settings) -> None:
     except dev_jars.JarsNotAvailable as exc:
         print(f"(Spark's Kafka connector is not available, the job reads with its Python source: {exc})")
         connector = []
-    session = job.build_session(master=args.master, jars=connector)
+    session = spark_session.build_session(master=args.master, jars=connector)
     try:
         print(job.describe(job.run(session, job.config_from_args(args))), flush=True)
         print(f"Parquet under {output} ({time.monotonic() - t0:.1f}s with the session start)")

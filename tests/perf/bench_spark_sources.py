@@ -27,8 +27,8 @@ from pyspark.sql import SparkSession
 from router.dev import jars as dev_jars
 from router.kafka.io import TopicSpec, admin_client, ensure_topics
 from router.ops.settings import Settings
-from spark.job import build_session
 from spark.kafka_source import FORMAT
+from spark.session import build_session
 
 PARTITIONS = 4
 SOURCES = {"connector": "kafka", "python": FORMAT}

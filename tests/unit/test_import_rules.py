@@ -122,3 +122,60 @@ def test_every_module_keeps_to_its_room() -> None:
             checked += 1
     assert checked > 40
     assert not problems, "\n".join(problems)
+
+
+def module_level_imports(source: str, module: str, is_package: bool = False) -> set[str]:
+    """Imports executed when the module loads (function-level ones are deferred on purpose, so they are left out)."""
+    tree = ast.parse(source)
+    top = ast.Module(
+        body=[n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)], type_ignores=[]
+    )
+    return imports_of(ast.unparse(top), module, is_package)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle found by a depth-first walk (each reported once, from where the walk met it)."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                found.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def test_cycle_finder() -> None:
+    assert cycles({"a": {"b"}, "b": {"a"}}) == [["a", "b", "a"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_no_import_cycles_in_router_spark_or_expressions() -> None:
+    """Deferred (function-level) imports count too: a cycle through them is still a knot of roles."""
+    modules = {
+        module_name(path): path
+        for folder in ("router", "spark", "expressions")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+    }
+    graph = {
+        name: {
+            imported
+            for imported in imports_of(path.read_text(), name, path.name == "__init__.py")
+            if imported in modules and imported != name
+        }
+        for name, path in modules.items()
+    }
+    # A package's __init__ importing its own submodules is not a cycle of roles.
+    graph = {name: {i for i in deps if not i.startswith(name + ".")} for name, deps in graph.items()}
+    assert not cycles(graph), cycles(graph)

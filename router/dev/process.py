@@ -1,0 +1,143 @@
+"""A local broker process: free ports, start until it answers, stop (SIGTERM, then SIGKILL) and clean up.
+
+The engines (``kafka``, ``tansu``) say what to run; ``broker`` picks one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import struct
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+
+class BrokerNotAvailable(RuntimeError):
+    """The broker's binaries are not installed, or it did not start."""
+
+
+def free_port() -> int:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        data += chunk
+    return data
+
+
+def answers_api_versions(port: int, timeout: float = 1.0) -> bool:
+    """True once a Kafka broker on ``port`` serves requests: it answers ApiVersions (key 18, v0) without error."""
+    request = struct.pack(">hhih", 18, 0, 7, -1)  # api key, version, correlation id, null client id
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(struct.pack(">i", len(request)) + request)
+            (size,) = struct.unpack(">i", _read_exactly(sock, 4))
+            correlation_id, error_code = struct.unpack(">ih", _read_exactly(sock, min(size, 6)))
+    except (OSError, ConnectionError, struct.error):
+        return False
+    return bool(correlation_id == 7 and error_code == 0)
+
+
+class LocalBroker(ABC):
+    """A broker process on a free local port; use as a context manager, or ``start()`` / ``stop()``."""
+
+    engine: str
+
+    def __init__(self, port: int | None = None, advertised_port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.advertised_port = advertised_port or self.port
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.advertised_port}"
+
+    @property
+    def log_path(self) -> Path | None:
+        """Where the broker's own log goes, if anywhere."""
+        return None
+
+    @abstractmethod
+    def _prepare(self) -> list[str]:
+        """Everything the process needs on disk; returns its command line."""
+
+    def _environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def _cleanup(self) -> None:  # noqa: B027 (an optional hook: Tansu keeps nothing on disk)
+        """Remove what ``_prepare`` made (called after the process has exited)."""
+
+    def start(self, timeout: float = 60.0) -> LocalBroker:
+        command = self._prepare()
+        log: IO[bytes] | int = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            self._process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self._environment(),
+                start_new_session=True,  # a terminal's Ctrl-C reaches us, and we stop the broker in order
+            )
+        finally:
+            if not isinstance(log, int):
+                log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                code = self._process.returncode
+                self.stop()
+                raise BrokerNotAvailable(
+                    f"{self.engine} exited with code {code} on port {self.port}{self._log_hint()}"
+                )
+            if answers_api_versions(self.port):
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise BrokerNotAvailable(
+            f"{self.engine} did not answer on port {self.port} within {timeout:.0f} s{self._log_hint()}"
+        )
+
+    def _log_hint(self) -> str:
+        return f" (log: {self.log_path})" if self.log_path else ""
+
+    def stop(self, grace: float = 15.0) -> None:
+        """SIGTERM (the broker shuts down in order), SIGKILL after ``grace`` seconds, then remove its files."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+        self._cleanup()
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def __enter__(self) -> LocalBroker:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
