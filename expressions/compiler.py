@@ -9,11 +9,11 @@ The semantics are those of ``interpreter``, written independently so that each c
 from __future__ import annotations
 
 import operator
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import ast
+from .like import LikePattern, compile_like
 from .outcome import ARITHMETIC, INT64_MAX, INT64_MIN, NAME, TYPE, EvalError
 
 Value = Any  # int | float | str | bool | None
@@ -114,26 +114,12 @@ class Compiler:
         if isinstance(node, ast.In):
             return _sql_in(self.compile(node.operand), frozenset(node.values), node.negated)
         if isinstance(node, ast.Like):
-            return _sql_like(self.compile(node.operand), like_regex(node.pattern, node.escape), node.negated)
+            return _sql_like(
+                self.compile(node.operand), compile_like(node.pattern, node.escape), node.negated
+            )
         if isinstance(node, ast.IsNull):
             return _sql_is_null(self.compile(node.operand), node.negated)
         raise TypeError(f"not a sql92 node: {node!r}")
-
-
-def like_regex(pattern: str, escape: str | None) -> re.Pattern[str]:
-    """The regular expression equivalent to a JMS LIKE pattern (matched with ``fullmatch``)."""
-    parts: list[str] = []
-    chars = iter(pattern)
-    for c in chars:
-        if escape is not None and c == escape:
-            parts.append(re.escape(next(chars)))  # the parser refuses a pattern ending in the escape
-        elif c == "%":
-            parts.append(".*")
-        elif c == "_":
-            parts.append(".")
-        else:
-            parts.append(re.escape(c))
-    return re.compile("".join(parts), re.DOTALL)
 
 
 # ---------------------------------------------------------------- shared building blocks
@@ -516,14 +502,14 @@ def _sql_in(f: Fn, values: frozenset[str], negated: bool) -> Fn:
     return in_
 
 
-def _sql_like(f: Fn, regex: re.Pattern[str], negated: bool) -> Fn:
-    fullmatch = regex.fullmatch
+def _sql_like(f: Fn, pattern: LikePattern, negated: bool) -> Fn:
+    matches = pattern.matches
 
     def like(p: Props, m: Memo) -> Value:
         v = f(p, m)
         if v is None:
             return None
-        return (type(v) is str and fullmatch(v) is not None) is not negated
+        return (type(v) is str and matches(v)) is not negated
 
     return like
 

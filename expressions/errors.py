@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+EXCERPT = 60
+
 
 class ExpressionError(Exception):
     """Base class of every error raised while compiling an expression."""
@@ -16,12 +18,19 @@ class ExpressionError(Exception):
         super().__init__(message)
 
     def caret(self) -> str:
-        """The line of the expression that holds the fault, and a caret under the fault."""
+        """The line of the expression that holds the fault, and a caret under the fault.
+
+        At most ``EXCERPT`` characters either side of the fault are shown (``…`` marks a cut), so an error
+        about a huge expression stays a short message.
+        """
         start = self.text.rfind("\n", 0, self.position) + 1
         end = self.text.find("\n", self.position)
-        line = self.text[start : end if end >= 0 else len(self.text)]
+        end = end if end >= 0 else len(self.text)
+        low, high = max(start, self.position - EXCERPT), min(end, self.position + EXCERPT)
+        head, tail = ("…" if low > start else ""), ("…" if high < end else "")
+        line = f"{head}{self.text[low:high]}{tail}"
         # Keep tabs in the padding so the caret lines up whatever the tab width of the terminal.
-        pad = "".join(c if c == "\t" else " " for c in self.text[start : self.position])
+        pad = " " * len(head) + "".join(c if c == "\t" else " " for c in self.text[low : self.position])
         return f"  {line}\n  {pad}^"
 
     def __str__(self) -> str:

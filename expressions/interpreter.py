@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import ast
+from .like import like
 from .outcome import ARITHMETIC, INT64_MAX, INT64_MIN, NAME, RESULT, TYPE, EvalError, Outcome
 
 Value = int | float | str | bool | None
@@ -156,31 +157,6 @@ def _or3(a: bool | None, b: bool | None) -> bool | None:
     return False
 
 
-def _like(text: str, pattern: str, escape: str | None) -> bool:
-    """JMS LIKE by dynamic programming over (pattern position, text position)."""
-    tokens: list[tuple[str, str]] = []  # ("any", "") for %, ("one", "") for _, ("lit", c)
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if escape is not None and c == escape:
-            tokens.append(("lit", pattern[i + 1]))
-            i += 2
-            continue
-        tokens.append(("any", "") if c == "%" else ("one", "") if c == "_" else ("lit", c))
-        i += 1
-    # reachable[j]: the tokens seen so far can match text[:j]
-    reachable = [True] + [False] * len(text)
-    for kind, c in tokens:
-        nxt = [False] * (len(text) + 1)
-        for j in range(len(text) + 1):
-            if kind == "any":
-                nxt[j] = reachable[j] or (j > 0 and nxt[j - 1])
-            elif j > 0 and reachable[j - 1] and (kind == "one" or text[j - 1] == c):
-                nxt[j] = True
-        reachable = nxt
-    return reachable[len(text)]
-
-
 class _SQL:
     """sql92: NULL, bool, number (int or float), string, with SQL's three-valued logic (None is UNKNOWN)."""
 
@@ -241,7 +217,7 @@ class _SQL:
             x = self.eval(node.operand)
             if x is None:
                 return None
-            matched = type(x) is str and _like(x, node.pattern, node.escape)
+            matched = type(x) is str and like(x, node.pattern, node.escape)
             return matched != node.negated
         if isinstance(node, ast.IsNull):
             return (self.eval(node.operand) is None) != node.negated

@@ -219,7 +219,10 @@ class _Builder:
 
     def _int_lit(self, args: list[Any]) -> _RawInt:
         (tok,) = args
-        return _RawInt(int(str(tok)), _at(tok))
+        digits = str(tok).lstrip("0") or "0"
+        if len(digits) > 19:  # past any int64; and int() refuses (or is slow on) thousands of digits
+            raise _Fault(LiteralRangeError, "integer literal out of int64 range", _at(tok))
+        return _RawInt(int(digits), _at(tok))
 
     def _float_lit(self, args: list[Any]) -> ast.Node:
         (tok,) = args
