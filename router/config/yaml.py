@@ -85,8 +85,27 @@ def parse_duration_ms(value: object) -> int:
     return parsed
 
 
+MAX_ERROR_TEXT = 500  # characters of a YAML error shown: its position and cause, not the document
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys instead of silently keeping the last one."""
+    """SafeLoader that refuses duplicate keys instead of silently keeping the last one, and aliases.
+
+    An alias (``*name``) repeats a node; nested, a few hundred bytes of aliases expand to gigabytes (and so
+    would every error message that shows the value). A subscriptions file has no need for them.
+    """
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"aliases (*{event.anchor}) are not accepted: write the value out",
+                event.start_mark,
+            )
+        node: yaml.Node | None = super().compose_node(parent, index)
+        return node
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -116,7 +135,7 @@ def parse_yaml(text: str, source: str = "<yaml>") -> ParsedConfig:
     try:
         document = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as exc:
-        return ParsedConfig(errors=[ConfigError(source, f"not valid YAML: {exc}")])
+        return ParsedConfig(errors=[ConfigError(source, f"not valid YAML: {str(exc)[:MAX_ERROR_TEXT]}")])
     return parse_document(document, source)
 
 

@@ -212,3 +212,17 @@ def test_config_document_lists_groups_in_order_and_leaves_defaults_out() -> None
             }
         }
     }
+
+
+def test_aliases_are_refused_before_they_expand() -> None:
+    """389 bytes of nested aliases once made a 34 MB error message; nine levels would be gigabytes."""
+    levels = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for n in range(1, 9):
+        previous = chr(ord("a") + n - 1)
+        levels.append(
+            f"{chr(ord('a') + n)}: &{chr(ord('a') + n)} [*{previous},*{previous},*{previous},*{previous}]"
+        )
+    parsed = parse_yaml("\n".join(levels))
+    assert len(parsed.errors) == 1
+    message = str(parsed.errors[0])
+    assert "aliases (*a) are not accepted" in message and len(message) < 1_000
