@@ -42,10 +42,11 @@ from typing import TYPE_CHECKING, Any
 
 from router.config.codec import ConfigValue, key_of
 from router.config.model import AppConfig, Config, GroupConfig
-from router.config.validation import ConfigError, input_matches, validate_group, validate_state
+from router.config.validation import ConfigError, validate_group, validate_state
 from router.config.yaml import load_yaml_file
 from router.ops.settings import Settings, SettingsError, add_common_arguments
 from router.routing.decisions import Action, Decision, Lag, MessageView, Router, build_table
+from router.topic_patterns import input_matches
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -16,11 +16,12 @@ from router.config.codec import ConfigValue, Headers, app_key, encode, group_key
 from router.config.diff import DELETED, Change, diff, kept, render
 from router.config.model import AppConfig, Config
 from router.config.store import config_topic_spec, read_config
-from router.config.validation import ConfigError, check_limits, input_matches, validate_state
+from router.config.validation import ConfigError, check_limits, validate_state
 from router.config.yaml import ParsedConfig, config_to_document, dump_yaml, load_yaml_file
 from router.kafka import io as kafka_io
 from router.kafka.topics import app_topics, largest_input
 from router.ops.settings import Settings, SettingsError, add_common_arguments
+from router.topic_patterns import input_matches
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1

@@ -16,6 +16,7 @@ from expressions import ast as expr_ast
 from router.config.limits import Limits, LimitsError, current_limits
 from router.config.model import DIALECTS, FAIRNESS_MODELS, PROPERTY_TYPES, AppConfig, GroupConfig
 from router.names import NAME_PATTERN, RESERVED_GROUP_NAMES
+from router.topic_patterns import PatternError, compile_pattern, input_matches
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +48,6 @@ def app_location(app: str) -> str:
 
 def group_location(app: str, group: str) -> str:
     return f"apps.{app}.groups.{group}"
-
-
-def input_matches(pattern: str, topic: str) -> bool:
-    """Whether an ``inputs`` entry (a topic name, or a regex starting with ``^``) selects ``topic``.
-
-    Regexes use search semantics, like librdkafka's ``^`` subscriptions; write ``$`` to anchor the end.
-    """
-    if pattern.startswith("^"):
-        return re.search(pattern, topic) is not None
-    return pattern == topic
 
 
 def _is_int(value: object) -> bool:
@@ -226,10 +217,9 @@ def validate_app(app: AppConfig, limits: Limits | None = None) -> list[ConfigErr
         seen.add(topic)
         if topic.startswith("^"):
             try:
-                re.compile(topic)
-            except re.error as exc:
-                caret = " " * (exc.pos or 0)
-                errors.append(ConfigError(at, f"invalid regex: {exc.msg}\n  {topic}\n  {caret}^"))
+                compile_pattern(topic)
+            except PatternError as exc:
+                errors.append(ConfigError(at, f"invalid regex (RE2 syntax): {exc}\n  {topic[:200]}\n  ^"))
         elif not TOPIC_NAME_PATTERN.match(topic):
             errors.append(
                 ConfigError(
@@ -276,7 +266,7 @@ def validate_app(app: AppConfig, limits: Limits | None = None) -> list[ConfigErr
 def _safe_matches(pattern: str, topic: str) -> bool:
     try:
         return input_matches(pattern, topic)
-    except re.error:
+    except PatternError:
         return False  # the bad regex is reported under inputs
 
 

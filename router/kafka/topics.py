@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 from router import names
 from router.config.model import Config
-from router.config.validation import input_matches
 from router.kafka.io import AdminClient, TopicSpec, ensure_topics, existing_topics
 from router.routing import priority
+from router.topic_patterns import input_matches
 
 UNLIMITED = -1
 

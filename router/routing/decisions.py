@@ -11,11 +11,10 @@ Nothing here touches Kafka. The worker owns the only mutable piece, the round-ro
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import cast
+from typing import Any, cast
 
 import expressions
 from router import names
@@ -23,6 +22,7 @@ from router.config.model import AppConfig, Config, GroupConfig
 from router.routing import priority
 from router.routing.expiration import message_expiration
 from router.routing.properties import Decoder, PropertyValue, decode_with, decoders_for
+from router.topic_patterns import compile_pattern
 
 Props = Mapping[str, PropertyValue]
 PlanId = tuple[str, ...]  # ("filter", app, i) or ("subscription", app, group, i)
@@ -75,7 +75,7 @@ class AppRoute:
     filter_ids: frozenset[tuple[str, ...]]
     levels: tuple[tuple[Candidate, ...], ...]
     input_names: frozenset[str]
-    input_patterns: tuple[re.Pattern[str], ...]
+    input_patterns: tuple[Any, ...]  # compiled RE2 patterns (router/topic_patterns.py)
     plan: expressions.Plan  # the consumer subscriptions and the priority bands
     # Each candidate with its position in ``levels`` (flattened), which sorts matches into levels.
     by_plan_id: Mapping[Hashable, tuple[int, Candidate]] = field(default_factory=dict)
@@ -91,7 +91,7 @@ class AppRoute:
         return self.config.name
 
     def reads(self, topic: str) -> bool:
-        # search semantics, like librdkafka's "^regex" subscriptions (see config_validation.input_matches)
+        # search semantics, like librdkafka's "^regex" subscriptions (see router/topic_patterns.py)
         return topic in self.input_names or any(p.search(topic) for p in self.input_patterns)
 
 
@@ -296,7 +296,7 @@ def build_table(
                 filter_ids=frozenset(filter_ids),
                 levels=levels,
                 input_names=frozenset(i for i in app.inputs if not i.startswith("^")),
-                input_patterns=tuple(re.compile(i) for i in app.inputs if i.startswith("^")),
+                input_patterns=tuple(compile_pattern(i) for i in app.inputs if i.startswith("^")),
                 plan=plan,
                 by_plan_id={c.plan_id: (i, c) for i, c in enumerate(candidates) if c.plan_id is not None},
                 unconditional=tuple((i, c) for i, c in enumerate(candidates) if c.plan_id is None),

@@ -33,11 +33,11 @@ from functools import lru_cache
 import expressions
 from router import names
 from router.config.model import AppConfig, Config
-from router.config.validation import input_matches
 from router.routing import priority
 from router.routing.decisions import Action, MessageView, Router, build_table
 from router.routing.expiration import is_expired
 from router.routing.properties import decode_headers
+from router.topic_patterns import input_matches
 
 Headers = tuple[tuple[str, bytes | None], ...]
 PENDING = "pending"

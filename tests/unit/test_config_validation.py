@@ -6,8 +6,9 @@ import pytest
 
 import expressions
 from router.config.model import AppConfig, GroupConfig, SubscriptionConfig
-from router.config.validation import ConfigError, input_matches, validate_app, validate_group, validate_state
+from router.config.validation import ConfigError, validate_app, validate_group, validate_state
 from router.config.yaml import parse_yaml
+from router.topic_patterns import input_matches
 
 
 def app(**fields: object) -> AppConfig:
@@ -192,3 +193,14 @@ apps:
         "apps.billing.groups.vip.subscriptions[1].expression",
         "apps.billing.groups.pending",
     ]
+
+
+def test_input_regexes_match_in_linear_time_and_re2_syntax_is_checked() -> None:
+    import time
+
+    began = time.perf_counter()
+    assert not input_matches("^(a+)+$", "a" * 44 + "b")  # Python's re backtracks for hours on this
+    assert not input_matches("^(a|aa)+$", "a" * 10_000 + "b")
+    assert time.perf_counter() - began < 1.0  # a hostile-input bound, not a benchmark
+    errors = validate_app(AppConfig(name="x", inputs=("^(?<=a)b",)))
+    assert any("invalid regex (RE2 syntax)" in str(e) for e in errors), errors
