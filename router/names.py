@@ -25,6 +25,10 @@ DLQ_REASON = "subroute.dlq-reason"
 HISTORY = "subroute.history"
 # Set by a producer: a per-message expiration ("30s", "1h", or milliseconds).
 EXPIRATION = "subroute.expiration"
+# Every header of the router's starts so; on an input record only these are taken from the producer, the rest
+# are dropped before routing (counted), so nobody can forge the router's bookkeeping.
+HEADER_PREFIX = "subroute."
+PRODUCER_HEADERS = frozenset({EXPIRATION})
 # Why a record sits on the pending topic, and where it came from once redriven.
 REDRIVEN = "subroute.redriven"
 

@@ -58,6 +58,22 @@ class RouterMetrics:
             ["app"],
             registry=r,
         )
+        self.dropped_headers = Counter(
+            "subroute_dropped_headers_total",
+            "subroute.* headers on input records that the router does not take from producers, dropped.",
+            registry=r,
+        )
+        self.delivery_failures = Counter(
+            "subroute_delivery_failures_total", "Routed records the broker did not acknowledge.", registry=r
+        )
+        self.rewinds = Counter(
+            "subroute_rewinds_total", "Batches read again after a failed delivery or transaction.", registry=r
+        )
+        self.transactions_aborted = Counter(
+            "subroute_transactions_aborted_total",
+            "Exactly-once transactions aborted (the batch is re-read).",
+            registry=r,
+        )
         self.config_refused = Counter(
             "subroute_config_refused_total", "Config records refused (undecodable or invalid).", registry=r
         )

@@ -71,6 +71,13 @@ class InputRecord(MessageView):
         )
 
 
+def without_forged_headers(headers: Headers) -> tuple[Headers, int]:
+    """An input record's headers without the ``subroute.*`` ones producers may not set, and how many went."""
+    prefix, allowed = names.HEADER_PREFIX, names.PRODUCER_HEADERS
+    kept = [(k, v) for k, v in headers if not k.startswith(prefix) or k in allowed]
+    return kept, len(headers) - len(kept)
+
+
 def destination_topic(decision: Decision, prefix: str) -> str:
     """The topic a (non-filtered) decision writes to: a group's band topic, the pending or the dead-letter one."""
     if decision.action is Action.ROUTE:

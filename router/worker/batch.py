@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
+from router import names
+from router.names import HEADER_PREFIX
 from router.ops.metrics import RouterMetrics
 from router.routing.decisions import Action, Decision, Router, RoutingTable
-from router.routing.envelope import Envelopes, InputRecord, OutRecord, records_for
+from router.routing.envelope import Envelopes, InputRecord, OutRecord, records_for, without_forged_headers
 from router.routing.parking import is_due, pending_topics
 from router.worker.assignment import Assignment
 from router.worker.checkpoint import Checkpoint
@@ -68,6 +70,12 @@ class BatchRouter:
                 stopped.add(tp)
                 offsets[tp] = message.offset
                 continue
+            if app_name is None:  # an input record: producers may not set the router's own headers
+                for name, _ in message.headers_list:
+                    if name.startswith(HEADER_PREFIX):
+                        message.headers, dropped = without_forged_headers(message.headers_list)
+                        tally.dropped_headers += dropped
+                        break
             tally.messages_in += 1
             for record in route(table, message, lag, now_ms, app_name, tally, envelopes):
                 topic, value, key, headers, timestamp = record
@@ -75,9 +83,32 @@ class BatchRouter:
                     produce(topic, value=value, key=key, headers=headers, timestamp=timestamp)  # type: ignore[arg-type]
                 except BufferError:  # local queue full: wait for deliveries to drain
                     checkpoint.produce_waiting(record)
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
+                        raise
+                    checkpoint.produce_waiting(self._too_large(record, tally))
                 tally.produced += 1
             offsets[tp] = message.offset + 1
         return tally
+
+    def _too_large(self, record: OutRecord, tally: BatchTally) -> OutRecord:
+        """The dead-letter stub of a record too large to produce (its value with the routing headers exceeds the
+        producer's message.max.bytes): its headers and source, reason ``too-large``, no value. Without it the
+        record would stop every worker that reads it, one after the other."""
+        topic, _, key, headers, timestamp = record
+        app = next((v.decode() for k, v in headers if k == names.APP and v is not None), "")
+        kept = [(k, v) for k, v in headers if k != names.DLQ_REASON]
+        tally.decisions.append(Decision(app, Action.DEAD_LETTER, reason="too-large"))
+        log.warning(
+            "record too large to produce; dead-lettered without its value", extra={"fields": {"topic": topic}}
+        )
+        return (
+            names.dlq_topic(self.prefix, app),
+            None,
+            key,
+            [*kept, (names.DLQ_REASON, b"too-large")],
+            timestamp,
+        )
 
     def _route(
         self,

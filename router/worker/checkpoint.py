@@ -16,6 +16,7 @@ import uuid
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from router.ops.metrics import RouterMetrics
 from router.ops.settings import Settings
 from router.routing.envelope import OutRecord
 from router.worker.tally import BatchTally
@@ -40,9 +41,15 @@ _MEMBERSHIP_LOST = frozenset(
 
 class Checkpoint:
     def __init__(
-        self, settings: Settings, consumer: Consumer, guarantee: str, transactional_id: str | None = None
+        self,
+        settings: Settings,
+        consumer: Consumer,
+        guarantee: str,
+        transactional_id: str | None = None,
+        metrics: RouterMetrics | None = None,
     ) -> None:
         self.consumer = consumer
+        self.metrics = metrics or RouterMetrics()
         self.exactly_once = guarantee == EXACTLY_ONCE
         self._delivery_failures = 0
         overrides: dict[str, object] = {
@@ -122,9 +129,11 @@ class Checkpoint:
                 "transaction failed; aborting and re-reading the batch", extra={"fields": {"error": str(exc)}}
             )
             self.producer.abort_transaction(30)  # if even this fails, exit: the broker aborts it later
+            self.metrics.transactions_aborted.inc()
             self.rewind(tally)
 
     def rewind(self, tally: BatchTally) -> None:
+        self.metrics.rewinds.inc()
         for (topic, partition), offset in tally.first_offsets.items():
             self.consumer.seek(TopicPartition(topic, partition, offset))
 
@@ -134,4 +143,5 @@ class Checkpoint:
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
             self._delivery_failures += 1
+            self.metrics.delivery_failures.inc()
             log.error("delivery failed", extra={"fields": {"topic": message.topic(), "error": str(error)}})

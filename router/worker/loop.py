@@ -158,8 +158,9 @@ class Worker:
 
     def _open_clients(self) -> None:
         self.consumer = Consumer(worker_consumer_config(self.settings, self.options.session_timeout_ms))
+        options = self.options
         self.checkpoint = Checkpoint(
-            self.settings, self.consumer, self.options.guarantee, self.options.transactional_id
+            self.settings, self.consumer, options.guarantee, options.transactional_id, self.metrics
         )
         self._table_version = -1
         self._take_table()

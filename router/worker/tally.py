@@ -37,6 +37,7 @@ class BatchTally:
     first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     produced: int = 0
     messages_in: int = 0
+    dropped_headers: int = 0
     decisions: list[Decision] = field(default_factory=list)
     filtered: list[Sequence[Decision]] = field(default_factory=list)
     decode_errors: dict[str, int] = field(default_factory=dict)
@@ -46,6 +47,8 @@ class BatchTally:
         """Add this batch's counts to the metrics."""
         if self.messages_in:
             metrics.messages_in.inc(self.messages_in)
+        if self.dropped_headers:
+            metrics.dropped_headers.inc(self.dropped_headers)
         for app, count in self.decode_errors.items():
             metrics.property_decode_errors.labels(app).inc(count)
         for app, count in self.evaluation_errors.items():

@@ -104,8 +104,8 @@ def stream(count: int, seed: int) -> list[Message]:
                     None,
                 )
             )
-        else:
-            out.append(poison(rng, i))
+        else:  # every kind of poison in turn (by i % 12 alone, kinds 0, 3, 6 and 9 never came up)
+            out.append(poison(rng, len(out) - (i + 2) // 3))
     return out
 
 
@@ -141,6 +141,15 @@ def test_poison_headers_are_counted_and_every_message_still_lands(kafka, unique)
         assert counted == expected
     assert registry.get_sample_value("subroute_messages_in_total") == len(sent)
     assert (registry.get_sample_value("subroute_malformed_messages_total") or 0) == 0
+    forged = sum(
+        1 for s in sent for k, _ in s.headers if k.startswith("subroute.") and k != "subroute.expiration"
+    )
+    assert forged > 0
+    assert registry.get_sample_value("subroute_dropped_headers_total") == forged
+    # and none of them reached a routed record: only the router's own subroute.* headers are there
+    for output in outputs:
+        stamped = [k for k, _ in output.headers if k == "subroute.config-version"]
+        assert len(stamped) == 1, output.headers
 
 
 def test_record_near_the_size_limit_does_not_stop_the_worker(kafka, unique) -> None:
@@ -149,7 +158,7 @@ def test_record_near_the_size_limit_does_not_stop_the_worker(kafka, unique) -> N
     stops a partition forever): it must route or dead-letter it, and keep routing what follows."""
     env = make_env(kafka.bootstrap_servers, unique, partitions=1)
     assert apply(env, CONFIG) == 0
-    big = b"v" * 999_000  # accepted by the broker as an input record
+    big = b"v" * 999_900  # accepted by the broker as an input record; with the routing headers, too large
     messages: list[Message] = [(b"a", b"before", props_headers({"N": 1}), None)]
     messages.append((b"b", big, props_headers({"N": 2}), None))
     messages.extend((b"c", f"after{i}".encode(), props_headers({"N": 3 + i}), None) for i in range(10))
@@ -173,3 +182,6 @@ def test_record_near_the_size_limit_does_not_stop_the_worker(kafka, unique) -> N
     outputs = read_outputs(env.settings, app_topics(env.settings, APPS))
     values = {o.value for o in outputs}
     assert {f"after{i}".encode() for i in range(10)} <= values, "records after the big one were not routed"
+    stubs = [o for o in outputs if o.header("subroute.dlq-reason") == "too-large"]
+    assert stubs and all(o.value is None and o.topic.endswith(".dlq") for o in stubs), stubs
+    assert {o.header("subroute.source") for o in stubs} == {f"{env.input}/0/1"}  # the big record, and only it

@@ -70,3 +70,18 @@ def test_destinations() -> None:
     assert destination_topic(Decision("a", Action.ROUTE, group="g", band=3), "p") == "p.a.g.p3"
     assert destination_topic(Decision("a", Action.PENDING), "p") == "p.a.pending"
     assert destination_topic(Decision("a", Action.DEAD_LETTER, reason="x"), "p") == "p.a.dlq"
+
+
+def test_forged_router_headers_are_dropped_and_counted() -> None:
+    from router.routing.envelope import without_forged_headers
+
+    headers = [
+        ("Region", b"EU"),
+        (names.CONFIG_VERSION, b"999"),
+        (names.EXPIRATION, b"30s"),  # producers may set this one
+        (names.DELIVERIES, b"0"),
+        ("subroutex", b"not ours"),
+    ]
+    kept, dropped = without_forged_headers(headers)
+    assert kept == [("Region", b"EU"), (names.EXPIRATION, b"30s"), ("subroutex", b"not ours")]
+    assert dropped == 2
