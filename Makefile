@@ -1,4 +1,4 @@
-# Two entry points for a fresh machine (Python 3.11, Java 17, Maven; no Docker):
+# Two entry points for a fresh machine (Python 3.11, Java 17, Maven, Rust/cargo; no Docker):
 #   make demo   set up .venv, resolve the Kafka jars, start Apache Kafka, run the router end to end
 #   make test   set up .venv, resolve the Kafka and Spark-connector jars, run ruff, mypy --strict and every test
 # SUBROUTE_TEST_BROKER=tansu make test runs the broker tests on Tansu instead (see README).
