@@ -12,11 +12,12 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from router.config.codec import ConfigValue, Headers, app_key, encode, group_key, key_of
+from router.config.codec import ConfigValue, app_key, encode, group_key
 from router.config.diff import DELETED, Change, diff, kept, render
 from router.config.model import AppConfig, Config
-from router.config.store import config_topic_spec, read_config
-from router.config.validation import ConfigError, check_limits, validate_state
+from router.config.store import ConfigState, ConfigVersionRefused, config_topic_spec, read_config, read_state
+from router.config.validation import ConfigError, validate_state
+from router.config.writer import ConcurrentChange, ConfigRecord, ConfigWriter
 from router.config.yaml import ParsedConfig, config_to_document, dump_yaml, load_yaml_file
 from router.kafka import io as kafka_io
 from router.kafka.topics import app_topics, largest_input
@@ -85,7 +86,7 @@ def diff_command(args: argparse.Namespace) -> int:
         return EXIT_INVALID
 
     def run(settings: Settings) -> int:
-        changes = diff(_values(read_config(settings)), desired, prune=True)
+        changes = diff(read_state(settings).values(), desired, prune=True)
         if not changes:
             print("no differences")
             return EXIT_OK
@@ -111,13 +112,15 @@ def get_command(args: argparse.Namespace) -> int:
 
 def delete_app_command(args: argparse.Namespace) -> int:
     def run(settings: Settings) -> int:
-        config = read_config(settings)
-        keys = [group_key(app, group) for (app, group) in sorted(config.groups) if app == args.app]
-        if args.app not in config.apps and not keys:
-            print(f"error: there is no app {args.app!r} in {settings.config_topic}", file=sys.stderr)
-            return EXIT_FAILED
-        keys.append(app_key(args.app))  # groups first: a reader never sees groups without their app
-        _write_tombstones(settings, keys)
+        with ConfigWriter(settings) as writer:
+            values = writer.read().values()
+            prefix = group_key(args.app, "")
+            keys = sorted(k for k in values if k.startswith(prefix))
+            if app_key(args.app) not in values and not keys:
+                print(f"error: there is no app {args.app!r} in {settings.config_topic}", file=sys.stderr)
+                return EXIT_FAILED
+            keys.append(app_key(args.app))  # one change: readers see the app and its groups go together
+            writer.write([(key, None, []) for key in keys])
         print(
             f"deleted app {args.app} and {len(keys) - 1} group(s); its topics are kept "
             "(delete them with your Kafka tools once consumers are done)"
@@ -129,11 +132,11 @@ def delete_app_command(args: argparse.Namespace) -> int:
 
 def delete_group_command(args: argparse.Namespace) -> int:
     def run(settings: Settings) -> int:
-        config = read_config(settings)
-        if (args.app, args.group) not in config.groups:
-            print(f"error: app {args.app!r} has no group {args.group!r}", file=sys.stderr)
-            return EXIT_FAILED
-        _write_tombstones(settings, [group_key(args.app, args.group)])
+        with ConfigWriter(settings) as writer:
+            if group_key(args.app, args.group) not in writer.read().values():
+                print(f"error: app {args.app!r} has no group {args.group!r}", file=sys.stderr)
+                return EXIT_FAILED
+            writer.write([(group_key(args.app, args.group), None, [])])
         print(f"deleted group {args.group} of app {args.app}; its topic is kept")
         return EXIT_OK
 
@@ -152,6 +155,15 @@ def _guarded(run: Callable[[Settings], int], args: argparse.Namespace) -> int:
         return EXIT_INVALID
     try:
         return run(settings)
+    except ConcurrentChange as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except ConfigVersionRefused as exc:
+        print(
+            f"error: the configuration on {settings.config_topic} is not valid as a whole: {exc}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     except (kafka_io.KafkaException, TimeoutError, RuntimeError) as exc:
         print(f"error: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -174,37 +186,58 @@ def _load_desired(path: str) -> dict[str, ConfigValue] | None:
     return parsed.values
 
 
-def _values(config: Config) -> dict[str, ConfigValue]:
-    values: dict[str, ConfigValue] = {key_of(a): a for a in config.apps.values()}
-    values.update({key_of(g): g for g in config.groups.values()})
-    return values
-
-
 def _apply(settings: Settings, desired: Mapping[str, ConfigValue], *, prune: bool, dry_run: bool) -> int:
-    current = _values(read_config(settings))
-    # The file was validated alone; what stays in force is the file plus the records it keeps (without --prune).
+    if dry_run:  # reads only: must not take the writer id (that would fence an apply running now)
+        return _apply_change(settings, read_state(settings), desired, prune=prune, writer=None)
+    with ConfigWriter(settings) as writer:
+        return _apply_change(settings, writer.read(), desired, prune=prune, writer=writer)
+
+
+def _apply_change(
+    settings: Settings,
+    state: ConfigState,
+    desired: Mapping[str, ConfigValue],
+    *,
+    prune: bool,
+    writer: ConfigWriter | None,
+) -> int:
+    current = state.values()
+    # The file was validated alone; what will be in force is the file plus the records it keeps (without
+    # --prune), and workers refuse a version that is not valid as a whole: check that whole.
     merged = desired if prune else {**current, **desired}
-    limit_errors = check_limits(merged.values())
-    if limit_errors:
-        for error in limit_errors:
-            print(f"error: {error}", file=sys.stderr)
-        print(f"{len(limit_errors)} error(s): nothing was written", file=sys.stderr)
+    errors = validate_state(merged.values())
+    unreadable = {key: reason for key, reason in state.undecodable().items() if key not in desired}
+    if not prune:
+        errors += [
+            ConfigError(
+                key,
+                f"the record on the topic cannot be read ({reason}); name {key} in the file or "
+                "use --prune to delete it",
+            )
+            for key, reason in sorted(unreadable.items())
+        ]
+    if errors:
+        print_errors(errors)
         return EXIT_INVALID
     changes = diff(current, desired, prune=prune)
+    tombstones = sorted(unreadable) if prune else []
     print(render(changes) if changes else "no changes")
+    for key in tombstones:
+        print(f"- {key} (unreadable record)")
     untouched = kept(current, desired)
     if untouched and not prune:
         print(f"kept {len(untouched)} record(s) the file does not name (use --prune to delete them)")
-    if dry_run:
+    if writer is None:
         print("dry run: nothing written")
         return EXIT_OK
     admin = kafka_io.admin_client(settings)
     created = kafka_io.ensure_topics(admin, _topics_for(settings, admin, desired))
     for topic in sorted(created):
         print(f"created topic {topic}")
-    if changes:
-        _write(settings, changes)
-        print(f"wrote {len(changes)} record(s) to {settings.config_topic}")
+    records = [*_records(changes), *((key, None, []) for key in tombstones)]
+    if records:
+        writer.write(records)
+        print(f"wrote {len(records)} record(s) to {settings.config_topic} as one change")
     return EXIT_OK
 
 
@@ -226,38 +259,11 @@ def _topics_for(
     ]
 
 
-def _write(settings: Settings, changes: list[Change]) -> None:
-    records: list[tuple[str, bytes | None, Headers]] = []
+def _records(changes: list[Change]) -> list[ConfigRecord]:
+    records: list[ConfigRecord] = []
     for change in changes:
         if change.kind == DELETED or change.new is None:
             records.append((change.key, None, []))
         else:
             records.append(encode(change.new))
-    _produce(settings, records)
-
-
-def _write_tombstones(settings: Settings, keys: list[str]) -> None:
-    _produce(settings, [(key, None, []) for key in keys])
-
-
-def _produce(settings: Settings, records: list[tuple[str, bytes | None, Headers]]) -> None:
-    """Write in order with an idempotent producer and wait for every acknowledgement."""
-    kafka_io.ensure_topics(kafka_io.admin_client(settings), [config_topic_spec(settings)])
-    failures: list[str] = []
-
-    def delivered(error: Any, message: Any) -> None:
-        if error is not None:
-            failures.append(f"{message.key().decode()}: {error}")
-
-    producer = kafka_io.producer(settings, **{"linger.ms": 0})
-    for key, value, headers in records:
-        producer.produce(
-            settings.config_topic, key=key.encode(), value=value, headers=headers, on_delivery=delivered
-        )
-    remaining = producer.flush(30)
-    if remaining:
-        raise TimeoutError(
-            f"{remaining} config record(s) not acknowledged within 30 s; run the command again"
-        )
-    if failures:
-        raise RuntimeError("config records not written: " + "; ".join(failures))
+    return records

@@ -18,6 +18,9 @@ from router.config.model import AppConfig, GroupConfig, SubscriptionConfig
 from schemas import load_schema
 
 SCHEMA_HEADER = "subroute.schema"
+# On the last record of one change (an apply, a delete): readers publish a version only there, or at the end of
+# the topic, so no reader routes under half a change. Records without it (hand-written) end at the topic's end.
+CHANGE_END_HEADER = "subroute.change-end"
 
 APP_SCHEMA = "subroute.AppConfig"
 GROUP_SCHEMA = "subroute.GroupConfig"
@@ -126,6 +129,10 @@ def encode(value: ConfigValue) -> tuple[str, bytes, Headers]:
     buffer = io.BytesIO()
     schemaless_writer(buffer, load_schema(_SCHEMA_FILES[(name, version)]), to_record(value))
     return key_of(value), buffer.getvalue(), [(SCHEMA_HEADER, schema_header(name, version).encode())]
+
+
+def ends_change(headers: RawHeaders) -> bool:
+    return _header(headers, CHANGE_END_HEADER) is not None
 
 
 def _header(headers: RawHeaders, name: str) -> str | None:

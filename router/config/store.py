@@ -11,6 +11,7 @@ every reader that has read the same records names the same configuration by the 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -20,9 +21,9 @@ from typing import Generic, TypeVar, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from router.config.codec import ConfigDecodeError, ConfigValue, app_key, decode, to_record
+from router.config.codec import ConfigDecodeError, ConfigValue, decode, ends_change, key_of, to_record
 from router.config.model import AppConfig, Config, GroupConfig
-from router.config.validation import check_limits, validate_app, validate_group
+from router.config.validation import StateValidator
 from router.kafka import io as kafka_io
 from router.ops.metrics import RouterMetrics
 from router.ops.settings import Settings
@@ -64,14 +65,21 @@ def check_config_topic(topic: str, partitions: int, config: Mapping[str, str]) -
 
 
 class ConfigState:
-    """Applies config records in topic order and yields the ``Config`` they add up to."""
+    """The config topic's records in order, and the ``Config`` they add up to at each position.
 
-    def __init__(self, metrics: RouterMetrics | None = None) -> None:
-        self._values: dict[str, ConfigValue] = {}
+    A version's validity is decided on the whole configuration at that position (``validate_state``), never
+    on which other keys happened to be present when one record arrived: a worker that reads the compacted
+    topic and one that read every record hold the last record of every key, so they agree on every version.
+    A version that is not valid as a whole is refused: ``config()`` raises ``ConfigVersionRefused`` and the
+    reader keeps the last good version in force.
+    """
+
+    def __init__(self) -> None:
+        # raw key -> the key's last record: a value, a tombstone (dropped), or why it could not be decoded
+        self._records: dict[bytes, ConfigValue | ConfigDecodeError] = {}
         self._next_offsets: dict[int, int] = {}
-        self._metrics = metrics
-        # (app key, group key) -> (app, group, valid) for the objects last checked: skips recompiling unchanged groups.
-        self._group_checks: dict[str, tuple[AppConfig, GroupConfig, bool]] = {}
+        self._validator = StateValidator()
+        self.at_boundary = True  # the last record read ended a change (or no record was read)
 
     @property
     def version(self) -> int:
@@ -81,74 +89,65 @@ class ConfigState:
         return self._next_offsets.get(partition)
 
     def apply(self, message: Message) -> bool:
-        """Apply one record; True when the state changed. Refused records leave the state as it was."""
+        """Take one record as its key's last; True when the records changed."""
         partition, offset = message.partition() or 0, message.offset() or 0
         self._next_offsets[partition] = max(self._next_offsets.get(partition, 0), offset + 1)
+        self.at_boundary = ends_change(message.headers())
+        raw_key = message.key() or b""
         try:
-            key, value = decode(message.key(), message.value(), message.headers())
+            _key, value = decode(message.key(), message.value(), message.headers())
         except ConfigDecodeError as exc:
-            self._refuse(partition, offset, str(exc))
-            return False
-        text_key = str(key)
+            log.error(
+                "config record undecodable: versions are refused until a change replaces or deletes it",
+                extra={"fields": {"partition": partition, "offset": offset, "reason": str(exc)}},
+            )
+            self._records[raw_key] = exc
+            return True
         if value is None:
-            return self._values.pop(text_key, None) is not None
-        app: ConfigValue | None = None
-        if isinstance(value, AppConfig):
-            errors = validate_app(value)
-        else:
-            app = self._values.get(app_key(value.app))
-            errors = validate_group(value, app if isinstance(app, AppConfig) else None)
-        if not errors:
-            # Limits that span records (subscriptions per app and in total) hold for the state after it.
-            errors = check_limits([*(v for k, v in self._values.items() if k != text_key), value])
-        if errors:
-            self._refuse(partition, offset, "\n".join(str(e) for e in errors))
+            return self._records.pop(raw_key, None) is not None
+        old = self._records.get(raw_key)
+        if isinstance(old, AppConfig | GroupConfig) and to_record(old) == to_record(value):
             return False
-        old = self._values.get(text_key)
-        if old is not None and to_record(old) == to_record(value):
-            return False
-        self._values[text_key] = value
-        if isinstance(value, GroupConfig) and isinstance(app, AppConfig):
-            # Just checked against its app: config() need not compile its expressions a second time.
-            self._group_checks[text_key] = (app, value, True)
+        self._records[raw_key] = value
         return True
 
-    def _refuse(self, partition: int, offset: int, reason: str) -> None:
-        log.error(
-            "config record refused; the last good value of its key stays in force",
-            extra={"partition": partition, "offset": offset, "reason": reason},
-        )
-        if self._metrics is not None:
-            self._metrics.config_refused.inc()
+    def values(self) -> dict[str, ConfigValue]:
+        """Every decodable record by key, valid or not (what ``config apply`` diffs against)."""
+        return {key_of(v): v for v in self._records.values() if not isinstance(v, ConfigDecodeError)}
+
+    def undecodable(self) -> dict[str, str]:
+        """Keys whose last record cannot be read, with why."""
+        return {
+            raw.decode(errors="replace"): str(v)
+            for raw, v in self._records.items()
+            if isinstance(v, ConfigDecodeError)
+        }
+
+    def problems(self) -> list[str]:
+        """Why the configuration at this position is not valid as a whole (empty when it is)."""
+        undecodable = [str(v) for v in self._records.values() if isinstance(v, ConfigDecodeError)]
+        return undecodable + [str(e) for e in self._validator.validate(self.values().values())]
 
     def config(self) -> Config:
-        """The current state. Groups whose app is missing, or whose expressions no longer compile under their
-        app's current properties, are left out (and logged) until a record fixes them."""
-        apps = {v.name: v for v in self._values.values() if isinstance(v, AppConfig)}
-        groups: dict[tuple[str, str], GroupConfig] = {}
-        checks: dict[str, tuple[AppConfig, GroupConfig, bool]] = {}
-        for key, value in self._values.items():
-            if not isinstance(value, GroupConfig):
-                continue
-            app = apps.get(value.app)
-            if app is None:
-                continue  # tombstoned app, or a hand-written group record without one
-            previous = self._group_checks.get(key)
-            if previous is not None and previous[0] is app and previous[1] is value:
-                valid = previous[2]
-            else:
-                errors = validate_group(value, app)
-                valid = not errors
-                if errors:
-                    log.warning(
-                        "config group left out: it does not fit its app",
-                        extra={"key": key, "reason": "\n".join(str(e) for e in errors)},
-                    )
-            checks[key] = (app, value, valid)
-            if valid:
-                groups[(value.app, value.name)] = value
-        self._group_checks = checks
+        """The configuration at this position; ``ConfigVersionRefused`` when it is not valid as a whole."""
+        problems = self.problems()
+        if problems:
+            raise ConfigVersionRefused(self.version, problems)
+        values = self.values().values()
+        apps = {v.name: v for v in values if isinstance(v, AppConfig)}
+        groups = {(v.app, v.name): v for v in values if isinstance(v, GroupConfig)}
         return Config(self.version, MappingProxyType(apps), MappingProxyType(groups))
+
+
+class ConfigVersionRefused(ValueError):
+    """The configuration at a version is not valid as a whole: no reader routes under it."""
+
+    def __init__(self, version: int, problems: list[str]) -> None:
+        self.version = version
+        self.problems = problems
+        shown = "\n".join(problems[:20])
+        more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        super().__init__(f"config version {version} refused:\n{shown}{more}")
 
 
 class Pacer:
@@ -197,6 +196,8 @@ class _TopicReader:
                     "enable.auto.offset.store": False,
                     "enable.partition.eof": True,
                     "auto.offset.reset": "earliest",
+                    # A change becomes visible whole: the records of an aborted or open apply never arrive.
+                    "isolation.level": "read_committed",
                 },
             )
         )
@@ -234,14 +235,16 @@ class _TopicReader:
         return records
 
     def caught_up(self, state: ConfigState) -> bool:
-        """Every partition has reached the high watermark reported by its last fetch."""
+        """Every partition has reached the end reported by its last fetch (under read_committed: the last
+        stable offset, so no change is in flight before it)."""
         for partition, at_end in self._at_end.items():
             if at_end:
                 continue
-            _low, high = self._consumer.get_watermark_offsets(
-                TopicPartition(self.topic, partition), cached=True
-            )
-            consumed = state.next_offset(partition) or 0
+            part = TopicPartition(self.topic, partition)
+            _low, high = self._consumer.get_watermark_offsets(part, cached=True)
+            # The position passes the commit markers of transactions; the state's next offset does not.
+            position = self._consumer.position([part])[0].offset
+            consumed = max(state.next_offset(partition) or 0, position)
             if high < 0 or consumed < high:
                 return False
             self._at_end[partition] = True
@@ -251,14 +254,15 @@ class _TopicReader:
         self._consumer.close()
 
 
-def _read(
-    settings: Settings, timeout: float, on_record: Callable[[ConfigState], None] | None = None
-) -> Config:
+def read_state(
+    settings: Settings, *, timeout: float = 30.0, on_record: Callable[[ConfigState], None] | None = None
+) -> ConfigState:
+    """The config topic read once to its end (an empty state when the topic does not exist)."""
     state = ConfigState()
     reader = _TopicReader(settings)
     try:
         if not reader.assign():
-            return state.config()  # no config topic yet: nothing configured
+            return state  # no config topic yet: nothing configured
         deadline = time.monotonic() + timeout
         while not reader.caught_up(state):
             if time.monotonic() > deadline:
@@ -270,14 +274,15 @@ def _read(
                 state.apply(message)
                 if on_record is not None:
                     on_record(state)
-        return state.config()
+        return state
     finally:
         reader.close()
 
 
 def read_config(settings: Settings, *, timeout: float = 30.0) -> Config:
-    """The whole config topic read once to its end (an empty ``Config`` when the topic does not exist)."""
-    return _read(settings, timeout)
+    """The configuration in force: the config topic read to its end. Raises ``ConfigVersionRefused`` when the
+    configuration there is not valid as a whole (a hand-written record, say): nothing may route under it."""
+    return read_state(settings, timeout=timeout).config()
 
 
 class AppNotConfigured(LookupError):
@@ -292,13 +297,19 @@ def read_app(settings: Settings, app: str, *, timeout: float = 30.0) -> AppConfi
     return found
 
 
-def history(settings: Settings, *, timeout: float = 30.0) -> list[Config]:
-    """The ``Config`` at every version, oldest first (``result[0]`` is the empty version 0).
+def history(settings: Settings, *, timeout: float = 30.0) -> dict[int, Config]:
+    """The ``Config`` at every valid version, by version (0 is the empty config before the first record).
 
-    On an uncompacted single-partition config topic ``result[v].version == v``; compaction leaves gaps.
+    Workers publish only some of these (those ending a change); every version stamped on a routed record is
+    here. On an uncompacted config topic written without transactions version ``v`` follows ``v`` records.
     """
-    configs = [Config()]
-    _read(settings, timeout, lambda state: configs.append(state.config()))
+    configs = {0: Config()}
+
+    def take(state: ConfigState) -> None:
+        with contextlib.suppress(ConfigVersionRefused):  # no reader routes under it
+            configs[state.version] = state.config()
+
+    read_state(settings, timeout=timeout, on_record=take)
     return configs
 
 
@@ -404,7 +415,7 @@ class ConfigStore(Generic[T]):
     # --- the store thread -------------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        state = ConfigState(self._metrics)
+        state = ConfigState()
         reader: _TopicReader | None = None
         try:
             reader = _TopicReader(self._settings)
@@ -430,6 +441,8 @@ class ConfigStore(Generic[T]):
                 caught_up = reader.caught_up(state)
                 if self._snapshot is None and not caught_up:
                     continue  # never publish a partial first config
+                if not (caught_up or state.at_boundary):
+                    continue  # never half a change: its last record is still to come
                 # Batch what arrives together, but do not hold a change back longer than max_batch_delay.
                 if caught_up or not records or time.monotonic() - dirty_since > self._max_batch_delay:
                     self._publish(state)
@@ -463,7 +476,17 @@ class ConfigStore(Generic[T]):
             self._stop.wait(1.0)
 
     def _publish(self, state: ConfigState) -> None:
-        config = state.config()
+        try:
+            config = state.config()
+        except ConfigVersionRefused as exc:  # the last good version stays in force (none yet: not ready)
+            log.error(
+                "config version refused; the last good version stays in force",
+                extra={"fields": {"version": exc.version, "problems": exc.problems[:20]}},
+            )
+            if self._metrics is not None:
+                self._metrics.config_refused.inc()
+            self._error = exc
+            return
         try:
             built = self._build(config)
         except Exception as exc:  # keep the last good plan; a later change may build

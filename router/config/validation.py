@@ -347,21 +347,41 @@ def validate_state(
     values: Iterable[AppConfig | GroupConfig], limits: Limits | None = None
 ) -> list[ConfigError]:
     """Validate a whole desired state (apps and their groups), e.g. a parsed YAML file, limits included."""
-    items = list(values)
-    errors: list[ConfigError] = []
-    bounds = _limits(errors, limits)
-    apps: Mapping[str, AppConfig] = {v.name: v for v in items if isinstance(v, AppConfig)}
-    for value in items:
-        if isinstance(value, AppConfig):
-            errors.extend(validate_app(value, bounds))
-        else:
-            app = apps.get(value.app)
-            if app is None:
-                errors.append(
-                    ConfigError(
-                        group_location(value.app, value.name), f"group of an unknown app {value.app!r}"
-                    )
-                )
-            errors.extend(validate_group(value, app, bounds))
-    errors.extend(check_limits(items, bounds))
-    return errors
+    return StateValidator(limits).validate(values)
+
+
+class StateValidator:
+    """``validate_state`` for a reader that validates one state after another (the config store at every
+    version): a record that is the same object as at the last call, checked against the same app, is not
+    compiled again."""
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self._limits = limits
+        # id(record) -> (record, its app or None, errors); the record is kept so that its id is not reused
+        self._checked: dict[int, tuple[AppConfig | GroupConfig, AppConfig | None, list[ConfigError]]] = {}
+
+    def validate(self, values: Iterable[AppConfig | GroupConfig]) -> list[ConfigError]:
+        items = list(values)
+        errors: list[ConfigError] = []
+        bounds = _limits(errors, self._limits)
+        apps: Mapping[str, AppConfig] = {v.name: v for v in items if isinstance(v, AppConfig)}
+        checked: dict[int, tuple[AppConfig | GroupConfig, AppConfig | None, list[ConfigError]]] = {}
+        for value in items:
+            app = value if isinstance(value, AppConfig) else apps.get(value.app)
+            previous = self._checked.get(id(value))
+            if previous is not None and previous[0] is value and previous[1] is app:
+                found = previous[2]
+            elif isinstance(value, AppConfig):
+                found = validate_app(value, bounds)
+            else:
+                found = [] if app is not None else [_unknown_app(value)]
+                found += validate_group(value, app, bounds)
+            checked[id(value)] = (value, app, found)
+            errors.extend(found)
+        self._checked = checked
+        errors.extend(check_limits(items, bounds))
+        return errors
+
+
+def _unknown_app(group: GroupConfig) -> ConfigError:
+    return ConfigError(group_location(group.app, group.name), f"group of an unknown app {group.app!r}")

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
-    KafkaError,
     Message,
     Producer,
     TopicPartition,
 )
+from confluent_kafka import KafkaError as KafkaError  # re-exported: what callers inspect
 from confluent_kafka import KafkaException as KafkaException  # re-exported: what callers catch
 from confluent_kafka.admin import AdminClient as AdminClient  # re-exported for type hints elsewhere
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # NewTopic, ConfigResource: not in the stubs' exports

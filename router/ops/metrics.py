@@ -75,7 +75,10 @@ class RouterMetrics:
             registry=r,
         )
         self.config_refused = Counter(
-            "subroute_config_refused_total", "Config records refused (undecodable or invalid).", registry=r
+            "subroute_config_refused_total",
+            "Config versions refused: not valid as a whole (an undecodable or invalid record); the last good "
+            "version stays in force.",
+            registry=r,
         )
         self.plan_version = Gauge("subroute_plan_version", "Config version of the plan in force.", registry=r)
         self.plan_subscriptions = Gauge(

@@ -3,7 +3,11 @@ invalid records while the last good value stays, and the same versions in every 
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -11,7 +15,14 @@ from confluent_kafka import Producer
 
 from router.config.codec import SCHEMA_HEADER, Headers, encode
 from router.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from router.config.store import ConfigStore, config_topic_spec, history, read_config
+from router.config.store import (
+    ConfigStore,
+    ConfigVersionRefused,
+    config_topic_spec,
+    history,
+    read_config,
+)
+from router.config.writer import ConcurrentChange, ConfigWriter
 from router.kafka.io import admin_client, ensure_topics
 from router.ops.metrics import RouterMetrics
 from router.ops.settings import Settings
@@ -147,7 +158,9 @@ def test_records_that_arrive_together_are_built_once(settings: Settings, store_f
     assert [c.version for c in build.configs] == [1, 51]
 
 
-def test_refused_record_keeps_the_last_good_config(settings: Settings, store_factory: StoreFactory) -> None:
+def test_a_version_with_a_bad_record_is_refused_and_the_last_good_stays(
+    settings: Settings, store_factory: StoreFactory
+) -> None:
     write(settings, APP, VIP)
     metrics = RouterMetrics()
     build = Builds()
@@ -164,36 +177,148 @@ def test_refused_record_keeps_the_last_good_config(settings: Settings, store_fac
         (key, value, []),  # no schema header
     )
     assert store.wait_position(6, 30)
+    assert wait_until(lambda: metrics.config_refused._value.get() >= 1, 30)
     config, _ = store.snapshot()
-    assert config.version == 2  # nothing changed, so nothing was rebuilt
+    assert config.version == 2  # the last good version stays in force
     assert dict(config.groups) == {("billing", "vip"): VIP} and dict(config.apps) == {"billing": APP}
-    assert metrics.config_refused._value.get() == 4
     assert [c.version for c in build.configs] == [2]
 
-    # A good record after the refused ones is taken, with a version that counts every record read.
+    # A good group record alone does not make the whole valid: the app record is still unreadable.
+    refused = metrics.config_refused._value.get()
     write(settings, GENERAL)
-    assert store.wait_version(7, 30)
+    assert wait_until(lambda: metrics.config_refused._value.get() > refused, 30)
+    assert store.snapshot()[0].version == 2
+    with pytest.raises(ConfigVersionRefused, match=r"no subroute\.schema header"):
+        read_config(settings)
+    # A change that replaces every bad record makes a valid version again, decided on the whole config.
+    write(settings, APP, VIP)
+    assert store.wait_version(9, 30)
     assert set(store.snapshot()[0].groups) == {("billing", "vip"), ("billing", "general")}
+    assert read_config(settings).version == 9
 
 
-def test_group_that_no_longer_fits_its_app_is_left_out_until_fixed(settings: Settings) -> None:
+def test_a_fresh_reader_refuses_what_a_live_one_refused(
+    settings: Settings, store_factory: StoreFactory
+) -> None:
+    """Validity is decided on the whole config of a version, never on which keys were there when a record
+    arrived: a group that arrives before its app is refused by a live reader until the app comes, and a
+    reader started later (after compaction, say) decides every version the same way."""
+    live = Builds()
+    store = store_factory(live)
+    assert store.wait_ready(30)
+    write(settings, VIP)  # its app is not there yet: refused
+    assert store.wait_position(1, 30)
+    write(settings, APP)
+    assert store.wait_version(2, 30)
+    assert dict(store.snapshot()[0].groups) == {("billing", "vip"): VIP}
+    versions = history(settings)
+    assert 1 not in versions and sorted(versions[2].groups) == [("billing", "vip")]
+    assert [c.version for c in live.configs] == [0, 2]
+
+
+def test_group_that_no_longer_fits_its_app_refuses_the_version_until_fixed(settings: Settings) -> None:
     retyped = AppConfig(name="billing", inputs=("orders",), properties={"CustomerId": "string"})
     fixed = GroupConfig("billing", "vip", (SubscriptionConfig('CustomerId == "0"', 10),))
     write(settings, APP, VIP, retyped, fixed)
     versions = history(settings)
-    assert [sorted(c.groups) for c in versions] == [
-        [],
-        [],
-        [("billing", "vip")],
-        [],  # VIP compares CustomerId, now a string, with a number
-        [("billing", "vip")],
-    ]
+    # 3 is refused: VIP compares CustomerId, now a string, with a number
+    assert {v: sorted(c.groups) for v, c in versions.items()} == {
+        0: [],
+        1: [],
+        2: [("billing", "vip")],
+        4: [("billing", "vip")],
+    }
     assert versions[4].groups[("billing", "vip")] == fixed
 
 
 def test_history_matches_what_every_reader_sees(settings: Settings) -> None:
     write(settings, APP, VIP, "group/billing/vip", GENERAL)
     versions = history(settings)
-    assert [c.version for c in versions] == [0, 1, 2, 3, 4]
-    assert versions[-1] == read_config(settings)
+    assert sorted(versions) == [0, 1, 2, 3, 4]
+    assert versions[4] == read_config(settings)
     assert sorted(versions[2].groups) == [("billing", "vip")] and versions[3].groups == {}
+
+
+def test_a_change_becomes_visible_whole(settings: Settings) -> None:
+    """One change is one transaction, and readers publish a version only where a change ends: a change larger
+    than one poll arrives over several, and no reader builds a config with part of it, even one told to
+    publish what it has after every poll (``max_batch_delay=0``)."""
+    with ConfigWriter(settings) as writer:
+        writer.write([encode(APP)])
+    build = Builds()
+    store = ConfigStore(settings, build, max_batch_delay=0.0).start()
+    try:
+        assert store.wait_ready(30)
+        first = store.snapshot()[0].version
+        size = 1_200  # the reader takes at most 500 records per poll
+        for round_ in range(3):
+            groups = [GroupConfig("billing", f"g{round_}-{i}", order=i) for i in range(size)]
+            with ConfigWriter(settings) as writer:
+                writer.write([encode(g) for g in groups])
+        assert wait_until(lambda: len(store.snapshot()[0].groups) == 3 * size, 60)
+    finally:
+        store.close()
+    published = [len(c.groups) for c in build.configs if c.version > first]
+    assert published and {n % size for n in published} == {0}, published
+
+
+def test_a_killed_change_is_never_seen_and_the_next_writer_clears_it(
+    settings: Settings, kafka: object, store_factory: StoreFactory
+) -> None:
+    if getattr(kafka, "is_tansu", False):
+        pytest.skip("Tansu returns aborted transactional records to read_committed readers (docs/brokers.md)")
+    with ConfigWriter(settings) as writer:
+        writer.write([encode(APP)])
+    store = store_factory(Builds())
+    assert store.wait_ready(30)
+    # A writer that dies mid-change: its records are on the log, its transaction never ends.
+    script = f"""
+import os, signal
+from router.config.codec import encode
+from router.config.model import GroupConfig
+from router.config.writer import writer_id
+from router.kafka.io import producer
+from router.ops.settings import Settings
+settings = Settings(bootstrap_servers={settings.bootstrap_servers!r}, topic_prefix={settings.topic_prefix!r})
+p = producer(settings, **{{"transactional.id": writer_id(settings), "linger.ms": 0}})
+p.init_transactions(30)
+p.begin_transaction()
+for i in range(5):
+    key, value, headers = encode(GroupConfig("billing", f"half{{i}}"))
+    p.produce(settings.config_topic, key=key.encode(), value=value, headers=headers)
+assert p.flush(30) == 0
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    done = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    # The next change takes the writer id, which aborts the dead one's transaction at once.
+    with ConfigWriter(settings) as writer:
+        assert writer.read().values() == {"app/billing": APP}
+        writer.write([encode(VIP)])
+    assert wait_until(lambda: ("billing", "vip") in store.snapshot()[0].groups, 30)
+    assert set(store.snapshot()[0].groups) == {("billing", "vip")}
+    assert set(read_config(settings).groups) == {("billing", "vip")}
+
+
+def test_concurrent_changes_one_commits_the_other_writes_nothing(settings: Settings) -> None:
+    with ConfigWriter(settings) as writer:
+        writer.write([encode(APP)])
+    first = ConfigWriter(settings)
+    assert first.read().values() == {"app/billing": APP}
+    second = ConfigWriter(settings)  # opens while the first is between its read and its write
+    assert second.read().values() == {"app/billing": APP}
+    second.write([encode(GENERAL)])
+    second.close()
+    with pytest.raises(ConcurrentChange, match="another config change started"):
+        first.write([encode(VIP)])
+    first.close()
+    assert set(read_config(settings).groups) == {("billing", "general")}
+
+
+def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

@@ -273,7 +273,7 @@ apps:
                 break
             time.sleep(0.5)
     assert len(routed) == 1800
-    versions = {c.version: c for c in history(env.settings)}
+    versions = history(env.settings)
     seen_versions = set()
     for m in routed:
         version = int(header(m, names.CONFIG_VERSION) or -1)

@@ -187,7 +187,7 @@ def reads(app: AppConfig, topic: str) -> bool:
 class Oracle:
     """The placement each config version dictates, from expressions compiled one by one (not the plan)."""
 
-    def __init__(self, history: Sequence[Config]) -> None:
+    def __init__(self, history: Mapping[int, Config]) -> None:
         self.history = history
         self._cache: dict[tuple[str, str, int], Expect | None] = {}
 
@@ -228,14 +228,14 @@ class Oracle:
 
 
 class Ledger:
-    def __init__(self, prefix: str, history: Sequence[Config], sent: Iterable[Sent]) -> None:
+    def __init__(self, prefix: str, history: Mapping[int, Config], sent: Iterable[Sent]) -> None:
         self.prefix = prefix
         self.history = history
         self.oracle = Oracle(history)
         self.sent = {s.source: s for s in sent}
 
     def app_names(self) -> set[str]:
-        return {name for config in self.history for name in config.apps}
+        return {name for config in self.history.values() for name in config.apps}
 
     def place_of(self, record: Output, app: str) -> str | None:
         """Where a record sits, judged by its topic (and its group header for group topics)."""
@@ -259,7 +259,7 @@ class Ledger:
         import time
 
         verify_now = now_ms if now_ms is not None else int(time.time() * 1000)
-        final = final_version if final_version is not None else len(self.history) - 1
+        final = final_version if final_version is not None else max(self.history)
         report = Report(inputs=len(self.sent))
         seen: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
         for record in outputs:

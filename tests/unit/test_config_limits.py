@@ -14,7 +14,7 @@ from router.cli import main as cli
 from router.config.codec import encode
 from router.config.limits import Limits, LimitsError, current_limits
 from router.config.model import AppConfig, GroupConfig, SubscriptionConfig
-from router.config.store import ConfigState
+from router.config.store import ConfigState, ConfigVersionRefused
 from router.config.validation import (
     check_limits,
     expression_depth,
@@ -158,16 +158,24 @@ def test_one_group_over_the_per_app_limit_is_refused_record_by_record(
     assert "group g has 4 subscriptions; at most 3" in errors[0].message
 
 
-def test_the_config_store_refuses_records_past_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_config_store_refuses_versions_past_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SUBROUTE_MAX_SUBSCRIPTIONS_PER_APP", "3")
     monkeypatch.setenv("SUBROUTE_MAX_EXPRESSION_LENGTH", "20")
     state = ConfigState()
     records = [encode(sql_app()), encode(group(3, name="ok")), encode(group(4, name="big"))]
     records.append(encode(GroupConfig("billing", "long", (SubscriptionConfig("N BETWEEN 1 AND 1000000"),))))
-    applied = [state.apply(FakeMessage(k, v, h, i)) for i, (k, v, h) in enumerate(records)]  # type: ignore[arg-type]
-    assert applied == [True, True, False, False]
-    config = state.config()
-    assert sorted(config.groups) == [("billing", "ok")]
+    valid = []
+    for i, (k, v, h) in enumerate(records):
+        state.apply(FakeMessage(k, v, h, i))  # type: ignore[arg-type]
+        valid.append(not state.problems())
+    assert valid == [True, True, False, False]
+    with pytest.raises(ConfigVersionRefused) as refused:
+        state.config()
+    assert any("group big has 4 subscriptions; at most 3" in p for p in refused.value.problems)
+    assert any("at most 20" in p for p in refused.value.problems)
+    for i, key in enumerate(("group/billing/big", "group/billing/long"), start=len(records)):
+        state.apply(FakeMessage(key, None, [], i))  # type: ignore[arg-type]
+    assert sorted(state.config().groups) == [("billing", "ok")]
 
 
 def test_config_apply_refuses_and_writes_nothing(
@@ -197,15 +205,17 @@ apps:
     assert "nothing was written" in err
 
 
-def test_the_config_store_refuses_a_group_that_takes_its_app_past_the_limit(
+def test_the_config_store_refuses_a_version_that_takes_an_app_past_the_limit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Each group is within the limit alone; the second takes app billing to 4 subscriptions over two groups.
     monkeypatch.setenv("SUBROUTE_MAX_SUBSCRIPTIONS_PER_APP", "3")
     state = ConfigState()
     records = [encode(sql_app()), encode(group(2, name="first")), encode(group(2, name="second"))]
-    records.append(encode(group(1, name="first")))  # shrinking a group is fine
-    records.append(encode(group(2, name="second")))  # now 1 + 2 = 3: accepted
-    applied = [state.apply(FakeMessage(k, v, h, i)) for i, (k, v, h) in enumerate(records)]  # type: ignore[arg-type]
-    assert applied == [True, True, False, True, True]
+    records.append(encode(group(1, name="first")))  # shrinking a group makes it 1 + 2 = 3: valid again
+    valid = []
+    for i, (k, v, h) in enumerate(records):
+        state.apply(FakeMessage(k, v, h, i))  # type: ignore[arg-type]
+        valid.append(not state.problems())
+    assert valid == [True, True, False, True]
     assert sorted(state.config().groups) == [("billing", "first"), ("billing", "second")]
