@@ -339,6 +339,7 @@ class ConfigStore(Generic[T]):
         self._error: BaseException | None = None
         self._stopped_by: BaseException | None = None  # what ended the store thread, if anything did
         self._heartbeat = time.monotonic()  # the store thread's last poll of the config topic
+        self._settled_at = 0.0  # last seen at the topic's end with everything read published (or refused)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="subroute-config-store", daemon=True)
 
@@ -386,6 +387,12 @@ class ConfigStore(Generic[T]):
     def error(self) -> BaseException | None:
         """The last build failure, or the error that stopped the store thread."""
         return self._error
+
+    @property
+    def settled_at(self) -> float:
+        """When (``time.monotonic()``) the store last stood at the config topic's end with all it read
+        published or refused: a version not in force then was not on the topic."""
+        return self._settled_at
 
     @property
     def alive(self) -> bool:
@@ -436,9 +443,11 @@ class ConfigStore(Generic[T]):
                 with self._condition:
                     self._position = state.version
                     self._condition.notify_all()
-                if not pending:
-                    continue
                 caught_up = reader.caught_up(state)
+                if not pending:
+                    if caught_up and self._snapshot is not None:
+                        self._settled_at = time.monotonic()
+                    continue
                 if self._snapshot is None and not caught_up:
                     continue  # never publish a partial first config
                 if not (caught_up or state.at_boundary):

@@ -1,4 +1,5 @@
-"""Which partitions the worker holds, which pending partitions it has paused, and what it subscribes to.
+"""Which partitions the worker holds, which it has paused (parked pending partitions, partitions waiting for a
+config version), and what it subscribes to.
 
 The callbacks run inside the consumer's poll, on the poll-loop thread; so does everything else here.
 """
@@ -9,11 +10,12 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from router import names
 from router.config.model import Config
 from router.ops.metrics import RouterMetrics
+from router.worker.checkpoint import version_of
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,10 @@ class Assignment:
         self.paused: set[Partition] = set()  # pending partitions waiting for a newer config version
         self.last_resume = time.monotonic()
         self.subscribed: tuple[str, ...] = ()
+        self.version = 0  # the config version in force (the worker sets it when it takes a table)
+        # partition -> the config version it was last routed under, newer than ours: not read until we have it
+        self.gated: dict[Partition, int] = {}
+        self.gated_at = 0.0
 
     def follow(self, consumer: Consumer | None, config: Config, prefix: str) -> None:
         """Subscribe to what ``config`` reads (when that changed), and give parked records a new look."""
@@ -76,6 +82,22 @@ class Assignment:
             self.resume_parked(consumer)
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Assign here rather than after the callback, and pause at once the partitions to hold back.
+        newer = self._newer_versions(consumer, partitions)
+        consumer.incremental_assign(partitions)
+        if newer:
+            consumer.pause([TopicPartition(t, p) for t, p in newer])
+            self.gated.update(newer)
+            self.gated_at = time.monotonic()
+            log.info(
+                "partitions held until the config version they were routed under is in force",
+                extra={
+                    "fields": {
+                        "held": sorted(f"{t}/{p}@{v}" for (t, p), v in newer.items()),
+                        "version": self.version,
+                    }
+                },
+            )
         self.assigned.update((p.topic, p.partition) for p in partitions)
         self.metrics.assigned_partitions.set(len(self.assigned))
         self.metrics.rebalances.inc()
@@ -90,6 +112,8 @@ class Assignment:
         gone = {(p.topic, p.partition) for p in partitions}
         self.assigned -= gone
         self.paused -= gone
+        for partition in gone:
+            self.gated.pop(partition, None)
         self.metrics.assigned_partitions.set(len(self.assigned))
         self.on_change()
 
@@ -104,3 +128,55 @@ class Assignment:
             consumer.resume([TopicPartition(t, p) for t, p in self.paused])
             self.paused.clear()
         self.last_resume = time.monotonic()
+
+    def _newer_versions(self, consumer: Consumer, partitions: list[TopicPartition]) -> dict[Partition, int]:
+        """The partitions last routed under a config version newer than ours (from their commit metadata)."""
+        if not partitions:
+            return {}
+        try:
+            committed = consumer.committed(partitions, timeout=10)
+        except KafkaException as exc:  # cannot tell: route them, as before gating existed, and say so
+            log.warning(
+                "could not read the partitions' commits; not holding any",
+                extra={"fields": {"error": str(exc)}},
+            )
+            return {}
+        newer: dict[Partition, int] = {}
+        for part in committed:
+            version = version_of(part.metadata)
+            if version is not None and version > self.version:
+                newer[(part.topic, part.partition)] = version
+        return newer
+
+    def release(self, consumer: Consumer | None, version: int, settled_at: float) -> None:
+        """Resume the gated partitions ``releasable`` names (``settled_at``: the config store's)."""
+        self.version = version
+        if not self.gated or consumer is None:
+            return
+        ready, missing = releasable(self.gated, version, settled_at > self.gated_at)
+        if missing:
+            log.warning(
+                "config versions partitions were routed under are not on the config topic; routing them under ours",
+                extra={"fields": {"version": version, "held": sorted(f"{t}/{p}" for t, p in missing)}},
+            )
+        if ready:
+            consumer.resume([TopicPartition(t, p) for t, p in ready])
+            for partition in ready:
+                del self.gated[partition]
+
+
+def releasable(
+    gated: dict[Partition, int], version: int, settled_since_gated: bool
+) -> tuple[list[Partition], list[Partition]]:
+    """Which held partitions may be routed now, and which of those were waiting for a version that is not coming.
+
+    A partition waits until the version in force reaches the one it was last routed under. Once the config
+    store has read the topic to its end and published it all after the partitions were held, a version still
+    missing was never on this topic (it was recreated, or the commit came from elsewhere): waiting longer would
+    hold the partition forever, so it is routed under the version in force.
+    """
+    ready = [p for p, wanted in gated.items() if wanted <= version]
+    if not settled_since_gated:
+        return ready, []
+    missing = [p for p in gated if p not in ready]
+    return ready + missing, missing

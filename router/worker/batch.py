@@ -43,7 +43,7 @@ class BatchRouter:
         assignment: Assignment,
         checkpoint: Checkpoint,
     ) -> BatchTally:
-        tally = BatchTally()
+        tally = BatchTally(version=table.version)
         stopped: set[tuple[str, int]] = set()
         pending_app = pending_topics(self.prefix, table)
         if self._envelopes is None or self._envelopes.table is not table:

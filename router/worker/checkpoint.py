@@ -39,6 +39,25 @@ _MEMBERSHIP_LOST = frozenset(
 )
 
 
+# Offset commit metadata: the config version the committed records were routed under. A worker newly assigned
+# the partition routes it only under that version or a later one (``Assignment``), so a rebalance never moves a
+# partition back to an older config (message groups would flip between consumer groups).
+_VERSION_METADATA = "subroute.config-version="
+
+
+def version_metadata(version: int) -> str:
+    return f"{_VERSION_METADATA}{version}"
+
+
+def version_of(metadata: str | None) -> int | None:
+    """The config version in a commit's metadata; None when there is none (another writer, an older worker,
+    a broker that drops commit metadata)."""
+    if not metadata or not metadata.startswith(_VERSION_METADATA):
+        return None
+    digits = metadata[len(_VERSION_METADATA) :]
+    return int(digits) if digits.isdigit() and len(digits) < 20 else None
+
+
 class Checkpoint:
     def __init__(
         self,
@@ -89,7 +108,8 @@ class Checkpoint:
                 self.producer.poll(0.05)
 
     def commit(self, tally: BatchTally) -> None:
-        offsets = [TopicPartition(t, p, o) for (t, p), o in tally.offsets.items()]
+        metadata = version_metadata(tally.version)
+        offsets = [TopicPartition(t, p, o, metadata=metadata) for (t, p), o in tally.offsets.items()]
         if self.exactly_once:
             self._commit_transaction(offsets, tally)
             return

@@ -111,6 +111,7 @@ class Worker:
             while not self._stop.is_set():
                 self._last_loop = now = time.monotonic()
                 table = self._take_table()
+                self.assignment.release(self.consumer, table.version, self.store.settled_at)
                 self.assignment.sweep(self.consumer, self.options.pending_sweep_seconds)
                 first = self.consumer.poll(self.options.poll_timeout)
                 # A batch never waits to fill up: a record waits for the batch before it, not the ones after it.

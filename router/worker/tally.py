@@ -33,6 +33,7 @@ def add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
 class BatchTally:
     """Per batch: input positions (next offset to commit, first offset seen) and what routing decided."""
 
+    version: int = 0  # the config version the batch was routed under (committed as offset metadata)
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     produced: int = 0
