@@ -155,3 +155,23 @@ def records_for(
         headers = [*original, source, *before, version, routed_at, *after]
         out.append((topic, message.value, key, headers, timestamp))
     return out
+
+
+def app_of(record: OutRecord) -> str:
+    """The app a routed record belongs to (its ``subroute.app`` header; empty when it has none)."""
+    return next((v.decode(errors="replace") for k, v in record[3] if k == names.APP and v is not None), "")
+
+
+def dead_letter_stub(prefix: str, record: OutRecord, reason: str) -> OutRecord:
+    """What goes to the app's dead-letter topic in place of a record that cannot be delivered where it was
+    routed: its key, headers (source, app, group...) and timestamp, the reason, and no value, so the stub is
+    small enough to go wherever the record could not."""
+    _topic, _value, key, headers, timestamp = record
+    kept = [(k, v) for k, v in headers if k != names.DLQ_REASON]
+    return (
+        names.dlq_topic(prefix, app_of(record)),
+        None,
+        key,
+        [*kept, (names.DLQ_REASON, reason.encode())],
+        timestamp,
+    )

@@ -11,11 +11,18 @@ import logging
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
-from router import names
 from router.names import HEADER_PREFIX
 from router.ops.metrics import RouterMetrics
 from router.routing.decisions import Action, Decision, Router, RoutingTable
-from router.routing.envelope import Envelopes, InputRecord, OutRecord, records_for, without_forged_headers
+from router.routing.envelope import (
+    Envelopes,
+    InputRecord,
+    OutRecord,
+    app_of,
+    dead_letter_stub,
+    records_for,
+    without_forged_headers,
+)
 from router.routing.parking import is_due, pending_topics
 from router.worker.assignment import Assignment
 from router.worker.checkpoint import Checkpoint
@@ -50,7 +57,7 @@ class BatchRouter:
             self._envelopes = Envelopes(self.prefix, table)
         # Locals, not attribute lookups, in the loop: it runs once per record.
         envelopes, produce, route = self._envelopes, checkpoint.producer.produce, self._route
-        offsets, first_offsets = tally.offsets, tally.first_offsets
+        offsets, first_offsets, sent = tally.offsets, tally.first_offsets, tally.sent
         for raw in batch:
             error = raw.error()
             if error is not None:
@@ -84,31 +91,25 @@ class BatchRouter:
                 except BufferError:  # local queue full: wait for deliveries to drain
                     checkpoint.produce_waiting(record)
                 except KafkaException as exc:
-                    if exc.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
-                        raise
-                    checkpoint.produce_waiting(self._too_large(record, tally))
-                tally.produced += 1
+                    if exc.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                        record = self._too_large(record, tally)
+                        checkpoint.produce_waiting(record)
+                    else:  # a destination the client knows is gone: handled with the failed deliveries
+                        checkpoint.refused(record, exc)
+                sent.append(record)
             offsets[tp] = message.offset + 1
         return tally
 
     def _too_large(self, record: OutRecord, tally: BatchTally) -> OutRecord:
         """The dead-letter stub of a record too large to produce (its value with the routing headers exceeds the
-        producer's message.max.bytes): its headers and source, reason ``too-large``, no value. Without it the
-        record would stop every worker that reads it, one after the other."""
-        topic, _, key, headers, timestamp = record
-        app = next((v.decode() for k, v in headers if k == names.APP and v is not None), "")
-        kept = [(k, v) for k, v in headers if k != names.DLQ_REASON]
-        tally.decisions.append(Decision(app, Action.DEAD_LETTER, reason="too-large"))
+        producer's message.max.bytes). Without it the record would stop every worker that reads it."""
+        stub = dead_letter_stub(self.prefix, record, "too-large")
+        tally.decisions.append(Decision(app_of(record), Action.DEAD_LETTER, reason="too-large"))
         log.warning(
-            "record too large to produce; dead-lettered without its value", extra={"fields": {"topic": topic}}
+            "record too large to produce; dead-lettered without its value",
+            extra={"fields": {"topic": record[0]}},
         )
-        return (
-            names.dlq_topic(self.prefix, app),
-            None,
-            key,
-            [*kept, (names.DLQ_REASON, b"too-large")],
-            timestamp,
-        )
+        return stub
 
     def _route(
         self,

@@ -1,7 +1,9 @@
 """The worker's producer and its commits: how a batch's input offsets become durable.
 
-* at-least-once: flush, then commit the input offsets only if every record was acknowledged; otherwise seek back
-  to the batch's first offsets and route it again (duplicates, never loss).
+* at-least-once: flush, then commit the input offsets once every record is acknowledged. A record whose
+  delivery failed is retried, its topic re-created if it went, or dead-lettered as a stub (``redelivery``):
+  only it is produced again. Only if a dead-letter stub fails too, seek back to the batch's first offsets and
+  route it again (duplicates, never loss).
 * exactly-once: the routed records and the input offsets go in one transaction; a failed transaction is
   aborted and the batch re-read; a fatal one (fenced by a newer worker with our id) ends the worker.
 
@@ -12,13 +14,17 @@ routes that batch again. Everything here runs on the poll-loop thread.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
+from collections.abc import Callable
+from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from router.ops.metrics import RouterMetrics
 from router.ops.settings import Settings
-from router.routing.envelope import OutRecord
+from router.routing.envelope import Headers, OutRecord, app_of
+from router.worker import redelivery
 from router.worker.tally import BatchTally
 
 log = logging.getLogger(__name__)
@@ -66,17 +72,23 @@ class Checkpoint:
         guarantee: str,
         transactional_id: str | None = None,
         metrics: RouterMetrics | None = None,
+        repair_topics: Callable[[set[str]], None] | None = None,
     ) -> None:
         self.consumer = consumer
         self.metrics = metrics or RouterMetrics()
         self.exactly_once = guarantee == EXACTLY_ONCE
-        self._delivery_failures = 0
+        self.prefix = settings.topic_prefix
+        self.repair_topics = repair_topics  # creates missing destination topics with their layout
+        self._failures: list[redelivery.Failure] = []
         overrides: dict[str, object] = {
             "acks": "all",
             "enable.idempotence": True,
             # Failures are all the worker needs to hear of: a report per delivered record costs a callback each.
             "on_delivery": self._on_delivery,
             "delivery.report.only.error": True,
+            # A destination that was deleted is re-created by the worker with its layout (partitions,
+            # retention), not by the broker's defaults.
+            "allow.auto.create.topics": False,
         }
         if self.exactly_once:
             overrides["transactional.id"] = (
@@ -106,6 +118,18 @@ class Checkpoint:
                 return
             except BufferError:
                 self.producer.poll(0.05)
+            except KafkaException as exc:
+                self.refused(record, exc)
+                return
+
+    def refused(self, record: OutRecord, exc: KafkaException) -> None:
+        """``produce()`` refused ``record`` at once (its topic is known to be gone): a failed delivery. Other
+        errors there are bugs or fatal, and propagate."""
+        error: KafkaError = exc.args[0]
+        if error.code() not in redelivery.MISSING_TOPIC:
+            raise exc
+        self.metrics.delivery_failures.inc()
+        self._failures.append(redelivery.Failure(record, error.code(), error.retriable(), str(error)))
 
     def commit(self, tally: BatchTally) -> None:
         metadata = version_metadata(tally.version)
@@ -114,9 +138,8 @@ class Checkpoint:
             self._commit_transaction(offsets, tally)
             return
         self.producer.flush()
-        if self._delivery_failures:
-            self._delivery_failures = 0
-            log.error("some records were not acknowledged; re-reading the batch (at-least-once)")
+        if self._failures and not self._redeliver(tally.sent):
+            log.error("a dead-letter stub was not acknowledged either; re-reading the batch (at-least-once)")
             self.rewind(tally)
             return
         if offsets:
@@ -131,6 +154,38 @@ class Checkpoint:
                     "commit refused after a rebalance; the batch will be routed again",
                     extra={"fields": {"error": str(exc)}},
                 )
+
+    def _redeliver(self, sent: list[OutRecord]) -> bool:
+        """Carry out ``redelivery.plan`` until every failed record is delivered or dead-lettered; False when a
+        dead-letter stub failed (the batch must be read again)."""
+        attempt = 0
+        while self._failures:
+            failures = redelivery.resolve(self._failures, sent)
+            step = redelivery.plan(failures, attempt, self.prefix)
+            self._failures = []
+            if step.rewind:
+                return False
+            if step.recreate and self.repair_topics is not None:
+                log.warning(
+                    "destination topics missing; creating them again",
+                    extra={"fields": {"topics": sorted(step.recreate)}},
+                )
+                self.repair_topics(step.recreate)
+            attempt += 1
+            if step.retry:
+                time.sleep(redelivery.backoff(attempt))
+            for stub, failure in step.dead_letter:
+                reason = "too-large" if failure.code in redelivery.TOO_LARGE else "undeliverable"
+                self.metrics.dead_lettered.labels(app_of(stub), reason).inc()
+                log.error(
+                    "record not deliverable; dead-lettered without its value",
+                    extra={"fields": {"topic": failure.record[0], "error": failure.error}},
+                )
+            sent = [*step.retry, *(stub for stub, _ in step.dead_letter)]
+            for record in sent:
+                self.produce_waiting(record)
+            self.producer.flush()
+        return True
 
     def _commit_transaction(self, offsets: list[TopicPartition], tally: BatchTally) -> None:
         try:
@@ -150,6 +205,10 @@ class Checkpoint:
             )
             self.producer.abort_transaction(30)  # if even this fails, exit: the broker aborts it later
             self.metrics.transactions_aborted.inc()
+            missing = {f.record[0] for f in self._failures if f.code in redelivery.MISSING_TOPIC}
+            self._failures = []
+            if missing and self.repair_topics is not None:
+                self.repair_topics(missing)  # else the batch read again would fail the same way
             self.rewind(tally)
 
     def rewind(self, tally: BatchTally) -> None:
@@ -162,6 +221,13 @@ class Checkpoint:
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
-            self._delivery_failures += 1
+            record = (
+                message.topic() or "",
+                message.value(),
+                message.key(),
+                cast(Headers, list(message.headers() or ())),  # as produced: (str, bytes | None) pairs
+                message.timestamp()[1],
+            )
+            self._failures.append(redelivery.Failure(record, error.code(), error.retriable(), str(error)))
             self.metrics.delivery_failures.inc()
             log.error("delivery failed", extra={"fields": {"topic": message.topic(), "error": str(error)}})

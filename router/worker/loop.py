@@ -161,11 +161,21 @@ class Worker:
         self.consumer = Consumer(worker_consumer_config(self.settings, self.options.session_timeout_ms))
         options = self.options
         self.checkpoint = Checkpoint(
-            self.settings, self.consumer, options.guarantee, options.transactional_id, self.metrics
+            self.settings,
+            self.consumer,
+            options.guarantee,
+            options.transactional_id,
+            self.metrics,
+            repair_topics=self._repair_topics,
         )
         self._table_version = -1
         self._take_table()
         self.metrics.ready.set(1 if self.ready() else 0)
+
+    def _repair_topics(self, missing: set[str]) -> None:
+        """Create again the destination topics that went (``missing``, for the log), with their layout."""
+        config, _table = self.store.snapshot()
+        ensure_app_topics(self._admin, config, self.prefix, self.settings.parked_retention_ms)
 
     def _process_batch(self, table: RoutingTable, batch: list[Message]) -> BatchTally:
         assert self.consumer is not None and self.checkpoint is not None

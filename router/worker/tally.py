@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from router.ops.metrics import RouterMetrics
 from router.routing.decisions import Action, Decision
+from router.routing.envelope import OutRecord
 
 _T = TypeVar("_T")
 
@@ -36,7 +37,9 @@ class BatchTally:
     version: int = 0  # the config version the batch was routed under (committed as offset metadata)
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
-    produced: int = 0
+    sent: list[OutRecord] = field(
+        default_factory=list
+    )  # what was produced: failed deliveries are matched to it
     messages_in: int = 0
     dropped_headers: int = 0
     decisions: list[Decision] = field(default_factory=list)

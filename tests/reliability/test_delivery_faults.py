@@ -1,0 +1,95 @@
+"""A destination that refuses records, or disappears, while the worker routes: only the failed records are
+produced again, a missing topic is created again with its layout, what cannot be delivered is dead-lettered as
+a stub, and every other destination keeps receiving its records exactly once (at-least-once mode)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka.admin import NewTopic
+
+from router import names
+from router.kafka.io import admin_client, existing_topics
+from tests.integration.harness import BackgroundWorker, apply, header, make_env, read, run_worker
+from tests.reliability.support import Stream, props_headers
+
+pytestmark = pytest.mark.kafka
+
+CONFIG = """
+apps:
+  shop:
+    inputs: [INPUT]
+    properties: {Kind: string}
+    groups:
+      narrow: {subscriptions: ['Kind == "big"']}
+      wide: {subscriptions: ['Kind != "big"']}
+"""
+
+
+def test_a_destination_that_refuses_records_blocks_nothing_else(kafka, unique) -> None:
+    env = make_env(kafka.bootstrap_servers, unique, partitions=1)
+    narrow = names.group_topic(env.prefix, "shop", "narrow")
+    # The broker refuses any record over 2 kB on this group's topic: a permanent failure, not retried by the
+    # client. (apply leaves a topic that exists alone.)
+    admin = admin_client(env.settings)
+    admin.create_topics([NewTopic(narrow, 1, 1, config={"max.message.bytes": "2048"})])[narrow].result(30)
+    assert apply(env, CONFIG) == 0
+    messages = []
+    for i in range(30):
+        kind, value = ("big", b"x" * 10_000) if i % 3 == 0 else ("small", f"small{i}".encode())
+        messages.append((f"k{i}".encode(), value, props_headers({"Kind": kind}), None))
+    sent = Stream(env.settings, env.input, messages).start().join()
+    assert len(sent) == 30
+
+    result: list[object] = []
+    thread = threading.Thread(target=lambda: result.append(run_worker(env, idle=2.0)), daemon=True)
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive(), "the worker did not finish: it keeps re-reading the batch"
+    wide = read(env, names.group_topic(env.prefix, "shop", "wide"))
+    assert sorted(m.value() for m in wide) == sorted(f"small{i}".encode() for i in range(30) if i % 3)
+    dead = read(env, names.dlq_topic(env.prefix, "shop"))
+    assert sorted(header(m, names.SOURCE) or "" for m in dead) == sorted(
+        f"{env.input}/0/{i}" for i in range(0, 30, 3)
+    )
+    assert all(m.value() is None and header(m, names.DLQ_REASON) == "too-large" for m in dead)
+    assert read(env, narrow) == []
+
+
+def test_a_destination_topic_deleted_under_the_worker_is_created_again_with_its_layout(kafka, unique) -> None:
+    env = make_env(kafka.bootstrap_servers, unique, partitions=3)
+    wide = names.group_topic(env.prefix, "shop", "wide")
+    assert apply(env, CONFIG) == 0
+    assert existing_topics(admin_client(env.settings))[wide] == 3  # sized like the input
+
+    def send(tag: str) -> None:
+        batch = [
+            (f"{tag}{i}".encode(), f"{tag}{i}".encode(), props_headers({"Kind": "small"}), None)
+            for i in range(9)
+        ]
+        assert len(Stream(env.settings, env.input, batch).start().join()) == 9
+
+    with BackgroundWorker(env) as worker:
+        send("before")
+        deadline = time.monotonic() + 60
+        while len(read(env, wide)) < 9:
+            assert time.monotonic() < deadline, "records before the deletion not routed"
+            time.sleep(0.2)
+        admin = admin_client(env.settings)
+        admin.delete_topics([wide])[wide].result(30)
+        while wide in existing_topics(admin):
+            assert time.monotonic() < deadline + 60, "topic not deleted"
+            time.sleep(0.2)
+        send("after")
+        deadline = time.monotonic() + 120
+        while sorted(m.value() for m in read(env, wide)) != sorted(f"after{i}".encode() for i in range(9)):
+            assert time.monotonic() < deadline, (
+                f"records after the deletion not routed: {len(read(env, wide))}"
+            )
+            assert worker.thread.is_alive(), "the worker stopped"
+            time.sleep(0.5)
+    # Created again by the worker with its layout, not by the broker's defaults (one partition).
+    assert existing_topics(admin_client(env.settings))[wide] == 3
+    assert read(env, names.dlq_topic(env.prefix, "shop")) == []
