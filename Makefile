@@ -28,10 +28,10 @@ $(CHECKOV_STAMP):
 
 # Maven resolves jars/pom.xml's profiles from Maven Central once; later runs find them cached (.cache/jars).
 jars: $(STAMP)
-	$(BIN)/python -m router.dev.jars kafka spark-kafka
+	$(BIN)/python -m subroute.dev.jars kafka spark-kafka
 
 demo: $(STAMP) jars
-	$(BIN)/python -m router.dev.demo
+	$(BIN)/python -m subroute.dev.demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check expressions router schemas spark deploy tests
@@ -40,8 +40,13 @@ lint: $(STAMP)
 	cargo clippy --quiet --manifest-path router/routing/native/Cargo.toml --all-targets -- -D warnings
 	cargo test --quiet --manifest-path router/routing/native/Cargo.toml
 
+# mypy cannot follow the editable install's import hook for the `subroute` package (pyproject.toml), so it checks
+# a tree of links with the wheel's layout: subroute/ = router/'s entries plus expressions/, schemas/, spark/.
+TYPECHECK_TREE := .build/typecheck
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict expressions router spark
+	rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/subroute
+	ln -s $(CURDIR)/router/* $(CURDIR)/expressions $(CURDIR)/schemas $(CURDIR)/spark $(TYPECHECK_TREE)/subroute/
+	cd $(TYPECHECK_TREE) && $(CURDIR)/$(BIN)/mypy --strict --config-file $(CURDIR)/pyproject.toml -p subroute
 
 pytest: $(STAMP) $(CHECKOV_STAMP) jars
 	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q --durations=15
@@ -55,4 +60,4 @@ soak: $(STAMP) jars
 	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q --soak tests/reliability
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .cache
+	rm -rf $(VENV) $(CHECKOV_VENV) build .build *.egg-info .pytest_cache .mypy_cache .ruff_cache .cache

@@ -22,7 +22,7 @@ def check(text: str, dialect: str = "bmq", types: Mapping[str, str] | None = Non
 
 
 class Expression:
-    """A compiled expression. Build it with ``expressions.compile``."""
+    """A compiled expression. Build it with ``subroute.expressions.compile``."""
 
     __slots__ = ("_fn", "ast", "dialect", "properties", "text", "types")
 

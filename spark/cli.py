@@ -7,8 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from router.ops.settings import Settings, add_common_arguments
-from spark.flags import add_job_arguments
+from subroute.ops.settings import Settings, add_common_arguments
+from subroute.spark.flags import add_job_arguments
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     report.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     report.set_defaults(func=_report)
 
-    from spark import plan as plan_module  # pyspark-free at import: Spark is loaded when a plan runs
+    from subroute.spark import plan as plan_module  # pyspark-free at import: Spark is loaded when a plan runs
 
     plan = subparsers.add_parser(
         "plan",
@@ -52,7 +52,7 @@ def _has_pyspark() -> bool:
 
 
 def _job() -> Any:
-    from spark import job
+    from subroute.spark import job
 
     return job
 
@@ -71,7 +71,7 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"subroute spark run: {exc}", file=sys.stderr)
         return 2
-    from spark.session import build_session
+    from subroute.spark.session import build_session
 
     spark = build_session(master=args.master)
     try:
@@ -82,7 +82,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from spark import plan
+    from subroute.spark import plan
 
     return plan.plan_from_args(args)
 
@@ -90,8 +90,8 @@ def _plan(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     if not _has_pyspark():
         return _missing_pyspark()
-    from spark import report
-    from spark.session import build_session
+    from subroute.spark import report
+    from subroute.spark.session import build_session
 
     settings = Settings.from_args(args)
     spark = build_session(master=args.master)

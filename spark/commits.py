@@ -21,7 +21,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from router import names
+from subroute import names
 
 _BAND_SUFFIXES = frozenset(f"p{band}" for band in range(1, 10))
 

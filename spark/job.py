@@ -4,20 +4,15 @@
     subroute spark run --output /data/routed            (local mode, same arguments)
 
 Spark's ``kafka`` format is used where the cluster has ``spark-sql-kafka-0-10``; otherwise the project's
-Python source (``spark.kafka_source``), which has the same schema, so everything downstream is shared.
-After a micro-batch is in Parquet, its offsets are committed to Kafka (see ``spark.commits``).
+Python source (``subroute.spark.kafka_source``), which has the same schema, so everything downstream is shared.
+After a micro-batch is in Parquet, its offsets are committed to Kafka (see ``subroute.spark.commits``).
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # spark-submit spark/job.py: make the project's packages importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import argparse
 import re
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,11 +24,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from router import names
-from router.ops.settings import Settings, add_common_arguments, parse_key_values
-from spark import avro, commits, kafka_source
-from spark.flags import add_job_arguments
-from spark.session import build_session, kafka_format_missing
+from subroute import names
+from subroute.ops.settings import Settings, add_common_arguments, parse_key_values
+from subroute.spark import avro, commits, kafka_source
+from subroute.spark.flags import add_job_arguments
+from subroute.spark.session import build_session, kafka_format_missing
 
 AVAILABLE_NOW = "available-now"
 PARTITION_COLUMNS = ("app", "group", "date")

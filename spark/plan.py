@@ -40,13 +40,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from router.config.codec import ConfigValue, key_of
-from router.config.model import AppConfig, Config, GroupConfig
-from router.config.validation import ConfigError, validate_group, validate_state
-from router.config.yaml import load_yaml_file
-from router.ops.settings import Settings, SettingsError, add_common_arguments
-from router.routing.decisions import Action, Decision, Lag, MessageView, Router, build_table
-from router.topic_patterns import input_matches
+from subroute.config.codec import ConfigValue, key_of
+from subroute.config.model import AppConfig, Config, GroupConfig
+from subroute.config.validation import ConfigError, validate_group, validate_state
+from subroute.config.yaml import load_yaml_file
+from subroute.ops.settings import Settings, SettingsError, add_common_arguments
+from subroute.routing.decisions import Action, Decision, Lag, MessageView, Router, build_table
+from subroute.topic_patterns import input_matches
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -316,7 +316,7 @@ def _client_config(settings: Settings) -> dict[str, str]:
 
 
 def _existing_topics(settings: Settings) -> list[str]:
-    from spark import kafka_source
+    from subroute.spark import kafka_source
 
     consumer = kafka_source.consumer_for(_client_config(settings))
     try:
@@ -333,7 +333,7 @@ def offset_range(settings: Settings, topics: Sequence[str], limit: int | None) -
     """
     if limit is None:
         return "earliest", "latest"
-    from spark import kafka_source
+    from subroute.spark import kafka_source
 
     consumer = kafka_source.consumer_for(_client_config(settings))
     try:
@@ -359,8 +359,8 @@ def read_history(
     source: str = "auto",
 ) -> tuple[DataFrame, str]:
     """The topics' records as a batch DataFrame with the Kafka source schema, and the format that read them."""
-    from spark import kafka_source
-    from spark.session import kafka_format_missing
+    from subroute.spark import kafka_source
+    from subroute.spark.session import kafka_format_missing
 
     starting, ending = offset_range(settings, topics, limit)
     options = {f"kafka.{key}": value for key, value in _client_config(settings).items()}
@@ -615,7 +615,7 @@ def plan_from_args(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     from confluent_kafka import KafkaException
 
-    from router.config.store import read_config
+    from subroute.config.store import read_config
 
     try:
         current = read_config(settings)
@@ -628,7 +628,7 @@ def plan_from_args(args: argparse.Namespace) -> int:
     session = SparkSession.getActiveSession()
     owned = session is None
     if session is None:
-        from spark.session import build_session
+        from subroute.spark.session import build_session
 
         session = build_session(master=args.master, app_name="subroute-plan")
     try:

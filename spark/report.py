@@ -14,9 +14,9 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from router import names
-from router.ops.settings import Settings
-from spark import kafka_source
+from subroute import names
+from subroute.ops.settings import Settings
+from subroute.spark import kafka_source
 
 PERCENTILES = (0.5, 0.95, 0.99)
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from spark import kafka_source
+from subroute.spark import kafka_source
 
 
 def build_session(

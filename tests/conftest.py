@@ -64,7 +64,7 @@ def kafka() -> Iterator[KafkaCluster]:
         finally:
             container.stop()
         return
-    from router.dev.broker import local_broker
+    from subroute.dev.broker import local_broker
 
     with local_broker(engine) as broker:
         yield KafkaCluster(broker.bootstrap_servers, engine)

@@ -1,5 +1,5 @@
 """The ``subroute`` command line: one thin argparse module per command group; the work happens in the rooms."""
 
-from router.cli.main import build_parser, main
+from subroute.cli.main import build_parser, main
 
 __all__ = ["build_parser", "main"]

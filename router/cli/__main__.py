@@ -1,7 +1,7 @@
-"""``python -m router.cli``: the same as the ``subroute`` command."""
+"""``python -m subroute.cli``: the same as the ``subroute`` command."""
 
 import sys
 
-from router.cli.main import main
+from subroute.cli.main import main
 
 sys.exit(main())

@@ -12,17 +12,23 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from router.config.codec import ConfigValue, app_key, encode, group_key
-from router.config.diff import DELETED, Change, diff, kept, render
-from router.config.model import AppConfig, Config
-from router.config.store import ConfigState, ConfigVersionRefused, config_topic_spec, read_config, read_state
-from router.config.validation import ConfigError, validate_state
-from router.config.writer import ConcurrentChange, ConfigRecord, ConfigWriter
-from router.config.yaml import ParsedConfig, config_to_document, dump_yaml, load_yaml_file
-from router.kafka import io as kafka_io
-from router.kafka.topics import app_topics, largest_input
-from router.ops.settings import Settings, SettingsError, add_common_arguments
-from router.topic_patterns import input_matches
+from subroute.config.codec import ConfigValue, app_key, encode, group_key
+from subroute.config.diff import DELETED, Change, diff, kept, render
+from subroute.config.model import AppConfig, Config
+from subroute.config.store import (
+    ConfigState,
+    ConfigVersionRefused,
+    config_topic_spec,
+    read_config,
+    read_state,
+)
+from subroute.config.validation import ConfigError, validate_state
+from subroute.config.writer import ConcurrentChange, ConfigRecord, ConfigWriter
+from subroute.config.yaml import ParsedConfig, config_to_document, dump_yaml, load_yaml_file
+from subroute.kafka import io as kafka_io
+from subroute.kafka.topics import app_topics, largest_input
+from subroute.ops.settings import Settings, SettingsError, add_common_arguments
+from subroute.topic_patterns import input_matches
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1

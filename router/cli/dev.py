@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from router.dev import broker as dev_broker
+from subroute.dev import broker as dev_broker
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

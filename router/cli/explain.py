@@ -7,13 +7,13 @@ import sys
 import time
 from typing import cast
 
-from router.config.store import read_config
-from router.kafka import io as kafka_io
-from router.kafka.io import Headers
-from router.ops.settings import Settings, SettingsError, add_common_arguments, parse_key_values
-from router.routing.capacity import CapacityMonitor
-from router.routing.decisions import MessageView, build_table
-from router.routing.explain import explain, render
+from subroute.config.store import read_config
+from subroute.kafka import io as kafka_io
+from subroute.kafka.io import Headers
+from subroute.ops.settings import Settings, SettingsError, add_common_arguments, parse_key_values
+from subroute.routing.capacity import CapacityMonitor
+from subroute.routing.decisions import MessageView, build_table
+from subroute.routing.explain import explain, render
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

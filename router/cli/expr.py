@@ -6,9 +6,9 @@ import argparse
 import json
 import sys
 
-import expressions
-from router.ops.settings import SettingsError, parse_key_values
-from router.routing.properties import PropertyDecodeError, PropertyValue, decode_value
+from subroute import expressions
+from subroute.ops.settings import SettingsError, parse_key_values
+from subroute.routing.properties import PropertyDecodeError, PropertyValue, decode_value
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

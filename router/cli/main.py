@@ -6,18 +6,18 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from router.ops.settings import SettingsError
+from subroute.ops.settings import SettingsError
 
 
 def build_parser() -> argparse.ArgumentParser:
     # Imported here so `subroute --help` stays quick and each command module owns its own flags.
-    from router.cli import config as config_cli
-    from router.cli import dev as dev_cli
-    from router.cli import explain as explain_cli
-    from router.cli import expr as expr_cli
-    from router.cli import queue as queue_cli
-    from router.cli import worker as worker_cli
-    from spark import cli as spark_cli  # imports pyspark only when a spark command runs
+    from subroute.cli import config as config_cli
+    from subroute.cli import dev as dev_cli
+    from subroute.cli import explain as explain_cli
+    from subroute.cli import expr as expr_cli
+    from subroute.cli import queue as queue_cli
+    from subroute.cli import worker as worker_cli
+    from subroute.spark import cli as spark_cli  # imports pyspark only when a spark command runs
 
     parser = argparse.ArgumentParser(prog="subroute", description="Content-based routing for Apache Kafka.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -9,14 +9,14 @@ import json
 import sys
 from typing import Any
 
-from router import names
-from router.client import QueueError, publish
-from router.client.dead_letters import history_of
-from router.client.delivery import CANCELS, header_value, int_header
-from router.client.redrive import load, redrive
-from router.config.model import Config
-from router.config.store import read_config
-from router.ops.settings import Settings, add_common_arguments, parse_key_values
+from subroute import names
+from subroute.client import QueueError, publish
+from subroute.client.dead_letters import history_of
+from subroute.client.delivery import CANCELS, header_value, int_header
+from subroute.client.redrive import load, redrive
+from subroute.config.model import Config
+from subroute.config.store import read_config
+from subroute.ops.settings import Settings, add_common_arguments, parse_key_values
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from router.ops import logs
-from router.ops.http import serve
-from router.ops.metrics import RouterMetrics
-from router.ops.settings import Settings, add_common_arguments
-from router.worker.loop import AT_LEAST_ONCE, GUARANTEES, Worker, WorkerOptions
+from subroute.ops import logs
+from subroute.ops.http import serve
+from subroute.ops.metrics import RouterMetrics
+from subroute.ops.settings import Settings, add_common_arguments
+from subroute.worker.loop import AT_LEAST_ONCE, GUARANTEES, Worker, WorkerOptions
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -2,7 +2,7 @@
 of a group topic, delivery bookkeeping, dead letters and redrive. Any plain Kafka consumer can read a group
 topic too; this adds the queue semantics on top."""
 
-from router.client.queue_consumer import (
+from subroute.client.queue_consumer import (
     AT_LEAST_ONCE,
     AT_MOST_ONCE,
     SEMANTICS,

@@ -11,9 +11,9 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 
-from router import names
-from router.client.delivery import CANCELS, Headers, header_value, replace_headers
-from router.routing import priority
+from subroute import names
+from subroute.client.delivery import CANCELS, Headers, header_value, replace_headers
+from subroute.routing import priority
 
 REASON_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 DLQ_REDRIVE_MARK = b"dlq"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from router import names
+from subroute import names
 
 T = TypeVar("T")
 TP = tuple[str, int]  # (topic, partition)

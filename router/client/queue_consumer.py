@@ -1,7 +1,7 @@
 """The consumer client: AMPS queue verbs (ack, cancel, expire, leases, backlog) for the consumers of a group topic.
 
-This is the one place of the client that talks to Kafka; the bookkeeping lives in ``router.client.delivery`` (pure) and
-the dead-letter format in ``router.client.dead_letters``. See ``docs/queue-semantics.md`` for the guarantees.
+This is the one place of the client that talks to Kafka; the bookkeeping lives in ``subroute.client.delivery`` (pure) and
+the dead-letter format in ``subroute.client.dead_letters``. See ``docs/queue-semantics.md`` for the guarantees.
 
 Use it from one thread::
 
@@ -36,9 +36,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from router import names
-from router.client.dead_letters import dead_letter_headers, event, with_event
-from router.client.delivery import (
+from subroute import names
+from subroute.client.dead_letters import dead_letter_headers, event, with_event
+from subroute.client.delivery import (
     CANCELS,
     TP,
     AckTracker,
@@ -53,11 +53,11 @@ from router.client.delivery import (
     is_resent,
     source_of,
 )
-from router.config.model import AppConfig
-from router.kafka import io as kafka_io
-from router.ops.settings import Settings
-from router.routing import priority
-from router.routing.expiration import is_expired
+from subroute.config.model import AppConfig
+from subroute.kafka import io as kafka_io
+from subroute.ops.settings import Settings
+from subroute.routing import priority
+from subroute.routing.expiration import is_expired
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ def publish(
 ) -> tuple[str, int, int]:
     """Write a message to the app's ``default_publish`` topic (AMPS DefaultPublishTarget): (topic, partition,
     offset). The router then takes it like any other input of the app. ``app_config``: the app as configured
-    (``router.config.store.read_app``)."""
+    (``subroute.config.store.read_app``)."""
     config = app_config
     if not config.default_publish:
         raise QueueError(f"app {app!r} has no default_publish topic")
@@ -182,7 +182,7 @@ class QueueConsumer:
     most (AMPS's default 1). ``lease``: seconds a delivered message may stay unacknowledged before it is
     cancelled. ``dedup``: drop router redeliveries. ``max_buffered``: fetched, undelivered records per partition
     before the partition is paused. ``consumer_config``: librdkafka properties (e.g. ``session.timeout.ms``).
-    ``app_config``: the app as configured, loaded by the caller (``router.config.store.read_app``): the client
+    ``app_config``: the app as configured, loaded by the caller (``subroute.config.store.read_app``): the client
     reads no configuration itself.
     """
 

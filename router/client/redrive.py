@@ -15,12 +15,12 @@ from typing import cast
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_INVALID, Consumer, KafkaError, Message, TopicPartition
 
-from router import names
-from router.client.dead_letters import REASON_PATTERN, reason_of, redrive_headers, redrive_target
-from router.client.delivery import Headers
-from router.client.queue_consumer import QueueError
-from router.kafka import io as kafka_io
-from router.ops.settings import Settings
+from subroute import names
+from subroute.client.dead_letters import REASON_PATTERN, reason_of, redrive_headers, redrive_target
+from subroute.client.delivery import Headers
+from subroute.client.queue_consumer import QueueError
+from subroute.kafka import io as kafka_io
+from subroute.ops.settings import Settings
 
 PROGRESS_EVERY = 1000
 

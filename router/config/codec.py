@@ -14,8 +14,8 @@ from typing import Any
 
 from fastavro import schemaless_reader, schemaless_writer
 
-from router.config.model import AppConfig, GroupConfig, SubscriptionConfig
-from schemas import load_schema
+from subroute.config.model import AppConfig, GroupConfig, SubscriptionConfig
+from subroute.schemas import load_schema
 
 SCHEMA_HEADER = "subroute.schema"
 # On the last record of one change (an apply, a delete): readers publish a version only there, or at the end of

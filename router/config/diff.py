@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from router.config.codec import ConfigValue, to_record
-from router.config.model import AppConfig
+from subroute.config.codec import ConfigValue, to_record
+from subroute.config.model import AppConfig
 
 ADDED = "+"
 CHANGED = "~"

@@ -12,7 +12,7 @@ subscriptions in total         ``SUBROUTE_MAX_SUBSCRIPTIONS_TOTAL``    100,000
 =============================  =======================================  ========
 
 The expression language has its own hard bounds on top: bmq expressions are at most 128 characters, and no
-expression nests deeper than 200 levels (``expressions.parser``), so the depth limit can only be lowered.
+expression nests deeper than 200 levels (``subroute.expressions.parser``), so the depth limit can only be lowered.
 "Subscriptions" counts every expression an app contributes to the plan: its filter entries and the
 subscriptions of all its groups.
 """
@@ -23,7 +23,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from expressions.parser import MAX_DEPTH
+from subroute.expressions.parser import MAX_DEPTH
 
 ENV_PREFIX = "SUBROUTE_"
 

@@ -21,12 +21,12 @@ from typing import Generic, TypeVar, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from router.config.codec import ConfigDecodeError, ConfigValue, decode, ends_change, key_of, to_record
-from router.config.model import AppConfig, Config, GroupConfig
-from router.config.validation import StateValidator
-from router.kafka import io as kafka_io
-from router.ops.metrics import RouterMetrics
-from router.ops.settings import Settings
+from subroute.config.codec import ConfigDecodeError, ConfigValue, decode, ends_change, key_of, to_record
+from subroute.config.model import AppConfig, Config, GroupConfig
+from subroute.config.validation import StateValidator
+from subroute.kafka import io as kafka_io
+from subroute.ops.metrics import RouterMetrics
+from subroute.ops.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -11,12 +11,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-import expressions
-from expressions import ast as expr_ast
-from router.config.limits import Limits, LimitsError, current_limits
-from router.config.model import DIALECTS, FAIRNESS_MODELS, PROPERTY_TYPES, AppConfig, GroupConfig
-from router.names import NAME_PATTERN, RESERVED_GROUP_NAMES
-from router.topic_patterns import PatternError, compile_pattern, input_matches
+from subroute import expressions
+from subroute.config.limits import Limits, LimitsError, current_limits
+from subroute.config.model import DIALECTS, FAIRNESS_MODELS, PROPERTY_TYPES, AppConfig, GroupConfig
+from subroute.expressions import ast as expr_ast
+from subroute.names import NAME_PATTERN, RESERVED_GROUP_NAMES
+from subroute.topic_patterns import PatternError, compile_pattern, input_matches
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def _compile(
     limits: Limits | None = None,
 ) -> None:
     """Compile and type-check one expression under the app's dialect and declared property types, within the
-    configured length and nesting limits (``router.config.limits``).
+    configured length and nesting limits (``subroute.config.limits``).
 
     ``integer``: the expression must yield a number (AMPS's Priority), not a condition.
     """
@@ -149,7 +149,7 @@ _NOT_A_NUMBER = re.compile(r"cannot compare (an? \w+) with")
 
 
 def _compile_integer(text: str, dialect: str, types: Mapping[str, str]) -> None:
-    """Type-check ``text`` as a number. ``expressions.compile`` only accepts conditions, so the check compiles
+    """Type-check ``text`` as a number. ``subroute.expressions.compile`` only accepts conditions, so the check compiles
     ``(text) == 0``: it passes exactly when ``text`` is a number (or of a type only known at run time)."""
     equals = "=" if dialect == "sql92" else "=="
     try:

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from router.config.codec import CHANGE_END_HEADER, Headers
-from router.config.store import ConfigState, config_topic_spec, read_state
-from router.kafka import io as kafka_io
-from router.kafka.io import KafkaError, KafkaException
-from router.ops.settings import Settings
+from subroute.config.codec import CHANGE_END_HEADER, Headers
+from subroute.config.store import ConfigState, config_topic_spec, read_state
+from subroute.kafka import io as kafka_io
+from subroute.kafka.io import KafkaError, KafkaException
+from subroute.ops.settings import Settings
 
 ConfigRecord = tuple[str, bytes | None, Headers]  # key, Avro value (None: tombstone), headers
 

@@ -1,7 +1,7 @@
 """The users' YAML format <-> the configuration model.
 
 Reading checks the shape only (known keys, value types) and reports every problem with its location; what the
-values mean (names, dialects, expressions) is ``router.config.validation``'s job. The format::
+values mean (names, dialects, expressions) is ``subroute.config.validation``'s job. The format::
 
     apps:
       billing:
@@ -37,11 +37,11 @@ from typing import Any
 
 import yaml
 
-from router.config.codec import ConfigValue, key_of
-from router.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from router.config.validation import ConfigError, app_location, group_location
-from router.durations import format_duration_ms
-from router.durations import parse_duration_ms as parse_duration_ms_text
+from subroute.config.codec import ConfigValue, key_of
+from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from subroute.config.validation import ConfigError, app_location, group_location
+from subroute.durations import format_duration_ms
+from subroute.durations import parse_duration_ms as parse_duration_ms_text
 
 APP_KEYS = (
     "inputs",

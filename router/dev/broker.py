@@ -15,9 +15,9 @@ from __future__ import annotations
 import signal
 import sys
 
-from router.dev.kafka import KafkaBroker
-from router.dev.process import BrokerNotAvailable, LocalBroker, free_port
-from router.dev.tansu import TansuBroker
+from subroute.dev.kafka import KafkaBroker
+from subroute.dev.process import BrokerNotAvailable, LocalBroker, free_port
+from subroute.dev.tansu import TansuBroker
 
 __all__ = [
     "DEFAULT_ENGINE",

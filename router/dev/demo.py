@@ -16,17 +16,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, cast
 
-from router import names
-from router.cli import main as cli
-from router.config.store import read_config
-from router.dev import jars as dev_jars
-from router.dev.broker import local_broker
-from router.dev.samples import orders
-from router.kafka import io as kafka_io
-from router.kafka.io import TopicSpec, admin_client, ensure_topics, read_to_end
-from router.ops.metrics import RouterMetrics
-from router.ops.settings import Settings
-from router.worker.loop import Worker, WorkerOptions
+from subroute import names
+from subroute.cli import main as cli
+from subroute.config.store import read_config
+from subroute.dev import jars as dev_jars
+from subroute.dev.broker import local_broker
+from subroute.dev.samples import orders
+from subroute.kafka import io as kafka_io
+from subroute.kafka.io import TopicSpec, admin_client, ensure_topics, read_to_end
+from subroute.ops.metrics import RouterMetrics
+from subroute.ops.settings import Settings
+from subroute.worker.loop import Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "subscriptions.yaml"
@@ -162,9 +162,9 @@ def _run_spark(settings: Settings) -> None:
     common = ["--bootstrap-servers", settings.bootstrap_servers, "--master", "local[2]"]
     schemas = [arg for app in ("billing", "fulfilment", "carts") for arg in ("--avro-schema", f"{app}=order")]
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from router.cli import build_parser
-    from spark import job, report
-    from spark import session as spark_session
+    from subroute.cli import build_parser
+    from subroute.spark import job, report
+    from subroute.spark import session as spark_session
 
     # The same code as `subroute spark run` and `subroute spark report`, sharing one Spark session.
     args = build_parser().parse_args(["spark", "run", "--output", str(output), *schemas, *common])

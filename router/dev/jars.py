@@ -87,7 +87,7 @@ def jar_files(profile: str) -> list[Path]:
 
 
 def main(profiles: list[str]) -> int:
-    """``python -m router.dev.jars PROFILE...``: resolve (or find cached) and print each profile's folder."""
+    """``python -m subroute.dev.jars PROFILE...``: resolve (or find cached) and print each profile's folder."""
     try:
         for profile in profiles:
             print(resolve(profile))

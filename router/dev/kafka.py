@@ -14,8 +14,8 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from router.dev import jars as dev_jars
-from router.dev.process import BrokerNotAvailable, LocalBroker, free_port
+from subroute.dev import jars as dev_jars
+from subroute.dev.process import BrokerNotAvailable, LocalBroker, free_port
 
 # Every setting that differs from a production broker, in one place. One node, so every internal topic has one
 # replica; the rest trade durability or politeness for test speed.

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import fastavro
 
-from schemas import load_schema
+from subroute.schemas import load_schema
 
 ORDER_TYPES = ("EXPRESS", "STANDARD", "BULK")
 REGIONS = ("EU", "US", "APAC", "LATAM")

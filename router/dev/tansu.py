@@ -10,7 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-from router.dev.process import BrokerNotAvailable, LocalBroker
+from subroute.dev.process import BrokerNotAvailable, LocalBroker
 
 
 def find_tansu() -> Path:

@@ -25,7 +25,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # NewTopic, C
     NewTopic,
 )
 
-from router.ops.settings import Settings
+from subroute.ops.settings import Settings
 
 Headers = list[tuple[str, bytes | None]]
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from router import names
-from router.config.model import Config
-from router.kafka.io import AdminClient, TopicSpec, ensure_topics, existing_topics
-from router.routing import priority
-from router.topic_patterns import input_matches
+from subroute import names
+from subroute.config.model import Config
+from subroute.kafka.io import AdminClient, TopicSpec, ensure_topics, existing_topics
+from subroute.routing import priority
+from subroute.topic_patterns import input_matches
 
 UNLIMITED = -1
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from router import names
+from subroute import names
 
 ENV_BOOTSTRAP = "SUBROUTE_BOOTSTRAP_SERVERS"
 ENV_PREFIX = "SUBROUTE_TOPIC_PREFIX"

@@ -12,11 +12,11 @@ import threading
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from router import names
-from router.config.model import Config
-from router.kafka.io import admin_client, end_offsets
-from router.ops.metrics import RouterMetrics
-from router.ops.settings import Settings
+from subroute import names
+from subroute.config.model import Config
+from subroute.kafka.io import admin_client, end_offsets
+from subroute.ops.metrics import RouterMetrics
+from subroute.ops.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -16,13 +16,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, cast
 
-import expressions
-from router import names
-from router.config.model import AppConfig, Config, GroupConfig
-from router.routing import priority
-from router.routing.expiration import message_expiration
-from router.routing.properties import Decoder, PropertyValue, decode_with, decoders_for
-from router.topic_patterns import compile_pattern
+from subroute import expressions, names
+from subroute.config.model import AppConfig, Config, GroupConfig
+from subroute.routing import priority
+from subroute.routing.expiration import message_expiration
+from subroute.routing.properties import Decoder, PropertyValue, decode_with, decoders_for
+from subroute.topic_patterns import compile_pattern
 
 Props = Mapping[str, PropertyValue]
 PlanId = tuple[str, ...]  # ("filter", app, i) or ("subscription", app, group, i)

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from router import names
-from router.routing import priority
-from router.routing.decisions import Action, Decision, MessageView, RoutingTable
+from subroute import names
+from subroute.routing import priority
+from subroute.routing.decisions import Action, Decision, MessageView, RoutingTable
 
 Headers = list[tuple[str, bytes | None]]
 

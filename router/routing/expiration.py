@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from router import names
-from router.config.model import AppConfig
-from router.durations import MAX_DURATION_TEXT, parse_duration_ms
+from subroute import names
+from subroute.config.model import AppConfig
+from subroute.durations import MAX_DURATION_TEXT, parse_duration_ms
 
 Headers = Sequence[tuple[str, bytes | None]]
 

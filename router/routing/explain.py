@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import expressions
-from router.routing.decisions import Action, Lag, MessageView, Router, RoutingTable
-from router.routing.properties import PropertyValue, decode_headers
+from subroute import expressions
+from subroute.routing.decisions import Action, Lag, MessageView, Router, RoutingTable
+from subroute.routing.properties import PropertyValue, decode_headers
 
 
 @dataclass(frozen=True)

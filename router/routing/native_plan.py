@@ -7,10 +7,10 @@ The flat form is a list of nodes, children first, each one ``(tag, sql92?, ints,
 equal sub-expressions are one node (hash-consed on that tuple), so a predicate shared by several subscriptions,
 of one app or of many, is evaluated at most once per record. A property is a *slot*: a header name with the
 type declared for it (undeclared: string), decoded once per record. Each subscription comes with the gate that
-indexes it (equality, range or interval on one of its required conjuncts, chosen here as ``expressions.plan``
+indexes it (equality, range or interval on one of its required conjuncts, chosen here as ``subroute.expressions.plan``
 chooses) and its residual: the conjuncts left to evaluate once the gate holds.
 
-Semantics are those of ``expressions.interpreter`` and ``router.routing.properties``; the tests in
+Semantics are those of ``subroute.expressions.interpreter`` and ``subroute.routing.properties``; the tests in
 ``tests/unit/native`` hold the native plan to them.
 """
 
@@ -20,10 +20,10 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from expressions import ast
-from expressions.expression import check
-from expressions.outcome import INT64_MAX, INT64_MIN
-from expressions.plan import Subscription
+from subroute.expressions import ast
+from subroute.expressions.expression import check
+from subroute.expressions.outcome import INT64_MAX, INT64_MIN
+from subroute.expressions.plan import Subscription
 
 from . import _native
 
@@ -201,7 +201,7 @@ def _key_class(key: KeyTuple) -> int:
 
 
 def _gates(conjuncts: list[ast.Node], sql: bool, slot: _SlotFn) -> list[_Gate]:
-    """Every gate the conjuncts offer (see ``expressions.plan``): each is implied by its conjunct being true."""
+    """Every gate the conjuncts offer (see ``subroute.expressions.plan``): each is implied by its conjunct being true."""
     numeric = (ast.IntLit, ast.FloatLit) if sql else (ast.IntLit,)
     gates: list[_Gate] = []
     lower: dict[int, tuple[int, int]] = {}

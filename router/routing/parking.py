@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from router import names
-from router.routing.decisions import RoutingTable
-from router.routing.expiration import is_expired
+from subroute import names
+from subroute.routing.decisions import RoutingTable
+from subroute.routing.expiration import is_expired
 
 
 def pending_topics(prefix: str, table: RoutingTable) -> dict[str, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from router import names
+from subroute import names
 
 LOWEST_BAND = 0
 HIGHEST_BAND = 9

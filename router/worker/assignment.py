@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from router import names
-from router.config.model import Config
-from router.ops.metrics import RouterMetrics
-from router.worker.checkpoint import version_of
+from subroute import names
+from subroute.config.model import Config
+from subroute.ops.metrics import RouterMetrics
+from subroute.worker.checkpoint import version_of
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ import logging
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
-from router.names import HEADER_PREFIX
-from router.ops.metrics import RouterMetrics
-from router.routing.decisions import Action, Decision, Router, RoutingTable
-from router.routing.envelope import (
+from subroute.names import HEADER_PREFIX
+from subroute.ops.metrics import RouterMetrics
+from subroute.routing.decisions import Action, Decision, Router, RoutingTable
+from subroute.routing.envelope import (
     Envelopes,
     InputRecord,
     OutRecord,
@@ -23,10 +23,10 @@ from router.routing.envelope import (
     records_for,
     without_forged_headers,
 )
-from router.routing.parking import is_due, pending_topics
-from router.worker.assignment import Assignment
-from router.worker.checkpoint import Checkpoint
-from router.worker.tally import BatchTally, add_counts, count_decision
+from subroute.routing.parking import is_due, pending_topics
+from subroute.worker.assignment import Assignment
+from subroute.worker.checkpoint import Checkpoint
+from subroute.worker.tally import BatchTally, add_counts, count_decision
 
 log = logging.getLogger(__name__)
 

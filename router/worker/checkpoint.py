@@ -21,11 +21,11 @@ from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from router.ops.metrics import RouterMetrics
-from router.ops.settings import Settings
-from router.routing.envelope import Headers, OutRecord, app_of
-from router.worker import redelivery
-from router.worker.tally import BatchTally
+from subroute.ops.metrics import RouterMetrics
+from subroute.ops.settings import Settings
+from subroute.routing.envelope import Headers, OutRecord, app_of
+from subroute.worker import redelivery
+from subroute.worker.tally import BatchTally
 
 log = logging.getLogger(__name__)
 

@@ -21,20 +21,20 @@ from types import FrameType
 
 from confluent_kafka import Consumer, Message
 
-from router.config.model import Config
-from router.config.store import ConfigStore, Pacer
-from router.kafka.io import admin_client
-from router.kafka.topics import ensure_app_topics
-from router.ops.metrics import RouterMetrics
-from router.ops.settings import Settings
-from router.routing.capacity import CapacityMonitor
-from router.routing.decisions import RoutingTable, build_table
-from router.worker import progress
-from router.worker.assignment import Assignment, topic_layout
-from router.worker.batch import BatchRouter
-from router.worker.checkpoint import AT_LEAST_ONCE, EXACTLY_ONCE, GUARANTEES, Checkpoint
-from router.worker.options import WorkerOptions, worker_consumer_config
-from router.worker.tally import BatchTally
+from subroute.config.model import Config
+from subroute.config.store import ConfigStore, Pacer
+from subroute.kafka.io import admin_client
+from subroute.kafka.topics import ensure_app_topics
+from subroute.ops.metrics import RouterMetrics
+from subroute.ops.settings import Settings
+from subroute.routing.capacity import CapacityMonitor
+from subroute.routing.decisions import RoutingTable, build_table
+from subroute.worker import progress
+from subroute.worker.assignment import Assignment, topic_layout
+from subroute.worker.batch import BatchRouter
+from subroute.worker.checkpoint import AT_LEAST_ONCE, EXACTLY_ONCE, GUARANTEES, Checkpoint
+from subroute.worker.options import WorkerOptions, worker_consumer_config
+from subroute.worker.tally import BatchTally
 
 __all__ = ["AT_LEAST_ONCE", "EXACTLY_ONCE", "GUARANTEES", "Worker", "WorkerOptions"]
 

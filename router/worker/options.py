@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from router import names
-from router.ops.settings import Settings
-from router.worker.checkpoint import AT_LEAST_ONCE
+from subroute import names
+from subroute.ops.settings import Settings
+from subroute.worker.checkpoint import AT_LEAST_ONCE
 
 
 @dataclass(frozen=True)

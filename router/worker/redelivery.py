@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError
 
-from router import names
-from router.routing.envelope import OutRecord, app_of, dead_letter_stub
+from subroute import names
+from subroute.routing.envelope import OutRecord, app_of, dead_letter_stub
 
 MAX_ATTEMPTS = 4  # produce attempts of one failed record after librdkafka's own, before it is dead-lettered
 

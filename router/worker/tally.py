@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from router.ops.metrics import RouterMetrics
-from router.routing.decisions import Action, Decision
-from router.routing.envelope import OutRecord
+from subroute.ops.metrics import RouterMetrics
+from subroute.routing.decisions import Action, Decision
+from subroute.routing.envelope import OutRecord
 
 _T = TypeVar("_T")
 

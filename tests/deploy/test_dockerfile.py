@@ -85,7 +85,7 @@ def test_entrypoint_is_the_console_script(stages: list[Stage], pyproject: dict[s
     scripts = pyproject["project"]["scripts"]
     entrypoint = exec_form(worker.last("ENTRYPOINT"))
     assert len(entrypoint) == 1 and entrypoint[0] in scripts
-    assert scripts[entrypoint[0]] == "router.cli:main"
+    assert scripts[entrypoint[0]] == "subroute.cli:main"
     assert exec_form(worker.last("CMD")) == ["worker"]
 
 
@@ -94,9 +94,8 @@ def test_image_installs_this_projects_wheel(stages: list[Stage], pyproject: dict
     build = by_name["build"]
     copied = {args.split()[0].rstrip("/") for args in build.all("COPY")}
     copied |= {name for args in build.all("COPY") for name in args.split()[:-1]}
-    included = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
-    packages = {name for name in included if "." not in name}  # the top-level folders; subpackages come along
-    assert packages | {"pyproject.toml", pyproject["project"]["readme"]} <= {c.rstrip("/") for c in copied}
+    folders = set(pyproject["tool"]["setuptools"]["package-dir"].values())  # each package's repository folder
+    assert folders | {"pyproject.toml", pyproject["project"]["readme"]} <= {c.rstrip("/") for c in copied}
     assert any(re.search(r"pip wheel .*--no-deps .*--wheel-dir /wheels \.$", r) for r in build.all("RUN"))
     distribution = re.sub(r"[-_.]+", "_", pyproject["project"]["name"]).lower()
     worker = stages[-1]

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from router import names
-from router.ops.settings import ENV_BOOTSTRAP, ENV_PREFIX, kafka_config_from_env
+from subroute import names
+from subroute.ops.settings import ENV_BOOTSTRAP, ENV_PREFIX, kafka_config_from_env
 
 from .conftest import DEPLOYABLE, K8S, ROOT, TARGETS, find, one
 
@@ -320,7 +320,7 @@ def test_config_apply_job(rendered: dict[str, list[dict[str, Any]]], target: str
 def test_example_subscriptions_are_the_projects_example() -> None:
     overlay = yaml.safe_load((K8S / "overlays" / "example" / "subscriptions.yaml").read_text())
     assert overlay == yaml.safe_load((ROOT / "examples" / "subscriptions.yaml").read_text())
-    config_yaml = pytest.importorskip("router.config.yaml")
+    config_yaml = pytest.importorskip("subroute.config.yaml")
     parsed = config_yaml.parse_yaml((K8S / "overlays" / "example" / "subscriptions.yaml").read_text())
     assert parsed.errors == []
     assert {key.partition("/")[0] for key in parsed.values} == {"app", "group"}

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from router.ops.metrics import RouterMetrics
+from subroute.ops.metrics import RouterMetrics
 
 from .conftest import DEPLOY, DEPLOYABLE, one
 

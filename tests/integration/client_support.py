@@ -7,9 +7,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from router import names
-from router.client import QueueConsumer, QueueMessage
-from router.config.store import read_app
+from subroute import names
+from subroute.client import QueueConsumer, QueueMessage
+from subroute.config.store import read_app
 from tests.integration.harness import Env
 
 # Tansu's first join waits session.timeout.ms / 2 (docs/brokers.md); 6 s suits every broker.

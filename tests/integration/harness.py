@@ -13,12 +13,12 @@ from pathlib import Path
 
 from confluent_kafka import Message, Producer
 
-from router import names
-from router.cli import main as cli
-from router.kafka.io import TopicSpec, admin_client, ensure_topics, read_to_end
-from router.ops.metrics import RouterMetrics
-from router.ops.settings import Settings
-from router.worker.loop import Worker, WorkerOptions
+from subroute import names
+from subroute.cli import main as cli
+from subroute.kafka.io import TopicSpec, admin_client, ensure_topics, read_to_end
+from subroute.ops.metrics import RouterMetrics
+from subroute.ops.settings import Settings
+from subroute.worker.loop import Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -124,7 +124,7 @@ class BackgroundWorker:
 def worker_process(env: Env, *args: str) -> subprocess.Popen[bytes]:
     """A worker as its own process (to SIGKILL it)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "router.cli", "worker", *env.common(), "--metrics-port", "-1", *args],
+        [sys.executable, "-m", "subroute.cli", "worker", *env.common(), "--metrics-port", "-1", *args],
         env={**os.environ, "SUBROUTE_KAFKA_SESSION_TIMEOUT_MS": "6000"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

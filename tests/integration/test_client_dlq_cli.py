@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from router import names
-from router.cli import main as cli
+from subroute import names
+from subroute.cli import main as cli
 from tests.integration.client_support import put, queue, take, text
 from tests.integration.harness import apply, header, make_env, read
 

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from router import names
-from router.client import QueueConsumer
-from router.routing import priority
+from subroute import names
+from subroute.client import QueueConsumer
+from subroute.routing import priority
 from tests.integration.client_support import put, queue, take, text
 from tests.integration.harness import apply, make_env
 

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from router import names
-from router.client import AT_MOST_ONCE
-from router.client.dead_letters import history_of
+from subroute import names
+from subroute.client import AT_MOST_ONCE
+from subroute.client.dead_letters import history_of
 from tests.integration.client_support import committed, put, queue, take, text
 from tests.integration.harness import apply, header, make_env, read
 

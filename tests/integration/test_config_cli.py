@@ -10,13 +10,13 @@ import pytest
 import yaml
 from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
 
-from router import names
-from router.cli import main as cli
-from router.config.codec import app_key, group_key
-from router.config.store import history, read_config, read_state
-from router.config.yaml import config_to_document, parse_yaml
-from router.kafka.io import TopicSpec, admin_client, ensure_topics, existing_topics
-from router.ops.settings import Settings
+from subroute import names
+from subroute.cli import main as cli
+from subroute.config.codec import app_key, group_key
+from subroute.config.store import history, read_config, read_state
+from subroute.config.yaml import config_to_document, parse_yaml
+from subroute.kafka.io import TopicSpec, admin_client, ensure_topics, existing_topics
+from subroute.ops.settings import Settings
 
 pytestmark = pytest.mark.kafka
 
@@ -269,7 +269,7 @@ def test_get_on_an_empty_prefix_prints_no_apps(corner: Corner, capsys: pytest.Ca
 def test_apply_checks_limits_on_the_file_plus_the_records_it_keeps(
     kafka, unique, monkeypatch, capsys
 ) -> None:
-    from router.config.store import read_config
+    from subroute.config.store import read_config
     from tests.integration.harness import apply, make_env
 
     monkeypatch.setenv("SUBROUTE_MAX_SUBSCRIPTIONS_TOTAL", "3")
@@ -285,7 +285,7 @@ def test_apply_checks_limits_on_the_file_plus_the_records_it_keeps(
 
 
 def test_apply_creates_band_topics_and_keeps_parked_records(corner: Corner, kafka) -> None:
-    from router.kafka.io import topic_settings
+    from subroute.kafka.io import topic_settings
 
     ranked = "apps:\n  ranked:\n    inputs: [INPUT]\n    priority: '1'\n    groups:\n      g: {}\n"
     assert corner.run("config", "apply", "-f", corner.file(ranked)) == 0
@@ -316,7 +316,7 @@ def test_apply_validates_the_whole_config_it_leaves_in_force(
 
 
 def test_an_unreadable_record_is_named_and_pruned(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
-    from router.kafka.io import producer
+    from subroute.kafka.io import producer
 
     assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
     hand = producer(corner.settings)

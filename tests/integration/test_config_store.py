@@ -13,19 +13,19 @@ from collections.abc import Callable, Iterator
 import pytest
 from confluent_kafka import Producer
 
-from router.config.codec import SCHEMA_HEADER, Headers, encode
-from router.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from router.config.store import (
+from subroute.config.codec import SCHEMA_HEADER, Headers, encode
+from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from subroute.config.store import (
     ConfigStore,
     ConfigVersionRefused,
     config_topic_spec,
     history,
     read_config,
 )
-from router.config.writer import ConcurrentChange, ConfigWriter
-from router.kafka.io import admin_client, ensure_topics
-from router.ops.metrics import RouterMetrics
-from router.ops.settings import Settings
+from subroute.config.writer import ConcurrentChange, ConfigWriter
+from subroute.kafka.io import admin_client, ensure_topics
+from subroute.ops.metrics import RouterMetrics
+from subroute.ops.settings import Settings
 
 pytestmark = pytest.mark.kafka
 
@@ -274,11 +274,11 @@ def test_a_killed_change_is_never_seen_and_the_next_writer_clears_it(
     # A writer that dies mid-change: its records are on the log, its transaction never ends.
     script = f"""
 import os, signal
-from router.config.codec import encode
-from router.config.model import GroupConfig
-from router.config.writer import writer_id
-from router.kafka.io import producer
-from router.ops.settings import Settings
+from subroute.config.codec import encode
+from subroute.config.model import GroupConfig
+from subroute.config.writer import writer_id
+from subroute.kafka.io import producer
+from subroute.ops.settings import Settings
 settings = Settings(bootstrap_servers={settings.bootstrap_servers!r}, topic_prefix={settings.topic_prefix!r})
 p = producer(settings, **{{"transactional.id": writer_id(settings), "linger.ms": 0}})
 p.init_transactions(30)

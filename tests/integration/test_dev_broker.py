@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from router.dev import jars as dev_jars
+from subroute.dev import jars as dev_jars
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +38,7 @@ def _roundtrip(bootstrap: str) -> list[bytes | None]:
 @pytest.mark.parametrize("engine", ["kafka", "tansu"])
 def test_dev_broker_prints_bootstrap_first_serves_and_cleans_up(engine: str) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "router.cli", "dev", "broker", "--port", "0", "--engine", engine],
+        [sys.executable, "-m", "subroute.cli", "dev", "broker", "--port", "0", "--engine", engine],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -7,10 +7,10 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from router import names
-from router.cli import main as cli
-from router.client import QueueMessage
-from router.kafka.io import TopicSpec, admin_client, ensure_topics
+from subroute import names
+from subroute.cli import main as cli
+from subroute.client import QueueMessage
+from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
 from tests.integration.client_support import queue
 from tests.integration.harness import apply, header, make_env, produce, read, run_worker
 

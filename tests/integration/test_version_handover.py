@@ -10,11 +10,11 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Message
 
-from router import names
-from router.config.model import Config
-from router.kafka.io import producer
-from router.ops.settings import Settings
-from router.routing.decisions import RoutingTable
+from subroute import names
+from subroute.config.model import Config
+from subroute.kafka.io import producer
+from subroute.ops.settings import Settings
+from subroute.routing.decisions import RoutingTable
 from tests.integration.harness import BackgroundWorker, apply, header, make_env, read
 
 pytestmark = pytest.mark.kafka

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from router.ops.http import serve
-from router.ops.settings import Settings
+from subroute.ops.http import serve
+from subroute.ops.settings import Settings
 from tests.integration.harness import ROOT, BackgroundWorker, apply, make_env, produce
 
 pytestmark = pytest.mark.kafka
@@ -107,7 +107,7 @@ def test_secrets_never_reach_logs_metrics_errors_or_config_get(kafka, unique) ->
         [
             sys.executable,
             "-m",
-            "router.cli",
+            "subroute.cli",
             "worker",
             *env.common(),
             "--metrics-port",
@@ -127,7 +127,7 @@ def test_secrets_never_reach_logs_metrics_errors_or_config_get(kafka, unique) ->
     assert SECRET.encode() not in worker.stdout + worker.stderr
 
     config_get = subprocess.run(
-        [sys.executable, "-m", "router.cli", "config", "get", *env.common(), "-o", "json"],
+        [sys.executable, "-m", "subroute.cli", "config", "get", *env.common(), "-o", "json"],
         env=run_env,
         capture_output=True,
         timeout=60,
@@ -140,7 +140,7 @@ def test_secrets_never_reach_logs_metrics_errors_or_config_get(kafka, unique) ->
         [
             sys.executable,
             "-m",
-            "router.cli",
+            "subroute.cli",
             "config",
             "get",
             *env.common(),
@@ -190,14 +190,14 @@ def test_health_fails_once_the_config_thread_dies(kafka, unique, caplog: pytest.
 
 
 def test_worker_refuses_a_config_topic_that_is_not_one_compacted_partition(kafka, unique) -> None:
-    from router.kafka.io import TopicSpec, admin_client, ensure_topics
+    from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
 
     env = make_env(kafka.bootstrap_servers, unique)
     ensure_topics(
         admin_client(env.settings), [TopicSpec(env.settings.config_topic, 2)]
     )  # delete policy, 2 parts
     process = subprocess.run(
-        [sys.executable, "-m", "router.cli", "worker", *env.common(), "--metrics-port", "-1"],
+        [sys.executable, "-m", "subroute.cli", "worker", *env.common(), "--metrics-port", "-1"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -6,9 +6,9 @@ from collections import defaultdict
 
 import pytest
 
-from router import names
-from router.config.store import read_config
-from router.routing.decisions import Action, MessageView, Router, build_table
+from subroute import names
+from subroute.config.store import read_config
+from subroute.routing.decisions import Action, MessageView, Router, build_table
 from tests.integration.harness import apply, header, make_env, produce, produce_raw, read, run_worker
 
 pytestmark = pytest.mark.kafka
@@ -245,7 +245,7 @@ apps:
 
 
 def test_config_changed_while_routing_every_message_matches_its_stamped_version(kafka, unique) -> None:
-    from router.config.store import history
+    from subroute.config.store import history
     from tests.integration.harness import BackgroundWorker
 
     env = make_env(kafka.bootstrap_servers, unique)

@@ -26,8 +26,8 @@ import perfkit
 from confluent_kafka import Producer
 from perfkit import median, spread, verdict
 
-from router.config.codec import encode
-from router.config.model import GroupConfig, SubscriptionConfig
+from subroute.config.codec import encode
+from subroute.config.model import GroupConfig, SubscriptionConfig
 
 
 class TracingWorker(perfkit.TimedWorker):

@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import expressions
-from expressions import Subscription
-from expressions.interpreter import interpret
+from subroute import expressions
+from subroute.expressions import Subscription
+from subroute.expressions.interpreter import interpret
 
 Props = Mapping[str, int | float | str | bool]
 SIZES = (10, 100, 1_000, 10_000)

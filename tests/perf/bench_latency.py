@@ -23,8 +23,8 @@ import perfkit
 from confluent_kafka import Consumer, Producer
 from perfkit import median, spread
 
-from router import names
-from router.kafka.io import admin_client, ensure_topics
+from subroute import names
+from subroute.kafka.io import admin_client, ensure_topics
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -52,7 +52,7 @@ def latency_run(bootstrap: str, rate: float, seconds: float) -> tuple[list[float
         [
             sys.executable,
             "-m",
-            "router.cli",
+            "subroute.cli",
             "worker",
             "--bootstrap-servers",
             bootstrap,

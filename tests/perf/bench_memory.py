@@ -1,6 +1,6 @@
 """Worker memory with 10,000 expressions: ``python tests/perf/bench_memory.py [--messages N] [--repeat R]``.
 
-Each run starts a fresh worker process (the real worker of ``router.worker.loop``, in a child process so nothing of
+Each run starts a fresh worker process (the real worker of ``subroute.worker.loop``, in a child process so nothing of
 the benchmark is counted), lets it read its config, compile the plan and route ``--messages`` records, then
 reads its resident set size from /proc: VmRSS at the end and VmHWM (the peak). The same with a 10-expression
 config gives the baseline of the process (Python, confluent-kafka, librdkafka's buffers).

@@ -28,9 +28,9 @@ from collections.abc import Hashable
 import perfkit
 from perfkit import median
 
-from expressions import Subscription, compile_plan
-from router.routing.native_plan import NativePlan
-from router.routing.properties import decode_headers
+from subroute.expressions import Subscription, compile_plan
+from subroute.routing.native_plan import NativePlan
+from subroute.routing.properties import decode_headers
 
 
 def subscriptions(total: int) -> list[Subscription]:

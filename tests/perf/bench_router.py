@@ -23,12 +23,14 @@ from typing import Any
 import perfkit
 from perfkit import median, spread, verdict
 
-import expressions
-from expressions.interpreter import interpret
-from router.ops.metrics import RouterMetrics
-from router.routing.decisions import Action, MessageView, Router, RoutingTable, build_table, decide_app
-from router.routing.properties import decode_headers
-from router.worker.loop import Worker, WorkerOptions
+from subroute import expressions
+from subroute.expressions.interpreter import interpret
+from subroute.ops.metrics import RouterMetrics
+from subroute.routing import decisions, properties
+from subroute.routing.decisions import Action, MessageView, Router, RoutingTable, build_table, decide_app
+from subroute.routing.properties import decode_headers
+from subroute.worker import loop
+from subroute.worker.loop import Worker, WorkerOptions
 
 
 def throughput(args: argparse.Namespace) -> dict[str, list[float]]:
@@ -244,12 +246,8 @@ def decision_path(messages: int) -> dict[str, float]:
 def compiled_or_not() -> str:
     """Whether the hot modules run as plain Python or as compiled extensions (e.g. a mypyc build left in the
     tree): their figures are not comparable."""
-    import expressions.plan
-    import router.routing.decisions
-    import router.routing.properties
-    import router.worker.loop
 
-    modules = (expressions.plan, router.routing.properties, router.routing.decisions, router.worker.loop)
+    modules = (expressions.plan, properties, decisions, loop)
     compiled = [m.__name__ for m in modules if not (m.__file__ or "").endswith(".py")]
     if compiled:
         return f"compiled extensions: {', '.join(compiled)}"

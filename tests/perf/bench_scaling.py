@@ -17,7 +17,7 @@ import sys
 import perfkit
 from perfkit import median, spread
 
-from router.worker.loop import WorkerOptions
+from subroute.worker.loop import WorkerOptions
 
 
 def child(bootstrap: str, prefix: str) -> None:

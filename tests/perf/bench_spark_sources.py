@@ -24,11 +24,11 @@ import perfkit
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
-from router.dev import jars as dev_jars
-from router.kafka.io import TopicSpec, admin_client, ensure_topics
-from router.ops.settings import Settings
-from spark.kafka_source import FORMAT
-from spark.session import build_session
+from subroute.dev import jars as dev_jars
+from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
+from subroute.ops.settings import Settings
+from subroute.spark.kafka_source import FORMAT
+from subroute.spark.session import build_session
 
 PARTITIONS = 4
 SOURCES = {"connector": "kafka", "python": FORMAT}

@@ -26,17 +26,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
-from router import names
-from router.config.codec import encode
-from router.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from router.config.store import config_topic_spec
-from router.dev.broker import LocalBroker, local_broker
-from router.kafka.io import TopicSpec, admin_client, ensure_topics
-from router.ops.metrics import RouterMetrics
-from router.ops.settings import Settings
-from router.routing.decisions import RoutingTable
-from router.worker.loop import Worker, WorkerOptions
-from router.worker.tally import BatchTally
+from subroute import names
+from subroute.config.codec import encode
+from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from subroute.config.store import config_topic_spec
+from subroute.dev.broker import LocalBroker, local_broker
+from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
+from subroute.ops.metrics import RouterMetrics
+from subroute.ops.settings import Settings
+from subroute.routing.decisions import RoutingTable
+from subroute.worker.loop import Worker, WorkerOptions
+from subroute.worker.tally import BatchTally
 
 Headers = list[tuple[str, bytes | None]]
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import atheris
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 with atheris.instrument_imports():
-    import expressions
+    from subroute import expressions
 
 PROPS = [
     {},

@@ -18,7 +18,7 @@ the ``Config`` at every version), ``Ledger.verify`` checks, per (input message, 
 * duplicates: records beyond one per (input, app, version, place): replays of uncommitted batches.
 
 The expected placement comes from an oracle that is independent of the plan: each expression compiled alone
-with ``expressions.compile`` and evaluated on the message's decoded properties. ``cross_check`` additionally
+with ``subroute.expressions.compile`` and evaluated on the message's decoded properties. ``cross_check`` additionally
 replays the router itself (``build_table(history[v])`` + ``Router().route``) and requires its decision to be
 one of the oracle's allowed places.
 """
@@ -30,14 +30,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-import expressions
-from router import names
-from router.config.model import AppConfig, Config
-from router.routing import priority
-from router.routing.decisions import Action, MessageView, Router, build_table
-from router.routing.expiration import is_expired
-from router.routing.properties import decode_headers
-from router.topic_patterns import input_matches
+from subroute import expressions, names
+from subroute.config.model import AppConfig, Config
+from subroute.routing import priority
+from subroute.routing.decisions import Action, MessageView, Router, build_table
+from subroute.routing.expiration import is_expired
+from subroute.routing.properties import decode_headers
+from subroute.topic_patterns import input_matches
 
 Headers = tuple[tuple[str, bytes | None], ...]
 PENDING = "pending"

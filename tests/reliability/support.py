@@ -20,10 +20,10 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from router import names
-from router.config.codec import ConfigValue, encode
-from router.kafka.io import admin_client, existing_topics
-from router.ops.settings import Settings
+from subroute import names
+from subroute.config.codec import ConfigValue, encode
+from subroute.kafka.io import admin_client, existing_topics
+from subroute.ops.settings import Settings
 from tests.reliability.ledger import Output, Sent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,7 +140,7 @@ class WorkerProcess:
             [
                 sys.executable,
                 "-m",
-                "router.cli",
+                "subroute.cli",
                 "worker",
                 "--bootstrap-servers",
                 settings.bootstrap_servers,
@@ -386,7 +386,7 @@ def positions_from_log(settings: Settings, sent: list[Sent]) -> LoggedInput:
     the ledger must too. Values are unique per test stream: read the input back and place each sent record
     where its value is; a value the log holds twice becomes two inputs.
     """
-    from router.kafka.io import read_to_end
+    from subroute.kafka.io import read_to_end
 
     where: dict[bytes, list[tuple[int, int, int]]] = {}
     for topic in {s.topic for s in sent}:

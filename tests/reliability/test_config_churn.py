@@ -24,9 +24,9 @@ import time
 
 import pytest
 
-from router import names
-from router.config.model import GroupConfig, SubscriptionConfig
-from router.config.store import history
+from subroute import names
+from subroute.config.model import GroupConfig, SubscriptionConfig
+from subroute.config.store import history
 from tests.integration.harness import apply, make_env
 from tests.reliability.ledger import Ledger
 from tests.reliability.support import (

@@ -3,9 +3,9 @@ message, a duplicate, an altered value, a message stuck pending. No broker: synt
 
 from __future__ import annotations
 
-from router import names
-from router.config.model import AppConfig, Config, GroupConfig
-from router.config.yaml import parse_yaml
+from subroute import names
+from subroute.config.model import AppConfig, Config, GroupConfig
+from subroute.config.yaml import parse_yaml
 from tests.reliability.ledger import Ledger, Output, Sent
 
 CONFIG = """

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from router.config.store import history
-from router.dev.broker import free_port, local_broker
+from subroute.config.store import history
+from subroute.dev.broker import free_port, local_broker
 from tests.integration.harness import apply, make_env
 from tests.reliability.ledger import Ledger
 from tests.reliability.scenarios import APPS, CONFIG, orders

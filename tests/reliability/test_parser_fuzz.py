@@ -1,7 +1,7 @@
 """Fuzzing both expression parsers (hypothesis; atheris too, when it is installed).
 
 Properties, for ``bmq`` and ``sql92``:
-* only ``ExpressionError`` ever leaves ``expressions.compile`` (any text, any declared types);
+* only ``ExpressionError`` ever leaves ``subroute.expressions.compile`` (any text, any declared types);
 * evaluation never raises, for any property map (every value type, out-of-range ints, NaN, infinities,
   huge strings), neither through ``Expression.evaluate``/``matches`` nor through a shared ``Plan``;
 * no input text is ever executed as code: texts carrying ``__import__('os').system(...)``, ``exec``/``eval``,
@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import expressions
+from subroute import expressions
 
 ROOT = Path(__file__).resolve().parents[2]
 DIALECTS = ("bmq", "sql92")

@@ -16,9 +16,9 @@ import random
 
 import pytest
 
-from router.config.store import history
-from router.routing.expiration import is_expired
-from router.routing.properties import decode_headers
+from subroute.config.store import history
+from subroute.routing.expiration import is_expired
+from subroute.routing.properties import decode_headers
 from tests.integration.harness import apply, make_env, run_worker
 from tests.reliability.ledger import Ledger, reads
 from tests.reliability.support import Message, Stream, app_topics, props_headers, read_outputs

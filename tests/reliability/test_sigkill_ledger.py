@@ -29,9 +29,9 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from router import names
-from router.config.store import history
-from router.ops.settings import Settings
+from subroute import names
+from subroute.config.store import history
+from subroute.ops.settings import Settings
 from tests.integration.harness import apply, make_env
 from tests.integration.test_worker_guarantees import broker_hides_aborted_records
 from tests.reliability.ledger import Ledger, Output

@@ -25,8 +25,8 @@ if importlib.util.find_spec("pyspark") is None:
 @pytest.fixture(scope="session")
 def spark_session(kafka) -> Iterator[SparkSession]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from router.dev import jars as dev_jars
-    from spark.session import build_session
+    from subroute.dev import jars as dev_jars
+    from subroute.spark.session import build_session
 
     # Spark's connector reads up to the end offset ListOffsets reports, which Tansu answers short by up to a batch
     # (docs/brokers.md): on Tansu the session goes without it, and the job uses its Python source, as it does on

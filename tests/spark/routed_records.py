@@ -20,8 +20,8 @@ class Produced:
 
 
 def create_topics(bootstrap: str, partitions: dict[str, int]) -> None:
-    from router.kafka import io as kafka_io
-    from router.ops.settings import Settings
+    from subroute.kafka import io as kafka_io
+    from subroute.ops.settings import Settings
 
     settings = Settings(bootstrap_servers=bootstrap)
     kafka_io.ensure_topics(
@@ -44,7 +44,7 @@ def produce_routed(
     """Records as the router writes them to a group topic: routing headers, producer timestamp kept."""
     from confluent_kafka import Producer
 
-    from router import names
+    from subroute import names
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     delivered: dict[int, tuple[int, int]] = {}
@@ -98,7 +98,7 @@ def sample_orders(count: int, seed: int) -> tuple[list[dict[str, object]], list[
 
     import fastavro
 
-    from spark import avro
+    from subroute.spark import avro
 
     schema = fastavro.parse_schema(avro.load_schema("order"))
     orders: list[dict[str, object]] = []

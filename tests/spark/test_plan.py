@@ -14,10 +14,10 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
-from router.cli import main as cli
-from router.config.model import Config
-from router.config.store import read_config
-from spark import plan
+from subroute.cli import main as cli
+from subroute.config.model import Config
+from subroute.config.store import read_config
+from subroute.spark import plan
 from tests.integration.harness import Env, apply, make_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -213,7 +213,7 @@ def test_parse_since() -> None:
 
 
 def test_proposed_config_keeps_or_prunes_and_drops_groups_that_no_longer_fit() -> None:
-    from router.config.yaml import parse_yaml
+    from subroute.config.yaml import parse_yaml
 
     current_values = parse_yaml(CURRENT.replace("INPUT", "orders")).values
     current = plan.proposed_config(Config(version=7), current_values, prune=True)[0]
@@ -233,7 +233,7 @@ def test_proposed_config_keeps_or_prunes_and_drops_groups_that_no_longer_fit() -
 
 
 def test_input_topics_resolve_names_and_regexes() -> None:
-    from router.config.yaml import parse_yaml
+    from subroute.config.yaml import parse_yaml
 
     values = parse_yaml("apps:\n  a: {inputs: [orders, '^pay-', gone]}\n").values
     config = plan.proposed_config(Config(), values, prune=True)[0]
@@ -267,7 +267,7 @@ def test_route_records_summarises_a_partition() -> None:
     """The mapInArrow function alone: one summary batch per partition, expiration with --evaluate-at now."""
     import pyarrow as pa
 
-    from router.config.yaml import parse_yaml
+    from subroute.config.yaml import parse_yaml
 
     text = "apps:\n  a:\n    inputs: [t]\n    properties: {N: int}\n    expiration: 1m\n    groups:\nGROUPS"
     current = plan.proposed_config(

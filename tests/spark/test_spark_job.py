@@ -18,9 +18,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from routed_records import Produced, create_topics, produce_routed, sample_orders
 
-from router.ops.settings import Settings
-from spark import cli, commits
-from spark.job import (
+from subroute.ops.settings import Settings
+from subroute.spark import cli, commits
+from subroute.spark.job import (
     BatchSink,
     JobConfig,
     RunResult,
@@ -31,8 +31,8 @@ from spark.job import (
     source,
     start,
 )
-from spark.kafka_source import FORMAT
-from spark.report import PERCENTILES, build_report, format_report
+from subroute.spark.kafka_source import FORMAT
+from subroute.spark.report import PERCENTILES, build_report, format_report
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 

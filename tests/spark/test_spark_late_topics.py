@@ -15,9 +15,9 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 from routed_records import create_topics, produce_routed
 
-from router import names
-from router.ops.settings import Settings
-from spark.job import JobConfig, run
+from subroute import names
+from subroute.ops.settings import Settings
+from subroute.spark.job import JobConfig, run
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 

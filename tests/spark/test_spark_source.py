@@ -18,7 +18,7 @@ from pyspark.sql.types import (
 )
 from routed_records import create_topics
 
-from spark.kafka_source import FORMAT, offsets_from_json, offsets_to_json, rate_limit
+from subroute.spark.kafka_source import FORMAT, offsets_from_json, offsets_to_json, rate_limit
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 

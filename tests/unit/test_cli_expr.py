@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from router.cli import main
+from subroute.cli import main
 
 
 def test_check_ok(capsys: pytest.CaptureFixture[str]) -> None:

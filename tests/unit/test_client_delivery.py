@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from router import names
-from router.client.delivery import (
+from subroute import names
+from subroute.client.delivery import (
     CANCELS,
     AckTracker,
     BandBuffer,

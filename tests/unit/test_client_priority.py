@@ -7,16 +7,16 @@ import re
 
 import pytest
 
-from router import names
-from router.client.dead_letters import (
+from subroute import names
+from subroute.client.dead_letters import (
     dead_letter_headers,
     event,
     history_of,
     redrive_headers,
     redrive_target,
 )
-from router.client.delivery import CANCELS, header_value
-from router.routing import priority
+from subroute.client.delivery import CANCELS, header_value
+from subroute.routing import priority
 
 
 @pytest.mark.parametrize(

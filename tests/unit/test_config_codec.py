@@ -9,7 +9,7 @@ from fastavro import schemaless_writer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from router.config.codec import (
+from subroute.config.codec import (
     SCHEMA_HEADER,
     ConfigDecodeError,
     ConfigKey,
@@ -17,8 +17,8 @@ from router.config.codec import (
     encode,
     parse_key,
 )
-from router.config.model import AppConfig, GroupConfig, SubscriptionConfig
-from schemas import load_schema
+from subroute.config.model import AppConfig, GroupConfig, SubscriptionConfig
+from subroute.schemas import load_schema
 
 FULL_APP = AppConfig(
     name="billing",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from router.config.codec import ConfigValue, key_of
-from router.config.diff import ADDED, CHANGED, DELETED, diff, render
-from router.config.model import AppConfig, GroupConfig, SubscriptionConfig
+from subroute.config.codec import ConfigValue, key_of
+from subroute.config.diff import ADDED, CHANGED, DELETED, diff, render
+from subroute.config.model import AppConfig, GroupConfig, SubscriptionConfig
 
 
 def state(*values: ConfigValue) -> dict[str, ConfigValue]:

@@ -8,20 +8,20 @@ from typing import Any
 
 import pytest
 
-import expressions
-from expressions.parser import MAX_DEPTH
-from router.cli import main as cli
-from router.config.codec import encode
-from router.config.limits import Limits, LimitsError, current_limits
-from router.config.model import AppConfig, GroupConfig, SubscriptionConfig
-from router.config.store import ConfigState, ConfigVersionRefused
-from router.config.validation import (
+from subroute import expressions
+from subroute.cli import main as cli
+from subroute.config.codec import encode
+from subroute.config.limits import Limits, LimitsError, current_limits
+from subroute.config.model import AppConfig, GroupConfig, SubscriptionConfig
+from subroute.config.store import ConfigState, ConfigVersionRefused
+from subroute.config.validation import (
     check_limits,
     expression_depth,
     validate_app,
     validate_group,
     validate_state,
 )
+from subroute.expressions.parser import MAX_DEPTH
 
 
 def sql_app(**fields: Any) -> AppConfig:

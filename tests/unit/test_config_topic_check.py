@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.config.store import ConfigTopicInvalid, check_config_topic
+from subroute.config.store import ConfigTopicInvalid, check_config_topic
 
 
 def test_one_compacted_partition_is_accepted() -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-import expressions
-from router.config.model import AppConfig, GroupConfig, SubscriptionConfig
-from router.config.validation import ConfigError, validate_app, validate_group, validate_state
-from router.config.yaml import parse_yaml
-from router.topic_patterns import input_matches
+from subroute import expressions
+from subroute.config.model import AppConfig, GroupConfig, SubscriptionConfig
+from subroute.config.validation import ConfigError, validate_app, validate_group, validate_state
+from subroute.config.yaml import parse_yaml
+from subroute.topic_patterns import input_matches
 
 
 def app(**fields: object) -> AppConfig:

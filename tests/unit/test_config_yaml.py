@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from router.config.codec import app_key, group_key
-from router.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from router.config.yaml import (
+from subroute.config.codec import app_key, group_key
+from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from subroute.config.yaml import (
     config_to_document,
     dump_yaml,
     format_duration_ms,

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from router import names
-from router.durations import MAX_DURATION_TEXT, format_duration_ms, parse_duration_ms
-from router.routing.expiration import message_expiration
+from subroute import names
+from subroute.durations import MAX_DURATION_TEXT, format_duration_ms, parse_duration_ms
+from subroute.routing.expiration import message_expiration
 
 
 @pytest.mark.parametrize(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from router import names
-from router.config.model import AppConfig, Config, GroupConfig
-from router.routing.decisions import Action, Decision, build_table
-from router.routing.envelope import Envelopes, InputRecord, destination_topic, records_for
+from subroute import names
+from subroute.config.model import AppConfig, Config, GroupConfig
+from subroute.routing.decisions import Action, Decision, build_table
+from subroute.routing.envelope import Envelopes, InputRecord, destination_topic, records_for
 
 TABLE = build_table(
     Config(
@@ -73,7 +73,7 @@ def test_destinations() -> None:
 
 
 def test_forged_router_headers_are_dropped_and_counted() -> None:
-    from router.routing.envelope import without_forged_headers
+    from subroute.routing.envelope import without_forged_headers
 
     headers = [
         ("Region", b"EU"),

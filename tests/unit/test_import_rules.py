@@ -3,7 +3,7 @@
 * Only the Kafka edge (router/kafka), the worker, the config store, the consumer client and capacity import
   confluent_kafka; everything else reaches Kafka through them.
 * The consumer client (router/client) does not read configuration or routing tables: it is given its app's
-  config (``router.config.model``, plain data) by its caller.
+  config (``subroute.config.model``, plain data) by its caller.
 * expressions/ is pure: it imports lark and the standard library only, never the router or a Kafka client.
 * The routing decisions are pure: nothing in router/routing but capacity imports confluent_kafka (covered by
   the first rule).
@@ -17,27 +17,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 KAFKA_ALLOWED = (
-    "router.kafka",
-    "router.worker",
-    "router.config.store",
-    "router.client",
-    "router.routing.capacity",
+    "subroute.kafka",
+    "subroute.worker",
+    "subroute.config.store",
+    "subroute.client",
+    "subroute.routing.capacity",
 )
 CLIENT_MAY_NOT = (
-    "router.config",
-    "router.routing.decisions",
-    "router.routing.capacity",
-    "router.routing.explain",
+    "subroute.config",
+    "subroute.routing.decisions",
+    "subroute.routing.capacity",
+    "subroute.routing.explain",
 )
-CLIENT_MAY = ("router.config.model",)
-EXPRESSIONS_MAY = ("expressions", "lark")
+CLIENT_MAY = ("subroute.config.model",)
+EXPRESSIONS_MAY = ("subroute.expressions", "lark")
+# Repository folder -> import package (pyproject.toml's package-dir).
+PACKAGES = {"router": "subroute", "expressions": "subroute.expressions", "spark": "subroute.spark"}
 
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return ".".join([PACKAGES[parts[0]], *parts[1:]])
 
 
 def imports_of(source: str, module: str, is_package: bool = False) -> set[str]:
@@ -66,16 +68,15 @@ def violations(module: str, imported: set[str]) -> list[str]:
     found = []
     if any(_under(name, ("confluent_kafka",)) for name in imported) and not _under(module, KAFKA_ALLOWED):
         found.append(f"{module} imports confluent_kafka: only {', '.join(KAFKA_ALLOWED)} may")
-    if _under(module, ("router.client",)):
+    if _under(module, ("subroute.client",)):
         for name in sorted(imported):
             if _under(name, CLIENT_MAY_NOT) and not _under(name, CLIENT_MAY):
                 found.append(
                     f"{module} (the consumer client) imports {name}: it is given its app config instead"
                 )
-    if _under(module, ("expressions",)):
+    if _under(module, ("subroute.expressions",)):
         for name in sorted(imported):
-            top = name.split(".")[0]
-            if top not in EXPRESSIONS_MAY and top not in _STDLIB:
+            if not _under(name, EXPRESSIONS_MAY) and name.split(".")[0] not in _STDLIB:
                 found.append(
                     f"{module} imports {name}: expressions/ imports lark and the standard library only"
                 )
@@ -88,26 +89,30 @@ _STDLIB = frozenset(__import__("sys").stdlib_module_names) | {"__future__"}
 def test_the_rules_catch_forbidden_imports() -> None:
     """The checker itself: each rule fires on a forbidden import and stays quiet on allowed ones."""
     assert violations(
-        "router.cli.config", imports_of("from confluent_kafka import Consumer", "router.cli.config")
+        "subroute.cli.config", imports_of("from confluent_kafka import Consumer", "subroute.cli.config")
     )
     assert violations(
-        "router.routing.decisions", imports_of("import confluent_kafka", "router.routing.decisions")
+        "subroute.routing.decisions", imports_of("import confluent_kafka", "subroute.routing.decisions")
     )
     assert not violations(
-        "router.kafka.io", imports_of("from confluent_kafka import Consumer", "router.kafka.io")
+        "subroute.kafka.io", imports_of("from confluent_kafka import Consumer", "subroute.kafka.io")
     )
-    inside = "def f():\n    from router.config.store import read_config\n"
-    assert violations("router.client.queue_consumer", imports_of(inside, "router.client.queue_consumer"))
+    inside = "def f():\n    from subroute.config.store import read_config\n"
+    assert violations("subroute.client.queue_consumer", imports_of(inside, "subroute.client.queue_consumer"))
     assert not violations(
-        "router.client.queue_consumer",
-        imports_of("from router.config.model import AppConfig", "router.client.queue_consumer"),
+        "subroute.client.queue_consumer",
+        imports_of("from subroute.config.model import AppConfig", "subroute.client.queue_consumer"),
     )
     assert violations(
-        "router.client.redrive", imports_of("from router.routing import decisions", "router.client.redrive")
+        "subroute.client.redrive",
+        imports_of("from subroute.routing import decisions", "subroute.client.redrive"),
     )
-    assert violations("expressions.plan", imports_of("from router import names", "expressions.plan"))
+    assert violations(
+        "subroute.expressions.plan", imports_of("from subroute import names", "subroute.expressions.plan")
+    )
     assert not violations(
-        "expressions.plan", imports_of("from . import ast\nimport lark\nimport re", "expressions.plan")
+        "subroute.expressions.plan",
+        imports_of("from . import ast\nimport lark\nimport re", "subroute.expressions.plan"),
     )
 
 
@@ -121,6 +126,18 @@ def test_every_module_keeps_to_its_room() -> None:
             problems.extend(violations(module, imported))
             checked += 1
     assert checked > 40
+    assert not problems, "\n".join(problems)
+
+
+def test_code_imports_the_subroute_package_only() -> None:
+    """The repository folders are not import packages of their own: everything goes through ``subroute``
+    (what the wheel installs), so code that works here works installed."""
+    problems = []
+    for folder in ("router", "expressions", "spark", "schemas", "tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for name in imports_of(path.read_text(), "x.y"):
+                if name.split(".")[0] in {"router", "expressions", "spark", "schemas"}:
+                    problems.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not problems, "\n".join(problems)
 
 

@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 
-from router.ops.logs import JsonFormatter
+from subroute.ops.logs import JsonFormatter
 
 
 def _line(logger: logging.Logger, call: str, *args: object, **kwargs: object) -> dict[str, object]:

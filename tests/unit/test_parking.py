@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from router import names
-from router.config.model import AppConfig, Config
-from router.routing.decisions import build_table
-from router.routing.parking import is_due, parked_version, pending_topics
+from subroute import names
+from subroute.config.model import AppConfig, Config
+from subroute.routing.decisions import build_table
+from subroute.routing.parking import is_due, parked_version, pending_topics
 
 TABLE = build_table(
     Config(version=5, apps={"billing": AppConfig(name="billing", inputs=("orders",), expiration_ms=60_000)})

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError
 
-from router import names
-from router.routing.envelope import OutRecord
-from router.worker.redelivery import MAX_ATTEMPTS, Failure, backoff, plan, resolve
+from subroute import names
+from subroute.routing.envelope import OutRecord
+from subroute.worker.redelivery import MAX_ATTEMPTS, Failure, backoff, plan, resolve
 
 PREFIX = "sr"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from router.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from router.routing.decisions import Action, MessageView, Router, build_table, rendezvous
+from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from subroute.routing.decisions import Action, MessageView, Router, build_table, rendezvous
 
 TYPES = {"CustomerId": "int", "Amount": "int", "OrderType": "string"}
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from router.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from router.routing.decisions import Action, MessageView, Router, build_table
+from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from subroute.routing.decisions import Action, MessageView, Router, build_table
 
 TYPES = {"App": "string", "N": "int"}
 

@@ -6,9 +6,9 @@ import argparse
 
 import pytest
 
-from router.config.model import AppConfig, Config, GroupConfig
-from router.kafka.topics import app_topics
-from router.ops.settings import Settings, SettingsError
+from subroute.config.model import AppConfig, Config, GroupConfig
+from subroute.kafka.topics import app_topics
+from subroute.ops.settings import Settings, SettingsError
 
 
 def _config() -> Config:

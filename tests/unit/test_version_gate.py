@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from router.worker.assignment import releasable
-from router.worker.checkpoint import version_metadata, version_of
+from subroute.worker.assignment import releasable
+from subroute.worker.checkpoint import version_metadata, version_of
 
 
 def test_commit_metadata_round_trips_the_version_and_ignores_anything_else() -> None:

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 
 import pytest
 
-import expressions
-from expressions import Outcome
-from expressions.interpreter import interpret
+from subroute import expressions
+from subroute.expressions import Outcome
+from subroute.expressions.interpreter import interpret
 
 I64_MAX = 2**63 - 1
 I64_MIN = -(2**63)

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 import pytest
 
-import expressions
-from expressions import Subscription, compile_plan
+from subroute import expressions
+from subroute.expressions import Subscription, compile_plan
 
 
 def alone(subs: list[Subscription], props: Mapping[str, int | float | str | bool]) -> frozenset[object]:

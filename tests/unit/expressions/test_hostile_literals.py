@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import expressions
-from expressions.errors import EXCERPT, LiteralRangeError
+from subroute import expressions
+from subroute.expressions.errors import EXCERPT, LiteralRangeError
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from expressions.like import like
+from subroute.expressions.like import like
 
 
 def reference_like(text: str, pattern: str, escape: str | None) -> bool:

@@ -7,8 +7,8 @@ from expr_strategies import bmq_expressions, plan_bmq, plan_sql, prop_maps, sql_
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import expressions
-from expressions.interpreter import interpret
+from subroute import expressions
+from subroute.expressions.interpreter import interpret
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 
 import pytest
 
-import expressions
-from expressions import Outcome
-from expressions.interpreter import interpret
+from subroute import expressions
+from subroute.expressions import Outcome
+from subroute.expressions.interpreter import interpret
 
 TRUE, FALSE, UNKNOWN = Outcome(True), Outcome(False), Outcome(False)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import expressions
+from subroute import expressions
 
 
 def type_error(

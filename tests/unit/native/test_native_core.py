@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import expressions
-from expressions import Subscription
-from expressions.expression import check
-from expressions.interpreter import interpret
-from router.routing.native_plan import NativePlan
-from router.routing.properties import PropertyDecodeError, decode_value
+from subroute import expressions
+from subroute.expressions import Subscription
+from subroute.expressions.expression import check
+from subroute.expressions.interpreter import interpret
+from subroute.routing.native_plan import NativePlan
+from subroute.routing.properties import PropertyDecodeError, decode_value
 
 
 def matches(text: str, headers: list[tuple[str, bytes | None]], dialect: str = "bmq", **types: str) -> bool:

@@ -1,6 +1,6 @@
 """Property tests: the native plan (router/native, via router.routing.native_plan) decides exactly what the reference
-decides: each subscription alone, its headers decoded by ``router.routing.properties`` with its own declared types,
-evaluated by ``expressions.interpreter``; and the Python plan of each set of subscriptions sharing types."""
+decides: each subscription alone, its headers decoded by ``subroute.routing.properties`` with its own declared types,
+evaluated by ``subroute.expressions.interpreter``; and the Python plan of each set of subscriptions sharing types."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "expressions"))
 from expr_strategies import bmq_expressions, plan_bmq, plan_sql, sql_expressions
 
-import expressions
-from expressions import Subscription, compile_plan
-from expressions.expression import check
-from expressions.interpreter import interpret
-from router.routing.native_plan import NativePlan
-from router.routing.properties import decode_headers
+from subroute import expressions
+from subroute.expressions import Subscription, compile_plan
+from subroute.expressions.expression import check
+from subroute.expressions.interpreter import interpret
+from subroute.routing.native_plan import NativePlan
+from subroute.routing.properties import decode_headers
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("NATIVE_EXAMPLES", "300")),
