@@ -211,7 +211,7 @@ def _apply_change(
     # The file was validated alone; what will be in force is the file plus the records it keeps (without
     # --prune), and workers refuse a version that is not valid as a whole: check that whole.
     merged = desired if prune else {**current, **desired}
-    errors = validate_state(merged.values())
+    errors = validate_state(merged.values(), prefix=settings.topic_prefix)
     unreadable = {key: reason for key, reason in state.undecodable().items() if key not in desired}
     if not prune:
         errors += [

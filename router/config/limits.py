@@ -9,7 +9,12 @@ expression length (characters) ``SUBROUTE_MAX_EXPRESSION_LENGTH``         4096
 expression nesting depth       ``SUBROUTE_MAX_NESTING_DEPTH``              200
 subscriptions per app          ``SUBROUTE_MAX_SUBSCRIPTIONS_PER_APP``   10,000
 subscriptions in total         ``SUBROUTE_MAX_SUBSCRIPTIONS_TOTAL``    100,000
+partitions of an app's topics  ``SUBROUTE_MAX_PARTITIONS``               1,000
 =============================  =======================================  ========
+
+Partitions are bounded because every worker creates an app's topics (group, band, pending, dead-letter topics,
+each with that many partitions): a count the cluster cannot hold would stop every worker, and partitions cost
+the brokers memory and file handles whether used or not.
 
 The expression language has its own hard bounds on top: bmq expressions are at most 128 characters, and no
 expression nests deeper than 200 levels (``subroute.expressions.parser``), so the depth limit can only be lowered.
@@ -38,6 +43,7 @@ class Limits:
     max_nesting_depth: int = MAX_DEPTH
     max_subscriptions_per_app: int = 10_000
     max_subscriptions_total: int = 100_000
+    max_partitions: int = 1_000
 
     @staticmethod
     def variable(field_name: str) -> str:

@@ -74,11 +74,11 @@ class ConfigState:
     reader keeps the last good version in force.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str | None = None) -> None:
         # raw key -> the key's last record: a value, a tombstone (dropped), or why it could not be decoded
         self._records: dict[bytes, ConfigValue | ConfigDecodeError] = {}
         self._next_offsets: dict[int, int] = {}
-        self._validator = StateValidator()
+        self._validator = StateValidator(prefix=prefix)  # with the prefix: inputs may not read its topics
         self.at_boundary = True  # the last record read ended a change (or no record was read)
 
     @property
@@ -258,7 +258,7 @@ def read_state(
     settings: Settings, *, timeout: float = 30.0, on_record: Callable[[ConfigState], None] | None = None
 ) -> ConfigState:
     """The config topic read once to its end (an empty state when the topic does not exist)."""
-    state = ConfigState()
+    state = ConfigState(settings.topic_prefix)
     reader = _TopicReader(settings)
     try:
         if not reader.assign():
@@ -422,7 +422,7 @@ class ConfigStore(Generic[T]):
     # --- the store thread -------------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        state = ConfigState()
+        state = ConfigState(self._settings.topic_prefix)
         reader: _TopicReader | None = None
         try:
             reader = _TopicReader(self._settings)

@@ -11,11 +11,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from subroute import expressions
+from subroute import expressions, names
 from subroute.config.limits import Limits, LimitsError, current_limits
 from subroute.config.model import DIALECTS, FAIRNESS_MODELS, PROPERTY_TYPES, AppConfig, GroupConfig
 from subroute.expressions import ast as expr_ast
 from subroute.names import NAME_PATTERN, RESERVED_GROUP_NAMES
+from subroute.routing import priority
 from subroute.topic_patterns import PatternError, compile_pattern, input_matches
 
 log = logging.getLogger(__name__)
@@ -240,7 +241,16 @@ def validate_app(app: AppConfig, limits: Limits | None = None) -> list[ConfigErr
     if app.priority is not None:
         _compile(errors, f"{where}.priority", app.priority, app, integer=True, limits=bounds)
     if app.partitions is not None:
-        _check_int(errors, f"{where}.partitions", app.partitions, 1, 100_000, "partitions")
+        if _is_int(app.partitions) and app.partitions > bounds.max_partitions:
+            errors.append(
+                ConfigError(
+                    f"{where}.partitions",
+                    f"{app.partitions} partitions; at most {bounds.max_partitions} are allowed "
+                    f"(limit {Limits.variable('max_partitions')})",
+                )
+            )
+        else:
+            _check_int(errors, f"{where}.partitions", app.partitions, 1, bounds.max_partitions, "partitions")
     if app.expiration_ms is not None:
         _check_int(errors, f"{where}.expiration", app.expiration_ms, 1, _INT64_MAX, "milliseconds")
     for field_name, count in (("max_cancels", app.max_cancels), ("max_deliveries", app.max_deliveries)):
@@ -344,10 +354,95 @@ def check_limits(
 
 
 def validate_state(
-    values: Iterable[AppConfig | GroupConfig], limits: Limits | None = None
+    values: Iterable[AppConfig | GroupConfig], limits: Limits | None = None, prefix: str | None = None
 ) -> list[ConfigError]:
-    """Validate a whole desired state (apps and their groups), e.g. a parsed YAML file, limits included."""
-    return StateValidator(limits).validate(values)
+    """Validate a whole desired state (apps and their groups), e.g. a parsed YAML file, limits included; with the
+    topic ``prefix`` it is deployed under, also what depends on it (``check_topics``)."""
+    return StateValidator(limits, prefix).validate(values)
+
+
+# Kafka's longest topic name.
+MAX_TOPIC_LENGTH = 249
+
+
+def project_topics(values: Iterable[AppConfig | GroupConfig], prefix: str) -> list[str]:
+    """Every topic subroute owns in this state: the config topic and each app's group (or band), pending and
+    dead-letter topics."""
+    items = list(values)
+    apps = {v.name: v for v in items if isinstance(v, AppConfig)}
+    owned = [names.config_topic(prefix)]
+    for app in apps.values():
+        owned += [names.pending_topic(prefix, app.name), names.dlq_topic(prefix, app.name)]
+    for group in items:
+        if isinstance(group, GroupConfig) and group.app in apps:
+            if apps[group.app].priority is None:
+                owned.append(names.group_topic(prefix, group.app, group.name))
+            else:
+                owned += priority.band_topics(prefix, group.app, group.name)
+    return owned
+
+
+def _shapes(prefix: str) -> list[str]:
+    """One topic of each shape subroute creates, for apps and groups not configured yet: a pattern that matches
+    one of them would read them as soon as they exist."""
+    app, group = "any-app", "any-group"
+    return [
+        names.group_topic(prefix, app, group),
+        priority.band_topic(prefix, app, group, priority.HIGHEST_BAND),
+        names.pending_topic(prefix, app),
+        names.dlq_topic(prefix, app),
+    ]
+
+
+def check_topics(values: Iterable[AppConfig | GroupConfig], prefix: str) -> list[ConfigError]:
+    """What the topic ``prefix`` decides: no app's input may select subroute's own topics (it would copy other
+    apps' data, or loop on its own), and every topic name subroute derives stays within Kafka's length."""
+    items = list(values)
+    owned = project_topics(items, prefix)
+    candidates = [*owned, *_shapes(prefix)]
+    errors: list[ConfigError] = []
+    for app in items:
+        if not isinstance(app, AppConfig):
+            continue
+        for index, topic in enumerate(app.inputs):
+            if not isinstance(topic, str):
+                continue
+            hit = next(
+                (t for t in candidates if topic == t or (topic.startswith("^") and _safe_matches(topic, t))),
+                None,
+            )
+            if hit is not None:
+                errors.append(
+                    ConfigError(
+                        f"{app_location(app.name)}.inputs[{index}]",
+                        f"selects subroute's own topic {hit!r}: an input may not be the config topic or any app's "
+                        f"group, pending or dead-letter topic (topic prefix {prefix!r})\n  {topic[:200]}\n  ^",
+                    )
+                )
+    too_long: dict[str, ConfigError] = {}  # one error per app or group: its longest topic
+    for topic in sorted((t for t in owned if len(t) > MAX_TOPIC_LENGTH), key=len, reverse=True):
+        error = _too_long(topic, prefix, items)
+        too_long.setdefault(error.location, error)
+    return errors + list(too_long.values())
+
+
+def _too_long(topic: str, prefix: str, items: list[AppConfig | GroupConfig]) -> ConfigError:
+    # Point at the longest name part: the group's when the topic has one, else the app's.
+    for value in items:
+        if isinstance(value, GroupConfig) and topic.startswith(
+            names.group_topic(prefix, value.app, value.name)
+        ):
+            where, name = group_location(value.app, value.name), value.name
+            break
+    else:
+        app = topic[len(prefix) + 1 :].split(".")[0]
+        where, name = app_location(app), app
+    start = topic.index(name, len(prefix) + 1)
+    return ConfigError(
+        where,
+        f"topic {topic[:60]}... would be {len(topic)} characters; Kafka allows {MAX_TOPIC_LENGTH}: shorten the "
+        f"name (or the topic prefix)\n  {topic}\n  {' ' * start}{'^' * len(name)}",
+    )
 
 
 class StateValidator:
@@ -355,8 +450,9 @@ class StateValidator:
     version): a record that is the same object as at the last call, checked against the same app, is not
     compiled again."""
 
-    def __init__(self, limits: Limits | None = None) -> None:
+    def __init__(self, limits: Limits | None = None, prefix: str | None = None) -> None:
         self._limits = limits
+        self._prefix = prefix
         # id(record) -> (record, its app or None, errors); the record is kept so that its id is not reused
         self._checked: dict[int, tuple[AppConfig | GroupConfig, AppConfig | None, list[ConfigError]]] = {}
 
@@ -380,6 +476,8 @@ class StateValidator:
             errors.extend(found)
         self._checked = checked
         errors.extend(check_limits(items, bounds))
+        if self._prefix is not None:
+            errors.extend(check_topics(items, self._prefix))
         return errors
 
 

@@ -74,6 +74,11 @@ class RouterMetrics:
             "Exactly-once transactions aborted (the batch is re-read).",
             registry=r,
         )
+        self.topic_creation_failures = Counter(
+            "subroute_topic_creation_failures_total",
+            "Attempts to create the topics of a config version that failed (the version in force stays).",
+            registry=r,
+        )
         self.config_refused = Counter(
             "subroute_config_refused_total",
             "Config versions refused: not valid as a whole (an undecodable or invalid record); the last good "

@@ -31,23 +31,6 @@ def subscription_topics(config: Config, prefix: str) -> tuple[str, ...]:
     return tuple(sorted(topics))
 
 
-def topic_layout(config: Config) -> object:
-    """What decides the topics ``kafka.topics.app_topics`` asks for: apps, their inputs and sizes, groups, bands.
-    Topics are ensured again only when this changes, not on every subscription change."""
-    return tuple(
-        sorted(
-            (
-                app.name,
-                app.inputs,
-                app.partitions,
-                app.priority is not None,
-                tuple(g.name for g in config.groups_of(app.name)),
-            )
-            for app in config.apps.values()
-        )
-    )
-
-
 def partition_names(partitions: Sequence[TopicPartition]) -> list[str]:
     return [f"{p.topic}/{p.partition}" for p in partitions]
 

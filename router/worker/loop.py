@@ -24,15 +24,15 @@ from confluent_kafka import Consumer, Message
 from subroute.config.model import Config
 from subroute.config.store import ConfigStore, Pacer
 from subroute.kafka.io import admin_client
-from subroute.kafka.topics import ensure_app_topics
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing.capacity import CapacityMonitor
 from subroute.routing.decisions import RoutingTable, build_table
 from subroute.worker import progress
-from subroute.worker.assignment import Assignment, topic_layout
+from subroute.worker.assignment import Assignment
 from subroute.worker.batch import BatchRouter
 from subroute.worker.checkpoint import AT_LEAST_ONCE, EXACTLY_ONCE, GUARANTEES, Checkpoint
+from subroute.worker.destinations import Destinations
 from subroute.worker.options import WorkerOptions, worker_consumer_config
 from subroute.worker.tally import BatchTally
 
@@ -53,13 +53,15 @@ class Worker:
         self.assignment = Assignment(self.metrics, lambda: self.metrics.ready.set(1 if self.ready() else 0))
         self.consumer: Consumer | None = None
         self.checkpoint: Checkpoint | None = None
-        self._admin = admin_client(settings)
+        self.destinations = Destinations(
+            admin_client(settings), self.prefix, settings.parked_retention_ms, self.metrics
+        )
         self._stop = threading.Event()
         self._last_loop = time.monotonic()
         self._lag_measured = 0.0
-        self._table_version = -1
+        self._table: RoutingTable | None = None  # the table in force (the poll loop's)
+        self._config: Config | None = None
         self._last_built: RoutingTable | None = None  # the store thread's last: unchanged apps reuse plans
-        self._topics_ensured: object = None  # the topic layout last ensured
 
     def healthy(self) -> bool:
         """The poll loop turns and the config store still follows the config topic (``/healthz``)."""
@@ -111,6 +113,9 @@ class Worker:
             while not self._stop.is_set():
                 self._last_loop = now = time.monotonic()
                 table = self._take_table()
+                if table is None:  # the first version's topics cannot be created yet (destinations logs why)
+                    self._stop.wait(1.0)
+                    continue
                 self.assignment.release(self.consumer, table.version, self.store.settled_at)
                 self.assignment.sweep(self.consumer, self.options.pending_sweep_seconds)
                 first = self.consumer.poll(self.options.poll_timeout)
@@ -137,16 +142,12 @@ class Worker:
             self._close()
         return 0
 
-    def _take_table(self) -> RoutingTable:
+    def _take_table(self) -> RoutingTable | None:
+        """The store's newest table once the topics it routes to exist; until then the one in force."""
         config, table = self.store.snapshot()
-        if table.version == self._table_version:
-            return table
-        # Between batches: a change of subscriptions only (the usual change) needs no broker round trip here.
-        layout = topic_layout(config)
-        if layout != self._topics_ensured:
-            ensure_app_topics(self._admin, config, self.prefix, self.settings.parked_retention_ms)
-            self._topics_ensured = layout
-        self._table_version = table.version
+        if table is self._table or not self.destinations.ready(config):
+            return self._table
+        self._table, self._config = table, config
         self.metrics.plan_version.set(table.version)
         self.metrics.plan_subscriptions.set(table.expression_count)
         self.capacity.watch(config)
@@ -166,16 +167,11 @@ class Worker:
             options.guarantee,
             options.transactional_id,
             self.metrics,
-            repair_topics=self._repair_topics,
+            repair_topics=lambda _missing: self.destinations.create(self._config or Config()),
         )
-        self._table_version = -1
+        self._table = None
         self._take_table()
         self.metrics.ready.set(1 if self.ready() else 0)
-
-    def _repair_topics(self, missing: set[str]) -> None:
-        """Create again the destination topics that went (``missing``, for the log), with their layout."""
-        config, _table = self.store.snapshot()
-        ensure_app_topics(self._admin, config, self.prefix, self.settings.parked_retention_ms)
 
     def _process_batch(self, table: RoutingTable, batch: list[Message]) -> BatchTally:
         assert self.consumer is not None and self.checkpoint is not None

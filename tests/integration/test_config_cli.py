@@ -328,3 +328,28 @@ def test_an_unreadable_record_is_named_and_pruned(corner: Corner, capsys: pytest
     assert corner.run("config", "apply", "--prune", "-f", corner.file(CONFIG)) == 0
     assert "- app/stray (unreadable record)" in capsys.readouterr().out
     assert sorted(read_config(corner.settings).apps) == ["billing", "fresh", "regex", "sized"]
+
+
+def test_apply_refuses_an_input_that_reads_subroutes_own_topics(
+    corner: Corner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
+    before = corner.records()
+    thief = "apps:\n  thief:\n    inputs: ['^.*']\n    groups:\n      g: {}\n"
+    capsys.readouterr()
+    assert corner.run("config", "apply", "-f", corner.file(thief, "thief.yaml")) == 2
+    err = capsys.readouterr().err
+    assert "apps.thief.inputs[0]: selects subroute's own topic" in err and "\n  ^.*\n  ^" in err
+    assert corner.records() == before
+    # Written by hand anyway, the version is refused by every reader: the last good one stays in force.
+    from subroute.config.codec import encode
+    from subroute.config.model import AppConfig
+    from subroute.config.store import ConfigVersionRefused
+    from subroute.kafka.io import producer
+
+    key, value, headers = encode(AppConfig(name="thief", inputs=(f"{corner.unique}.billing.vip",)))
+    hand = producer(corner.settings)
+    hand.produce(corner.settings.config_topic, key=key.encode(), value=value, headers=headers)
+    assert hand.flush(10) == 0
+    with pytest.raises(ConfigVersionRefused, match="selects subroute's own topic"):
+        read_config(corner.settings)

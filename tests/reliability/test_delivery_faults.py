@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka.admin import NewTopic
@@ -93,3 +94,48 @@ def test_a_destination_topic_deleted_under_the_worker_is_created_again_with_its_
     # Created again by the worker with its layout, not by the broker's defaults (one partition).
     assert existing_topics(admin_client(env.settings))[wide] == 3
     assert read(env, names.dlq_topic(env.prefix, "shop")) == []
+
+
+def test_a_version_whose_topics_cannot_be_created_is_not_taken_and_the_worker_keeps_routing(
+    kafka, unique
+) -> None:
+    from subroute.config.codec import encode
+    from subroute.config.model import GroupConfig, SubscriptionConfig
+    from subroute.config.writer import ConfigWriter
+
+    env = make_env(kafka.bootstrap_servers, unique, partitions=1)
+    assert apply(env, "apps:\n  shop:\n    inputs: [INPUT]\n    groups:\n      a: {}\n") == 0
+    # Kafka refuses a topic whose name differs from an existing one only by '.' and '_': group b's topic
+    # cannot be created while this one exists.
+    admin = admin_client(env.settings)
+    blocker = f"{env.prefix}_shop_b"
+    admin.create_topics([NewTopic(blocker, 1, 1)])[blocker].result(30)
+
+    def send(tag: str) -> None:
+        batch = [(f"{tag}{i}".encode(), f"{tag}{i}".encode(), [], None) for i in range(5)]
+        assert len(Stream(env.settings, env.input, batch).start().join()) == 5
+
+    def routed(group: str) -> list[bytes]:
+        return sorted(m.value() for m in read(env, names.group_topic(env.prefix, "shop", group)))
+
+    def wait(condition: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 90
+        while not condition():
+            assert time.monotonic() < deadline, what
+            assert worker.thread.is_alive(), "the worker stopped"
+            time.sleep(0.2)
+
+    with BackgroundWorker(env) as worker:
+        send("first")
+        wait(lambda: len(routed("a")) == 5, "records routed under the first version")
+        # Written past `config apply` (which creates the topics first and would refuse): group b outranks a.
+        with ConfigWriter(env.settings) as writer:
+            writer.write([encode(GroupConfig("shop", "b", (SubscriptionConfig(None, 10),)))])
+        wait(lambda: worker.metrics.topic_creation_failures._value.get() >= 1, "the creation to fail")
+        send("second")
+        wait(lambda: len(routed("a")) == 10, "records routed under the version in force")
+        admin.delete_topics([blocker])[blocker].result(30)
+        wait(lambda: names.group_topic(env.prefix, "shop", "b") in existing_topics(admin), "topic b created")
+        send("third")
+        wait(lambda: len(routed("b")) == 5, "records routed under the new version")
+    assert routed("b") == sorted(f"third{i}".encode() for i in range(5))

@@ -1,0 +1,73 @@
+"""The topics the worker routes to: created before a config version is taken, created again when one goes.
+
+Runs on the poll-loop thread. A version whose topics cannot be created (the cluster refuses the partition count,
+authorization, a broker down) is not taken: the previous version stays in force and the creation is tried again
+every ``RETRY_SECONDS``, instead of the worker crashing on it, and every worker after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from subroute.config.model import Config
+from subroute.kafka.io import AdminClient, KafkaException
+from subroute.kafka.topics import ensure_app_topics
+from subroute.ops.metrics import RouterMetrics
+
+log = logging.getLogger(__name__)
+
+RETRY_SECONDS = 10.0
+
+
+def topic_layout(config: Config) -> object:
+    """What decides the topics ``kafka.topics.app_topics`` asks for: apps, their inputs and sizes, groups, bands.
+    Topics are ensured again only when this changes, not on every subscription change."""
+    return tuple(
+        sorted(
+            (
+                app.name,
+                app.inputs,
+                app.partitions,
+                app.priority is not None,
+                tuple(g.name for g in config.groups_of(app.name)),
+            )
+            for app in config.apps.values()
+        )
+    )
+
+
+class Destinations:
+    def __init__(
+        self, admin: AdminClient, prefix: str, parked_retention_ms: int, metrics: RouterMetrics
+    ) -> None:
+        self._admin = admin
+        self._prefix = prefix
+        self._parked_retention_ms = parked_retention_ms
+        self._metrics = metrics
+        self._ensured: object = None  # the layout whose topics exist
+        self._failed_at = float("-inf")
+
+    def ready(self, config: Config) -> bool:
+        """True once every topic ``config`` routes to exists (created here if need be)."""
+        layout = topic_layout(config)
+        if layout == self._ensured:
+            return True
+        if time.monotonic() - self._failed_at < RETRY_SECONDS:
+            return False
+        try:
+            self.create(config)
+        except (KafkaException, TimeoutError) as exc:
+            self._failed_at = time.monotonic()
+            self._metrics.topic_creation_failures.inc()
+            log.error(
+                "topics of a config version cannot be created; the version in force stays until they can",
+                extra={"fields": {"version": config.version, "error": str(exc)}},
+            )
+            return False
+        self._ensured = layout
+        return True
+
+    def create(self, config: Config) -> None:
+        """Create the topics ``config`` needs that do not exist (again), with their layout."""
+        ensure_app_topics(self._admin, config, self._prefix, self._parked_retention_ms)
