@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from subroute.ops.settings import SettingsError
 
@@ -20,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     from subroute.spark import cli as spark_cli  # imports pyspark only when a spark command runs
 
     parser = argparse.ArgumentParser(prog="subroute", description="Content-based routing for Apache Kafka.")
+    parser.add_argument("--version", action="version", version=f"subroute {metadata.version('subroute')}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (config_cli, worker_cli, explain_cli, expr_cli, queue_cli, spark_cli, dev_cli):
         module.register(subparsers)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -111,6 +111,35 @@ class Settings:
                 f"--parked-retention-ms / {ENV_PARKED_RETENTION} {retention_text[:40]!r}: milliseconds, or -1 for unlimited"
             )
         return cls(bootstrap, prefix, MappingProxyType(kafka_config), parked_retention_ms)
+
+
+def env_checked(
+    variable: str,
+    *,
+    choices: Sequence[str] | None = None,
+    convert: Callable[[str], Any] = str,
+    minimum: int | None = None,
+) -> Callable[[str], Any]:
+    """An argparse ``type`` for a flag whose default comes from ``variable``: argparse converts a string default
+    like a value given on the command line, and a bad one fails as a usage error that names both."""
+
+    def parse(raw: str) -> Any:
+        try:
+            value = convert(raw.strip())
+        except ValueError:
+            value = None
+        if (
+            value is None
+            or (choices is not None and value not in choices)
+            or (minimum is not None and value < minimum)
+        ):
+            wanted = f"one of {', '.join(choices)}" if choices else convert.__name__
+            if minimum is not None:
+                wanted += f" >= {minimum}"
+            raise argparse.ArgumentTypeError(f"{raw!r} (flag or env {variable}): expected {wanted}")
+        return value
+
+    return parse
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
