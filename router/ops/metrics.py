@@ -118,7 +118,12 @@ class RouterMetrics:
         )
         self.input_lag = Gauge(
             "subroute_input_lag_messages",
-            "Input records not yet consumed by this worker (assigned partitions).",
+            "Input records not yet consumed by this worker (assigned input partitions; pending topics excluded).",
+            registry=r,
+        )
+        self.pending_backlog = Gauge(
+            "subroute_pending_backlog_messages",
+            "Records parked on the pending topics of this worker's assigned partitions, waiting for a subscription.",
             registry=r,
         )
         self.group_lag = Gauge(

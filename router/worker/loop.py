@@ -125,7 +125,9 @@ class Worker:
                 )
                 if now - self._lag_measured > 5:
                     self._lag_measured = now
-                    self.metrics.input_lag.set(progress.input_lag(self.consumer, self.assignment.assigned))
+                    inputs, parked = progress.lag(self.consumer, self.assignment.assigned, self.prefix)
+                    self.metrics.input_lag.set(inputs)
+                    self.metrics.pending_backlog.set(parked)
                 if batch:
                     idle_since = None
                     self._process_batch(table, batch)

@@ -10,17 +10,29 @@ from collections.abc import Collection
 
 from confluent_kafka import Consumer, TopicPartition
 
+from subroute import names
+
 Partition = tuple[str, int]
 
 
-def input_lag(consumer: Consumer, assigned: Collection[Partition]) -> int:
-    """Records of the assigned partitions not consumed yet."""
-    lag = 0
-    for tp in consumer.position([TopicPartition(t, p) for t, p in assigned]) if assigned else ():
+def lag(consumer: Consumer, assigned: Collection[Partition], prefix: str) -> tuple[int, int]:
+    """Records of the assigned partitions not consumed yet: (input topics, pending topics).
+
+    Kept apart because they mean different things: input lag is work to do (what autoscaling and alerts
+    read); a pending backlog is parked on purpose until a subscription matches, and more workers would not
+    shrink it."""
+    inputs = pending = 0
+    positions = consumer.position([TopicPartition(t, p) for t, p in assigned]) if assigned else []
+    _from_commits(consumer, positions)
+    for tp in positions:
         _, high = consumer.get_watermark_offsets(tp, cached=True)
         if high is not None and high >= 0 and tp.offset >= 0:
-            lag += max(0, high - tp.offset)
-    return lag
+            behind = max(0, high - tp.offset)
+            if names.app_of_pending(prefix, tp.topic or ""):
+                pending += behind
+            else:
+                inputs += behind
+    return inputs, pending
 
 
 def caught_up(consumer: Consumer, assigned: Collection[Partition], paused: Collection[Partition]) -> bool:
@@ -31,11 +43,7 @@ def caught_up(consumer: Consumer, assigned: Collection[Partition], paused: Colle
     if not partitions:
         return True
     positions = consumer.position(partitions)
-    unknown = [tp for tp in positions if tp.offset < 0]  # nothing consumed from it in this session
-    if unknown:
-        committed = {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(unknown, timeout=5)}
-        for tp in unknown:
-            tp.offset = committed.get((tp.topic, tp.partition), -1)
+    _from_commits(consumer, positions)
     for tp in positions:
         _, high = consumer.get_watermark_offsets(tp, cached=True)
         if high is None or high < 0:
@@ -46,3 +54,13 @@ def caught_up(consumer: Consumer, assigned: Collection[Partition], paused: Colle
         elif tp.offset < high:
             return False
     return True
+
+
+def _from_commits(consumer: Consumer, positions: list[TopicPartition]) -> None:
+    """Fill in the committed offset where the position is unknown: nothing consumed from the partition in this
+    session, or a parked pending partition (sought back and paused)."""
+    unknown = [tp for tp in positions if tp.offset < 0]
+    if unknown:
+        committed = {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(unknown, timeout=5)}
+        for tp in unknown:
+            tp.offset = committed.get((tp.topic, tp.partition), -1)

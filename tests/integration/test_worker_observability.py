@@ -207,3 +207,18 @@ def test_worker_refuses_a_config_topic_that_is_not_one_compacted_partition(kafka
     # Apache Kafka reports the default policy (delete); Tansu reports only keys set explicitly (docs/brokers.md)
     assert "has 2 partitions and cleanup.policy=" in process.stderr
     assert "not routing" in process.stderr
+
+
+def test_input_lag_leaves_out_the_parked_pending_backlog(kafka, unique) -> None:
+    """Parked pending records are left uncommitted on purpose: they are a backlog of their own, not work that
+    more workers would do, so they must not count as input lag (autoscaling and SubrouteInputLagHigh read it)."""
+    env = make_env(kafka.bootstrap_servers, unique)
+    nothing = "apps:\n  shop:\n    inputs: [INPUT]\n    properties: {N: int}\n    groups:\n      g: {subscriptions: ['N > 100']}\n"
+    assert apply(env, nothing) == 0
+    produce(env, [{"N": i} for i in range(30)])  # none matches: all parked
+    with BackgroundWorker(env) as worker:
+        deadline = time.monotonic() + 60
+        while worker.metrics.pending_backlog._value.get() < 30:
+            assert time.monotonic() < deadline, "the pending backlog was never measured"
+            time.sleep(0.5)
+        assert worker.metrics.input_lag._value.get() == 0

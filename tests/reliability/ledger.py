@@ -279,7 +279,7 @@ class Ledger:
                 continue
             version = int(version_text)
             report.versions[version] += 1
-            if not 0 <= version < len(self.history):
+            if version not in self.history:
                 report.misrouted.append(
                     Problem(source, app, f"stamped with unknown config version {version}")
                 )
@@ -399,7 +399,7 @@ class Ledger:
             if source is None or version_text is None or routed_at is None or source not in self.sent:
                 continue
             version = int(version_text)
-            if (source, version) in checked or not 0 <= version < len(self.history):
+            if (source, version) in checked or version not in self.history:
                 continue
             if limit is not None and len(checked) >= limit:
                 break

@@ -58,7 +58,7 @@ def good() -> tuple[list[Sent], list[Output]]:
 
 
 def ledger(inputs: list[Sent]) -> Ledger:
-    return Ledger(PREFIX, [Config(), config()], inputs)
+    return Ledger(PREFIX, {0: Config(), 1: config()}, inputs)
 
 
 def test_a_correct_run_is_clean() -> None:
