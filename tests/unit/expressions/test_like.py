@@ -67,3 +67,28 @@ def test_hostile_patterns_finish_in_bounded_time() -> None:
     assert time.perf_counter() - began < 1.0  # the former regex did not finish in 30 s
     # The regex the old compiler built, for the record: it backtracks (not run on the long text).
     assert re.fullmatch(".*a.*a.*a.*a.*a.*a.*b", "a" * 20, re.DOTALL) is None
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.text(alphabet="ab", max_size=60),
+    st.lists(st.one_of(st.just("%"), st.text(alphabet="ab_", min_size=1, max_size=30)), max_size=5).map(
+        "".join
+    ),
+)
+def test_long_segments_equal_the_reference(text: str, pattern: str) -> None:
+    """Segments longer than SHORT_SEGMENT with ``_`` go through the Shift-And scan."""
+    assert like(text, pattern) == reference_like(text, pattern, None)
+
+
+def test_long_segment_with_underscores_is_linear() -> None:
+    """Found by tests/reliability/test_long_input_fuzz.py: a segment of literals and ``_`` was tried at every
+    position, len(text) x len(segment) steps (a 4,000-unit segment on 10,000 characters took a second)."""
+    began = time.perf_counter()
+    for length in (100, 1_000, 4_000):
+        pattern = "%a" + "_" * (length - 2) + "b%"
+        assert not like("a" * 10_000, pattern)
+        assert like("a" * 10_000 + "b", pattern)
+        assert like("a" * 5_000 + "b" + "a" * 5_000, "%a" + "_" * (length - 2) + "b%a%")
+    assert not like("ab" * 50_000, "%" + "a_" * 2_000 + "b_b%")
+    assert time.perf_counter() - began < 1.0
