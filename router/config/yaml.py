@@ -88,12 +88,21 @@ def parse_duration_ms(value: object) -> int:
 MAX_ERROR_TEXT = 500  # characters of a YAML error shown: its position and cause, not the document
 
 
+MAX_YAML_DEPTH = 64  # nested collections; a subscriptions file needs 6 (apps, app, groups, group, list, item)
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys instead of silently keeping the last one, and aliases.
+    """SafeLoader that refuses duplicate keys instead of silently keeping the last one, aliases, and nesting
+    deeper than ``MAX_YAML_DEPTH``.
 
     An alias (``*name``) repeats a node; nested, a few hundred bytes of aliases expand to gigabytes (and so
-    would every error message that shows the value). A subscriptions file has no need for them.
+    would every error message that shows the value). A subscriptions file has no need for them. PyYAML builds
+    nested collections by recursion: 400 bytes of ``[`` raised RecursionError out of ``parse_yaml``.
     """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
 
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
@@ -104,7 +113,19 @@ class _StrictLoader(yaml.SafeLoader):
                 f"aliases (*{event.anchor}) are not accepted: write the value out",
                 event.start_mark,
             )
-        node: yaml.Node | None = super().compose_node(parent, index)
+        nested = self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent)
+        if nested and self._depth >= MAX_YAML_DEPTH:
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"nested deeper than {MAX_YAML_DEPTH} levels",
+                self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+            )
+        self._depth += nested
+        try:
+            node: yaml.Node | None = super().compose_node(parent, index)
+        finally:
+            self._depth -= nested
         return node
 
 

@@ -226,3 +226,21 @@ def test_aliases_are_refused_before_they_expand() -> None:
     assert len(parsed.errors) == 1
     message = str(parsed.errors[0])
     assert "aliases (*a) are not accepted" in message and len(message) < 1_000
+
+
+def test_deep_nesting_is_refused_not_a_recursion_error() -> None:
+    """Found by tests/reliability/test_long_input_fuzz.py: PyYAML composes nested collections by recursion, so
+    400 bytes of ``[`` raised RecursionError out of parse_yaml (and ``config apply`` died with a traceback)."""
+    for text in (
+        "apps: " + "[" * 5_000 + "x" + "]" * 5_000,
+        "apps: " + "{a: " * 5_000 + "b" + "}" * 5_000,
+        "[" * 400,
+        "apps:\n" + "".join(" " * i + f"k{i}:\n" for i in range(1, 300)),
+    ):
+        parsed = parse_yaml(text)
+        assert len(parsed.errors) == 1, text[:40]
+        message = str(parsed.errors[0])
+        assert "nested deeper than 64 levels" in message and len(message) < 1_000, message
+    # Within the limit, nesting is a shape question as before.
+    parsed = parse_yaml("apps: " + "[" * 60 + "x" + "]" * 60)
+    assert [str(e) for e in parsed.errors] == ["apps: expected a mapping, got a list"]
