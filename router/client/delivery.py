@@ -5,6 +5,7 @@
 * ``GroupHoldBack``: later messages of a message group wait until the re-published copy of a cancelled one arrives.
 * ``BandBuffer``: fetched records per priority band, highest band first.
 * ``Outstanding``: delivered, unacknowledged messages and their lease deadlines.
+* ``Settling``: messages given back (cancel, expire, lease) until their copy or dead letter is acknowledged.
 * ``after_failure``: AMPS's MaxCancels / MaxDeliveries decision for a failed delivery.
 """
 
@@ -208,15 +209,23 @@ GroupKey = tuple[str, int, bytes]  # (topic, partition, message-group id)
 
 @dataclass
 class _Hold(Generic[T]):
-    expected: set[int] = field(default_factory=set)
-    held: list[T] = field(default_factory=list)
+    expected: set[int] = field(default_factory=set)  # offsets of copies written, not read back yet
+    unwritten: int = 0  # copies being written: their offsets are not known yet
+    held: list[tuple[int, T]] = field(default_factory=list)  # (offset, item), in fetch order
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.expected) or self.unwritten > 0
 
 
 class GroupHoldBack(Generic[T]):
     """Qpid's ordering rule kept through cancels.
 
     A cancelled grouped message is re-published at the end of its partition. Until that copy is read back, the
-    group's later messages are held; the copy is delivered first, then the held messages in their order.
+    group's later messages are held; the copy is delivered first, then the held messages in their order. The
+    hold starts when the message is given back (``expect_unwritten``), before the copy is written: its write
+    may fail and be retried, and it may even be fetched before its delivery report names its offset
+    (``written``).
     """
 
     def __init__(self) -> None:
@@ -224,6 +233,28 @@ class GroupHoldBack(Generic[T]):
 
     def expect(self, key: GroupKey, copy_offset: int) -> None:
         self._holds.setdefault(key, _Hold()).expected.add(copy_offset)
+
+    def expect_unwritten(self, key: GroupKey) -> None:
+        """Hold the group now: a copy is being written, its offset comes with ``written``."""
+        self._holds.setdefault(key, _Hold()).unwritten += 1
+
+    def written(self, key: GroupKey, copy_offset: int) -> list[T]:
+        """The copy announced by ``expect_unwritten`` is at ``copy_offset``. Returns what to deliver now, in
+        order: nothing, or (when the copy was fetched already and held) the copy, then the held messages when
+        the group waits for nothing else."""
+        hold = self._holds.get(key)
+        if hold is None or hold.unwritten <= 0:
+            return []  # the partition was revoked meanwhile
+        hold.unwritten -= 1
+        arrived = [item for offset, item in hold.held if offset == copy_offset]
+        if not arrived:
+            hold.expected.add(copy_offset)
+            return []
+        hold.held = [(offset, item) for offset, item in hold.held if offset != copy_offset]
+        if hold.waiting:
+            return arrived
+        del self._holds[key]
+        return [*arrived, *(item for _, item in hold.held)]
 
     def is_held(self, key: GroupKey) -> bool:
         return key in self._holds
@@ -235,11 +266,11 @@ class GroupHoldBack(Generic[T]):
             return item, []
         if offset in hold.expected:
             hold.expected.discard(offset)
-            if hold.expected:
+            if hold.waiting:
                 return item, []
             del self._holds[key]
-            return item, hold.held
-        hold.held.append(item)
+            return item, [held for _, held in hold.held]
+        hold.held.append((offset, item))
         return None, []
 
     def held_count(self) -> int:
@@ -249,7 +280,7 @@ class GroupHoldBack(Generic[T]):
         """Drop the holds of a revoked partition; returns the items they held."""
         dropped: list[T] = []
         for key in [k for k in self._holds if k[0] == topic and k[1] == partition]:
-            dropped.extend(self._holds.pop(key).held)
+            dropped.extend(item for _, item in self._holds.pop(key).held)
         return dropped
 
 
@@ -325,6 +356,105 @@ class Outstanding(Generic[T]):
     def drop_partition(self, topic: str, partition: int) -> list[T]:
         gone = [k for k in self._items if k[0] == topic and k[1] == partition]
         return [self._items.pop(k)[0] for k in gone]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+# --- given-back messages ------------------------------------------------------------------------------------------
+
+RETRY_FIRST = 0.2  # seconds before the first retry of a failed write
+RETRY_MAX = 5.0  # the longest wait between two writes of one given-back message
+
+
+def retry_delay(failures: int) -> float:
+    """Seconds to wait after the ``failures``-th failed write of a given-back message (1, 2, ...): doubling from
+    ``RETRY_FIRST``, never more than ``RETRY_MAX``."""
+    return min(RETRY_FIRST * 2.0 ** (max(failures, 1) - 1), RETRY_MAX)
+
+
+@dataclass
+class _Settling(Generic[T]):
+    item: T
+    due: float  # when the next write may start (monotonic)
+    failures: int = 0
+    writing: int | None = None  # the token of the write under way, whose delivery report is awaited
+
+
+class Settling(Generic[T]):
+    """Messages the application gave back (cancel, expire, a lease that ran out, expiry on delivery) whose
+    re-published copy or dead letter is not acknowledged yet.
+
+    Such a message is neither held by the application nor settled: it stays in the backlog and its offset
+    stays uncommitted until one write of it is acknowledged. A failed write is retried after ``retry_delay``;
+    a new write never starts while one is under way (its outcome unknown), so a write that times out locally
+    yet reaches the broker is not doubled by a retry. Each write has a token; a delivery report settles the
+    message only if its token is the current one, so a message is settled once, and reports of writes that
+    were abandoned (the partition was revoked) are ignored.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[Key, _Settling[T]] = {}
+        self._tokens = 0
+
+    def add(self, key: Key, item: T, now: float) -> None:
+        """Give ``item`` back; its first write is due at once."""
+        self._items[key] = _Settling(item, now)
+
+    def due(self, now: float) -> list[tuple[Key, T]]:
+        """Messages whose next write may start now (none under way), in the order they were given back."""
+        return [(k, e.item) for k, e in self._items.items() if e.writing is None and e.due <= now]
+
+    def start(self, key: Key) -> int | None:
+        """A write of ``key`` starts: its token (for ``written`` / ``failed``); None, and no write, when ``key`` is
+        not waiting for one (settled, abandoned, or a write is under way)."""
+        entry = self._items.get(key)
+        if entry is None or entry.writing is not None:
+            return None
+        self._tokens += 1
+        entry.writing = self._tokens
+        return self._tokens
+
+    def written(self, key: Key, token: int) -> T | None:
+        """The write ``token`` was acknowledged: the message, now settled (None: abandoned or not current)."""
+        entry = self._items.get(key)
+        if entry is None or entry.writing != token:
+            return None
+        del self._items[key]
+        return entry.item
+
+    def failed(self, key: Key, token: int, now: float) -> float | None:
+        """The write ``token`` failed: the next one is due after the returned delay (None: not current)."""
+        entry = self._items.get(key)
+        if entry is None or entry.writing != token:
+            return None
+        entry.writing = None
+        entry.failures += 1
+        delay = retry_delay(entry.failures)
+        entry.due = now + delay
+        return delay
+
+    def next_due(self) -> float | None:
+        """When the next write may start (None: none waits)."""
+        times = [e.due for e in self._items.values() if e.writing is None]
+        return min(times) if times else None
+
+    def get(self, key: Key) -> T | None:
+        entry = self._items.get(key)
+        return None if entry is None else entry.item
+
+    def failures(self, key: Key) -> int:
+        entry = self._items.get(key)
+        return 0 if entry is None else entry.failures
+
+    def drop_partition(self, topic: str, partition: int) -> list[T]:
+        """Abandon the given-back messages of a revoked partition (the next owner reads them again from the
+        committed offset); reports of their writes under way are then ignored."""
+        gone = [k for k in self._items if k[0] == topic and k[1] == partition]
+        return [self._items.pop(k).item for k in gone]
+
+    def __contains__(self, key: Key) -> bool:
+        return key in self._items
 
     def __len__(self) -> int:
         return len(self._items)

@@ -5,7 +5,7 @@ the dead-letter format in ``subroute.client.dead_letters``. See ``docs/queue-sem
 
 Use it from one thread::
 
-    billing = read_app(settings, "billing")            # router.config.store: the app as configured
+    billing = read_app(settings, "billing")            # subroute.config.store: the app as configured
     with QueueConsumer(settings, "billing", "general", app_config=billing, max_backlog=2, lease=30) as queue:
         for message in queue:
             try:
@@ -45,8 +45,10 @@ from subroute.client.delivery import (
     BandBuffer,
     DuplicateFilter,
     GroupHoldBack,
+    GroupKey,
     Headers,
     Outstanding,
+    Settling,
     after_failure,
     header_value,
     int_header,
@@ -64,6 +66,11 @@ log = logging.getLogger(__name__)
 AT_LEAST_ONCE = "at-least-once"
 AT_MOST_ONCE = "at-most-once"
 SEMANTICS = (AT_LEAST_ONCE, AT_MOST_ONCE)
+
+# How long cancel / expire / a lease expiry wait for the first write of a given-back message. A write still
+# under way after that stays under way: its delivery report settles the message (or schedules a retry) during a
+# later poll().
+WRITE_WAIT = 30.0
 
 
 class QueueError(RuntimeError):
@@ -118,6 +125,20 @@ class QueueStats:
     lease_expired: int = 0
     duplicates: int = 0
     dead_lettered: dict[str, int] = field(default_factory=dict)
+    failed_writes: int = 0  # writes of given-back messages (copies, dead letters) that failed and are retried
+
+
+@dataclass(slots=True, eq=False)
+class _GivenBack:
+    """A message the application gave back and the one record that settles it: a copy on its own topic and
+    partition, or a dead letter. Decided once, when it is given back; every retry writes the same record."""
+
+    message: QueueMessage
+    topic: str
+    partition: int | None
+    headers: Headers
+    dead_letter_reason: str | None  # None: a copy back to the queue
+    group: GroupKey | None = None  # a grouped copy: the group's later messages wait for it
 
 
 def _produce_sync(
@@ -223,6 +244,7 @@ class QueueConsumer:
         self._holdback: GroupHoldBack[QueueMessage] = GroupHoldBack()
         self._buffer: BandBuffer[QueueMessage] = BandBuffer(len(priority.BANDS))
         self._outstanding: Outstanding[QueueMessage] = Outstanding()
+        self._settling: Settling[_GivenBack] = Settling()
         self._buffered: dict[TP, int] = {}
         self._assigned: set[TP] = set()
         self._paused: set[TP] = set()
@@ -267,20 +289,22 @@ class QueueConsumer:
         deadline = time.monotonic() + timeout
         while True:
             self._expire_leases()
-            if len(self._outstanding) < self.max_backlog:
+            self._retry_writes()
+            if self._backlog() < self.max_backlog:
                 message = self._deliver_next()
                 if message is not None:
                     return message
             now = time.monotonic()
             remaining = deadline - now
             wait = min(max(remaining, 0.0), 0.5)
-            next_deadline = self._outstanding.next_deadline()
-            if next_deadline is not None:
-                wait = min(wait, max(next_deadline - now, 0.0))
+            for next_time in (self._outstanding.next_deadline(), self._settling.next_due()):
+                if next_time is not None:
+                    wait = min(wait, max(next_time - now, 0.0))
             self._fetch(wait)
             if remaining <= 0:
                 self._expire_leases()
-                if len(self._outstanding) < self.max_backlog:
+                self._retry_writes()
+                if self._backlog() < self.max_backlog:
                     return self._deliver_next()
                 return None
 
@@ -304,7 +328,11 @@ class QueueConsumer:
     def cancel(self, message: QueueMessage) -> bool:
         """Return the message to the queue (re-published to its topic and partition with ``subroute.deliveries``
         and ``subroute.cancels`` raised), or dead-letter it once the app's max_cancels / max_deliveries is
-        reached. With at-most-once it only frees the backlog slot, as in AMPS."""
+        reached. With at-most-once it only frees the backlog slot, as in AMPS.
+
+        True means the client has taken the message back. If the broker refuses the copy or dead letter, the
+        message stays outstanding (it keeps its backlog slot and its offset stays uncommitted) and later
+        ``poll`` calls write it again with backoff (``stats.failed_writes``) until one write is acknowledged."""
         if not self._release(message):
             return False
         self.stats.cancelled += 1
@@ -313,14 +341,13 @@ class QueueConsumer:
         return True
 
     def expire(self, message: QueueMessage, reason: str = "rejected") -> bool:
-        """Remove the message at once: to the dead-letter topic with ``reason`` (at-least-once only, as AMPS)."""
+        """Remove the message at once: to the dead-letter topic with ``reason`` (at-least-once only, as AMPS).
+        A dead letter the broker refuses is written again on later polls, as for ``cancel``."""
         if not self._release(message):
             return False
         if self.semantics == AT_LEAST_ONCE:
             now_ms = _now_ms()
             self._dead_letter(message, reason, event("expire", now_ms, **_where(message), reason=reason))
-            self._tracker.settle((message.topic, message.partition), message.offset)
-            self._commit(asynchronous=True)
         return True
 
     def commit(self) -> dict[TP, int]:
@@ -330,15 +357,16 @@ class QueueConsumer:
 
     def close(self) -> None:
         """Commit what is acknowledged and leave the group. Unacknowledged messages are not committed: with
-        at-least-once the next member of the group gets them again."""
+        at-least-once the next member of the group gets them again; so are given-back messages whose copy or
+        dead letter is still not acknowledged (writes under way get up to 10 s to finish first)."""
         if self._closed:
             return
         try:
+            self._producer.flush(10)  # delivery reports of writes under way settle their messages
             self._commit(asynchronous=False)
         finally:
             self._closed = True
             self._consumer.close()
-            self._producer.flush(10)
 
     def __enter__(self) -> QueueConsumer:
         return self
@@ -350,7 +378,13 @@ class QueueConsumer:
 
     @property
     def outstanding(self) -> int:
-        return len(self._outstanding)
+        """Delivered messages not settled yet: held by the application, or given back and being written."""
+        return self._backlog()
+
+    @property
+    def settling(self) -> int:
+        """Given-back messages whose copy or dead letter is not acknowledged yet (part of ``outstanding``)."""
+        return len(self._settling)
 
     @property
     def buffered(self) -> int:
@@ -404,8 +438,11 @@ class QueueConsumer:
             self._consumer.resume([TopicPartition(*tp) for tp in drained])
             self._paused.difference_update(drained)
 
+    def _backlog(self) -> int:
+        return len(self._outstanding) + len(self._settling)
+
     def _deliver_next(self) -> QueueMessage | None:
-        while True:
+        while self._backlog() < self.max_backlog:
             popped = self._buffer.pop()
             if popped is None:
                 return None
@@ -421,9 +458,8 @@ class QueueConsumer:
                     continue  # a cancelled message of its group has not come back yet
             now_ms = _now_ms()
             if is_expired(self.app_config, message.headers, message.timestamp, now_ms):
+                # Settled (and committed) once its dead letter is acknowledged; until then it takes a slot.
                 self._dead_letter(message, "expired", event("expired", now_ms, **_where(message)))
-                self._tracker.settle(tp, message.offset)
-                self._commit(asynchronous=self.semantics == AT_LEAST_ONCE)
                 continue
             self._outstanding.add(message.id, message, time.monotonic(), self.lease)
             if self.lease is not None:
@@ -434,6 +470,7 @@ class QueueConsumer:
                 self._tracker.settle(tp, message.offset)
                 self._commit(asynchronous=False)
             return message
+        return None
 
     def _release(self, message: QueueMessage) -> bool:
         self._check_open()
@@ -467,48 +504,127 @@ class QueueConsumer:
             deliveries=outcome.deliveries,
             cancels=outcome.cancels,
         )
-        tp = (message.topic, message.partition)
         if is_expired(config, message.headers, message.timestamp, now_ms):
             self._dead_letter(message, "expired", failure)
-        elif outcome.dead_letter_reason is not None:
+            return
+        if outcome.dead_letter_reason is not None:
             self._dead_letter(message, outcome.dead_letter_reason, failure)
-        else:
-            headers = with_event(
-                message.headers,
-                failure,
-                {names.DELIVERIES: str(outcome.deliveries).encode(), CANCELS: str(outcome.cancels).encode()},
-            )
-            # Same topic and partition: the copy queues behind the message's group, keeping its key.
-            _, copy_offset = _produce_sync(
-                self._producer,
-                message.topic,
-                message.value,
-                message.key,
-                headers,
-                partition=message.partition,
-                timestamp=message.timestamp,
-            )
-            if self._grouped and message.key is not None:
-                # Later messages of the group wait for the copy; the original stays uncommitted until the copy
-                # is settled, so a restart re-reads from it rather than from after it.
-                self._holdback.expect((*tp, message.key), copy_offset)
-                self._tracker.settle_with((tp, message.offset), (tp, copy_offset))
-                return
-        self._tracker.settle(tp, message.offset)
-        self._commit(asynchronous=True)
+            return
+        headers = with_event(
+            message.headers,
+            failure,
+            {names.DELIVERIES: str(outcome.deliveries).encode(), CANCELS: str(outcome.cancels).encode()},
+        )
+        # Same topic and partition: the copy queues behind the message's group, keeping its key. Later messages
+        # of the group wait for the copy from now on, while it is being written too.
+        group: GroupKey | None = None
+        if self._grouped and message.key is not None:
+            group = (message.topic, message.partition, message.key)
+        self._give_back(_GivenBack(message, message.topic, message.partition, headers, None, group))
 
     def _dead_letter(self, message: QueueMessage, reason: str, cause: dict[str, object]) -> None:
         headers = with_event(message.headers, cause)
         headers = dead_letter_headers(headers, reason, event("dead-letter", _now_ms(), reason=reason))
-        _produce_sync(
-            self._producer,
-            names.dlq_topic(self._prefix, self.app),
-            message.value,
-            message.key,
-            headers,
-            timestamp=message.timestamp,
+        dlq = names.dlq_topic(self._prefix, self.app)
+        self._give_back(_GivenBack(message, dlq, None, headers, reason))
+
+    # --- given-back messages ------------------------------------------------------------------------------------
+    #
+    # A given-back message (cancelled, expired, its lease run out, expired on delivery) is settled when its copy
+    # or dead letter is acknowledged, never before: until then it stays outstanding (it keeps a backlog slot and
+    # its offset stays uncommitted) in ``self._settling``. A write that fails, whether produce() raises
+    # (BufferError, KafkaException) or the delivery report carries an error, is written again on a later poll()
+    # after a bounded backoff (delivery.retry_delay: 0.2 s doubling to 5 s), for as long as it takes; a crash or
+    # a revoke meanwhile leaves the offset uncommitted, so the next owner delivers the message again (nothing
+    # lost). Only one write of a message is under way at a time and only its report settles it, so a message is
+    # never settled twice.
+
+    def _give_back(self, given: _GivenBack) -> None:
+        self._settling.add(given.message.id, given, time.monotonic())
+        if given.group is not None:
+            self._holdback.expect_unwritten(given.group)
+        self._write(given, wait=WRITE_WAIT)
+
+    def _retry_writes(self) -> None:
+        for _, given in self._settling.due(time.monotonic()):
+            self._write(given, wait=0.0)  # its delivery report is served by a later producer poll
+
+    def _write(self, given: _GivenBack, *, wait: float) -> None:
+        message = given.message
+        key = message.id
+        token = self._settling.start(key)
+        if token is None:
+            return  # settled or abandoned meanwhile, or a write of it is under way
+
+        def report(error: KafkaError | None, written: Message) -> None:
+            self._on_written(key, token, error, written)
+
+        kwargs: dict[str, Any] = {
+            "value": message.value,
+            "key": message.key,
+            "headers": given.headers,
+            "on_delivery": report,
+        }
+        if given.partition is not None:
+            kwargs["partition"] = given.partition
+        if message.timestamp > 0:
+            kwargs["timestamp"] = message.timestamp
+        try:
+            self._producer.produce(given.topic, **kwargs)
+        except (BufferError, KafkaException) as exc:
+            self._write_failed(key, token, str(exc))
+            return
+        if wait > 0:
+            self._producer.flush(wait)
+        else:
+            self._producer.poll(0)
+
+    def _write_failed(self, key: tuple[str, int, int], token: int, error: str) -> None:
+        delay = self._settling.failed(key, token, time.monotonic())
+        given = self._settling.get(key)
+        if delay is None or given is None:
+            return  # abandoned meanwhile (its partition was revoked)
+        self.stats.failed_writes += 1
+        log.warning(
+            "could not write a given-back message; writing it again later",
+            extra={
+                "fields": {
+                    "topic": given.topic,
+                    "message": "/".join(map(str, key)),
+                    "dead_letter_reason": given.dead_letter_reason,
+                    "failures": self._settling.failures(key),
+                    "retry_in_s": round(delay, 3),
+                    "error": error,
+                }
+            },
         )
-        self.stats.dead_lettered[reason] = self.stats.dead_lettered.get(reason, 0) + 1
+
+    def _on_written(
+        self, key: tuple[str, int, int], token: int, error: KafkaError | None, written: Message
+    ) -> None:
+        if error is not None:
+            self._write_failed(key, token, str(error))
+            return
+        done = self._settling.written(key, token)
+        if done is None:
+            return  # a write abandoned with its partition: the next owner delivers the message again
+        message = done.message
+        tp = (message.topic, message.partition)
+        if done.dead_letter_reason is not None:
+            reason = done.dead_letter_reason
+            self.stats.dead_lettered[reason] = self.stats.dead_lettered.get(reason, 0) + 1
+        if done.group is not None:
+            # The original stays uncommitted until the copy is settled, so a restart re-reads from it rather
+            # than from after it. If the copy was fetched before this report, it is delivered now.
+            copy_offset = cast(int, written.offset())
+            self._tracker.settle_with((tp, message.offset), (tp, copy_offset))
+            released = self._holdback.written(done.group, copy_offset)
+            if released:
+                self._buffer.push_front(released[0].band, released)
+                self._buffered[tp] = self._buffered.get(tp, 0) + len(released)
+            return
+        self._tracker.settle(tp, message.offset)
+        self._commit(asynchronous=self.semantics == AT_LEAST_ONCE)
 
     # --- offsets and the group ------------------------------------------------------------------------------------
 
@@ -561,6 +677,7 @@ class QueueConsumer:
             self._tracker.forget(tp)
             self._holdback.forget(*tp)
             self._outstanding.drop_partition(*tp)
+            self._settling.drop_partition(*tp)
             if self._dedup is not None:
                 self._dedup.forget(tp)
         self._buffer.remove_if(lambda m: (m.topic, m.partition) in partitions)

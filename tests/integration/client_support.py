@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from subroute import names
 from subroute.client import QueueConsumer, QueueMessage
 from subroute.config.store import read_app
+from subroute.kafka.io import admin_client, topic_settings
 from tests.integration.harness import Env
 
 # Tansu's first join waits session.timeout.ms / 2 (docs/brokers.md); 6 s suits every broker.
@@ -66,3 +69,23 @@ def take(q: QueueConsumer, timeout: float = 15.0) -> QueueMessage:
 def text(message: QueueMessage) -> str:
     assert message.value is not None
     return message.value.decode()
+
+
+def refuse_writes(env: Env, topic: str, refuse: bool = True) -> None:
+    """Make the broker refuse every new record of ``topic`` (its ``max.message.bytes`` lowered below any
+    record's size), or accept them again (the topic's setting removed). A real broker-side failure: the
+    producer gets a permanent delivery error, no mock involved."""
+    admin = admin_client(env.settings)
+    operation = AlterConfigOpType.SET if refuse else AlterConfigOpType.DELETE
+    entry = ConfigEntry("max.message.bytes", "64", incremental_operation=operation)
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        _, settings = topic_settings(admin, topic)
+        if (settings.get("max.message.bytes") == "64") == refuse:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"max.message.bytes of {topic} not changed")
+    time.sleep(0.5)  # the broker applies a topic's new settings to its log just after it reports them

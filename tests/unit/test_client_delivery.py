@@ -1,4 +1,4 @@
-"""The consumer client's pure bookkeeping (router.client.delivery), from seed 001's and seed 002's own examples."""
+"""The consumer client's pure bookkeeping (subroute.client.delivery), from seed 001's and seed 002's own examples."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from subroute.client.delivery import (
     DuplicateFilter,
     GroupHoldBack,
     Outstanding,
+    Settling,
     after_failure,
     is_resent,
     replace_headers,
+    retry_delay,
     source_of,
 )
 
@@ -149,6 +151,86 @@ def test_two_cancels_in_a_group_release_after_the_last_copy() -> None:
     assert hold.route(key, 8, "A-1 again") == ("A-1 again", [])
     assert hold.route(key, 9, "A-2 again") == ("A-2 again", ["A-3"])
     assert hold.forget("cart", 0) == []
+
+
+def test_the_group_is_held_while_its_copy_is_being_written() -> None:
+    # A-1 is cancelled; its copy's write fails and is retried, so its offset is not known for a while: A-2
+    # must wait from the cancel on, and is released after the copy once the copy is written and read back.
+    hold: GroupHoldBack[str] = GroupHoldBack()
+    cart_a, cart_b = ("cart", 0, b"A"), ("cart", 0, b"B")
+    hold.expect_unwritten(cart_a)
+    assert hold.route(cart_a, 2, "A-2") == (None, [])
+    assert hold.route(cart_b, 3, "B-1") == ("B-1", [])
+    assert hold.written(cart_a, 9) == []  # written at 9, not read back yet
+    assert hold.route(cart_a, 9, "A-1 again") == ("A-1 again", ["A-2"])
+    assert not hold.is_held(cart_a)
+
+
+def test_a_copy_fetched_before_its_write_is_reported_is_delivered_first() -> None:
+    # The consumer may read the copy back before the producer hands over its delivery report: it is held
+    # like any later message of the group, and goes first when the report names its offset.
+    hold: GroupHoldBack[str] = GroupHoldBack()
+    key = ("cart", 0, b"A")
+    hold.expect_unwritten(key)
+    assert hold.route(key, 5, "A-2") == (None, [])
+    assert hold.route(key, 9, "A-1 again") == (None, [])
+    assert hold.written(key, 9) == ["A-1 again", "A-2"]
+    assert not hold.is_held(key)
+
+
+def test_two_copies_of_a_group_one_written_one_still_being_written() -> None:
+    hold: GroupHoldBack[str] = GroupHoldBack()
+    key = ("cart", 0, b"A")
+    hold.expect_unwritten(key)
+    hold.expect_unwritten(key)
+    assert hold.route(key, 5, "A-3") == (None, [])
+    assert hold.route(key, 8, "A-1 again") == (None, [])
+    assert hold.written(key, 8) == ["A-1 again"]  # the other copy is still awaited: A-3 waits
+    assert hold.route(key, 9, "A-2 again") == (None, [])  # not announced yet: held like the rest
+    assert hold.written(key, 9) == ["A-2 again", "A-3"]
+    assert hold.written(key, 10) == []  # a report for a forgotten hold changes nothing
+    assert not hold.is_held(key)
+
+
+def test_retry_delays_double_and_are_bounded() -> None:
+    assert [retry_delay(n) for n in range(1, 8)] == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
+    assert retry_delay(1000) == 5.0
+
+
+def test_a_failed_write_is_retried_after_the_backoff_and_settles_once() -> None:
+    book: Settling[str] = Settling()
+    key = ("jobs", 0, 7)
+    book.add(key, "copy of 7", now=100.0)
+    assert book.due(100.0) == [(key, "copy of 7")]
+    first = book.start(key)
+    assert first is not None
+    assert book.due(100.0) == [] and book.next_due() is None  # under way: never a second write meanwhile
+    assert book.start(key) is None
+    assert book.failed(key, first, now=100.5) == 0.2
+    assert book.due(100.6) == [] and book.next_due() == 100.7
+    second = book.start(key)
+    assert second is not None and book.failed(key, second, now=101.0) == 0.4
+    assert book.failures(key) == 2
+    third = book.start(key)
+    assert third is not None
+    assert book.written(key, first) is None  # a late report of an earlier write settles nothing
+    assert book.written(key, third) == "copy of 7"
+    assert book.written(key, third) is None  # settled once
+    assert len(book) == 0 and key not in book and book.start(key) is None
+
+
+def test_a_revoked_partition_abandons_its_given_back_messages() -> None:
+    book: Settling[str] = Settling()
+    book.add(("jobs", 0, 1), "a", now=0.0)
+    book.add(("jobs", 1, 1), "b", now=0.0)
+    token = book.start(("jobs", 0, 1))
+    assert token is not None
+    assert book.drop_partition("jobs", 0) == ["a"]
+    assert book.written(("jobs", 0, 1), token) is None  # its write's report is ignored
+    assert book.failed(("jobs", 0, 1), token, now=1.0) is None
+    book.add(("jobs", 0, 1), "a again", now=2.0)  # fetched again after a reassignment
+    assert book.written(("jobs", 0, 1), token) is None  # the old write cannot settle the new one
+    assert len(book) == 2
 
 
 def test_bands_drain_highest_first_and_keep_order_within_a_band() -> None:
