@@ -78,8 +78,13 @@ def server_properties(port: int, controller_port: int, advertised_port: int, dat
     }
 
 
-def _new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+def new_cluster_id() -> str:
+    """A KRaft cluster id: a random UUID in URL-safe base64. One in 64 such strings starts with ``-``, which the
+    storage tool's argument parser takes for an option, so those are drawn again (as Kafka's own Uuid does)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class KafkaBroker(LocalBroker):
@@ -112,7 +117,14 @@ class KafkaBroker(LocalBroker):
         log4j.write_text(_LOG4J2.format(log=self.directory / "server.log"))
         java_command = [java, *JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath]
         formatted = subprocess.run(
-            [*java_command, "kafka.tools.StorageTool", "format", "-t", _new_cluster_id(), "-c", str(config)],
+            [
+                *java_command,
+                "kafka.tools.StorageTool",
+                "format",
+                f"--cluster-id={new_cluster_id()}",
+                "-c",
+                str(config),
+            ],
             capture_output=True,
             text=True,
             check=False,
