@@ -13,7 +13,7 @@ from subroute import names
 from subroute.client import QueueError, publish
 from subroute.client.dead_letters import history_of
 from subroute.client.delivery import CANCELS, header_value, int_header
-from subroute.client.redrive import load, redrive
+from subroute.client.redrive import DeadLetter, DeadLetterTopic, RedriveProgress, redrive
 from subroute.config.model import Config
 from subroute.config.store import read_config
 from subroute.ops.settings import Settings, add_common_arguments, parse_key_values
@@ -72,12 +72,12 @@ def _list(args: argparse.Namespace) -> int:
     settings = Settings.from_args(args)
     if _configured(settings, args.app) is None:
         return 2
-    letters, state, _ = load(settings, args.app, from_start=True)
     by_reason: dict[str, list[int]] = {}
-    for letter in letters:
-        counts = by_reason.setdefault(letter.reason, [0, 0])
-        counts[0] += 1
-        counts[1] += state.redriven(letter)
+    with DeadLetterTopic(settings, args.app) as dead_letters:
+        for letter in dead_letters.letters(from_start=True):
+            counts = by_reason.setdefault(letter.reason, [0, 0])
+            counts[0] += 1
+            counts[1] += dead_letters.state.redriven(letter)
     print(f"{'reason':<20} {'dead letters':>12} {'redriven':>9} {'waiting':>8}")
     for reason in sorted(by_reason):
         total, redriven = by_reason[reason]
@@ -101,30 +101,33 @@ def _show(args: argparse.Namespace) -> int:
     settings = Settings.from_args(args)
     if _configured(settings, args.app) is None:
         return 2
-    letters, state, _ = load(settings, args.app, from_start=True)
     shown = 0
-    for letter in letters:
-        if args.reason and letter.reason != args.reason:
-            continue
-        if args.limit and shown >= args.limit:
-            break
-        shown += 1
-        record = {
-            "partition": letter.partition,
-            "offset": letter.offset,
-            "reason": letter.reason,
-            "group": header_value(letter.headers, names.GROUP),
-            "source": header_value(letter.headers, names.SOURCE),
-            "deliveries": int_header(letter.headers, names.DELIVERIES),
-            "cancels": int_header(letter.headers, CANCELS),
-            "timestamp": letter.timestamp,
-            "redriven": state.redriven(letter),
-            "key": _text(letter.key),
-            "value": _text(letter.value),
-            "history": history_of(letter.headers),
-        }
-        print(json.dumps(record, separators=(",", ":")))
+    with DeadLetterTopic(settings, args.app) as dead_letters:
+        for letter in dead_letters.letters(from_start=True):
+            if args.reason and letter.reason != args.reason:
+                continue
+            if args.limit and shown >= args.limit:
+                break
+            shown += 1
+            print(json.dumps(_shown(letter, dead_letters.state.redriven(letter)), separators=(",", ":")))
     return 0
+
+
+def _shown(letter: DeadLetter, redriven: bool) -> dict[str, Any]:
+    return {
+        "partition": letter.partition,
+        "offset": letter.offset,
+        "reason": letter.reason,
+        "group": header_value(letter.headers, names.GROUP),
+        "source": header_value(letter.headers, names.SOURCE),
+        "deliveries": int_header(letter.headers, names.DELIVERIES),
+        "cancels": int_header(letter.headers, CANCELS),
+        "timestamp": letter.timestamp,
+        "redriven": redriven,
+        "key": _text(letter.key),
+        "value": _text(letter.value),
+        "history": history_of(letter.headers),
+    }
 
 
 def _redrive(args: argparse.Namespace) -> int:
@@ -133,13 +136,19 @@ def _redrive(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     groups = [g.name for g in config.groups_of(args.app)]
+    last = RedriveProgress()
+
+    def progress(done: RedriveProgress) -> None:
+        nonlocal last
+        last = done
+        print(f"redrive {args.app}: {done}", file=sys.stderr, flush=True)
+
     try:
-        sent = redrive(
-            settings, args.app, groups, args.reason, progress=lambda n: print(f"redriven {n} ...", flush=True)
-        )
+        sent = redrive(settings, args.app, groups, args.reason, progress=progress)
     except QueueError as exc:
         print(f"subroute: {exc}", file=sys.stderr)
         return 1
+    print(f"redrive {args.app}: done: {last}", file=sys.stderr, flush=True)
     for target in sorted(sent):
         print(f"  {sent[target]:>8} -> {target}")
     what = f" with reason {args.reason}" if args.reason else ""

@@ -89,3 +89,33 @@ def refuse_writes(env: Env, topic: str, refuse: bool = True) -> None:
     else:
         raise AssertionError(f"max.message.bytes of {topic} not changed")
     time.sleep(0.5)  # the broker applies a topic's new settings to its log just after it reports them
+
+
+def put_dead_letters(
+    env: Env,
+    app: str,
+    group: str,
+    count: int,
+    *,
+    reasons: Sequence[str] = ("rejected",),
+    value: bytes = b"",
+) -> None:
+    """Write ``count`` dead letters as the client would (value ``dl<i>`` + ``value``, reason by turns, the
+    routing headers), spread over the dead-letter topic's partitions."""
+    producer = Producer(env.settings.client_config({"linger.ms": 5, "enable.idempotence": True}))
+    for i in range(count):
+        headers = [
+            (names.APP, app.encode()),
+            (names.GROUP, group.encode()),
+            (names.SOURCE, names.source_of(env.input, 0, i).encode()),
+            (names.DLQ_REASON, reasons[i % len(reasons)].encode()),
+        ]
+        producer.produce(
+            names.dlq_topic(env.prefix, app),
+            value=f"dl{i}".encode() + value,
+            key=str(i).encode(),
+            headers=headers,
+        )
+        if i % 10_000 == 9_999:
+            producer.flush(30)
+    producer.flush(30)
