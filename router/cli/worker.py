@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import signal
+from types import FrameType
 
 from subroute.ops import logs
 from subroute.ops.http import serve
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings, add_common_arguments, env_checked
 from subroute.worker.loop import AT_LEAST_ONCE, GUARANTEES, Worker, WorkerOptions
+from subroute.worker.window import DEFAULT_COMMIT_MS, DEFAULT_COMMIT_RECORDS, CommitInterval
+
+log = logging.getLogger(__name__)
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -45,6 +51,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="records per poll (env SUBROUTE_BATCH_SIZE)",
     )
     worker.add_argument(
+        "--commit-interval-records",
+        type=env_checked("SUBROUTE_COMMIT_INTERVAL_RECORDS", convert=int, minimum=1),
+        default=os.environ.get("SUBROUTE_COMMIT_INTERVAL_RECORDS", str(DEFAULT_COMMIT_RECORDS)),
+        metavar="N",
+        help="commit the input offsets (exactly-once: the transaction) at least every N routed records, and "
+        "whenever the input drains (env SUBROUTE_COMMIT_INTERVAL_RECORDS)",
+    )
+    worker.add_argument(
+        "--commit-interval-ms",
+        type=env_checked("SUBROUTE_COMMIT_INTERVAL_MS", convert=int, minimum=0),
+        default=os.environ.get("SUBROUTE_COMMIT_INTERVAL_MS", str(DEFAULT_COMMIT_MS)),
+        metavar="MS",
+        help="... and at least every MS milliseconds (env SUBROUTE_COMMIT_INTERVAL_MS)",
+    )
+    worker.add_argument(
         "--transactional-id",
         default=os.environ.get("SUBROUTE_TRANSACTIONAL_ID"),
         metavar="ID",
@@ -66,6 +87,7 @@ def _run(args: argparse.Namespace) -> int:
     options = WorkerOptions(
         guarantee=args.guarantee,
         batch_size=args.batch_size,
+        commit_interval=CommitInterval(args.commit_interval_records, args.commit_interval_ms),
         exit_on_idle=args.exit_on_idle,
         transactional_id=args.transactional_id,
     )
@@ -74,5 +96,16 @@ def _run(args: argparse.Namespace) -> int:
     if args.metrics_port >= 0:
         server = serve(args.metrics_port, metrics.registry, worker.healthy, worker.ready)
         print(f"metrics on :{server.server_port}", flush=True)
-    worker.install_signal_handlers()
+    _stop_on_signals(worker)
     return worker.run()
+
+
+def _stop_on_signals(worker: Worker) -> None:
+    """SIGTERM (Kubernetes) and SIGINT finish the batch, commit and leave the group."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        log.info("signal received, finishing the batch", extra={"fields": {"signal": signum}})
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)

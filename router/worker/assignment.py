@@ -36,9 +36,17 @@ def partition_names(partitions: Sequence[TopicPartition]) -> list[str]:
 
 
 class Assignment:
-    def __init__(self, metrics: RouterMetrics, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        metrics: RouterMetrics,
+        on_change: Callable[[], None],
+        before_revoke: Callable[[], None] | None = None,
+    ) -> None:
         self.metrics = metrics
         self.on_change = on_change  # after every assignment change (the worker updates its readiness)
+        self.before_revoke = (
+            before_revoke  # the worker commits what it routed while the partitions are its own
+        )
         self.assigned: set[Partition] = set()
         self.paused: set[Partition] = set()  # pending partitions waiting for a newer config version
         self.last_resume = time.monotonic()
@@ -92,6 +100,8 @@ class Assignment:
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("partitions revoked", extra={"fields": {"removed": partition_names(partitions)}})
+        if self.before_revoke is not None:
+            self.before_revoke()
         gone = {(p.topic, p.partition) for p in partitions}
         self.assigned -= gone
         self.paused -= gone

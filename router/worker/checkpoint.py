@@ -1,14 +1,19 @@
-"""The worker's producer and its commits: how a batch's input offsets become durable.
+"""The worker's producer and its commits: how the input offsets of routed records become durable.
 
-* at-least-once: flush, then commit the input offsets once every record is acknowledged. A record whose
-  delivery failed is retried, its topic re-created if it went, or dead-lettered as a stub (``redelivery``):
-  only it is produced again. Only if a dead-letter stub fails too, seek back to the batch's first offsets and
-  route it again (duplicates, never loss).
-* exactly-once: the routed records and the input offsets go in one transaction; a failed transaction is
-  aborted and the batch re-read; a fatal one (fenced by a newer worker with our id) ends the worker.
+Records are produced as they are decided; their input positions gather in a ``CommitWindow`` that is committed
+at an interval (``window``), not after every batch:
 
-A commit refused because the group rebalanced during the batch is not an error: the partitions' new owner
-routes that batch again. Everything here runs on the poll-loop thread.
+* at-least-once: flush, then commit the window's input offsets once every record is acknowledged. A record
+  whose delivery failed is retried, its topic re-created if it went, or dead-lettered as a stub
+  (``redelivery``): only it is produced again. Only if a dead-letter stub fails too, seek back to the window's
+  first offsets and route it again (duplicates, never loss).
+* exactly-once: the window is one transaction holding its routed records and its input offsets; a failed
+  transaction is aborted and the window re-read; a fatal one (fenced by a newer worker with our id) ends the
+  worker.
+
+A commit refused because the group rebalanced meanwhile is not an error: the partitions' new owner routes those
+records again. The worker commits before partitions are revoked, before a new config version is taken and at
+shutdown. Everything here runs on the poll-loop thread (the revoke callback runs inside its poll).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from subroute.ops.settings import Settings
 from subroute.routing.envelope import Headers, OutRecord, app_of
 from subroute.worker import redelivery
 from subroute.worker.tally import BatchTally
+from subroute.worker.window import CommitInterval, CommitWindow
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +79,12 @@ class Checkpoint:
         transactional_id: str | None = None,
         metrics: RouterMetrics | None = None,
         repair_topics: Callable[[set[str]], None] | None = None,
+        interval: CommitInterval | None = None,
     ) -> None:
         self.consumer = consumer
+        self.interval = interval or CommitInterval()
+        self.window = CommitWindow()
+        self._in_transaction = False
         self.metrics = metrics or RouterMetrics()
         self.exactly_once = guarantee == EXACTLY_ONCE
         self.prefix = settings.topic_prefix
@@ -105,8 +115,19 @@ class Checkpoint:
             self.producer.init_transactions(30)
 
     def begin(self) -> None:
-        if self.exactly_once:
+        """Before a batch is produced: under exactly-once, open the window's transaction if none is open."""
+        if self.exactly_once and not self._in_transaction:
             self.producer.begin_transaction()
+            self._in_transaction = True
+
+    def add(self, tally: BatchTally) -> None:
+        """A batch routed and produced: its positions join the window."""
+        self.window.add(tally, time.monotonic())
+
+    def commit_if_due(self, drained: bool) -> None:
+        """Commit the window when it is full, old enough, or ``drained`` (the last poll was not a full batch)."""
+        if self.window.due(self.interval, time.monotonic(), drained):
+            self.commit()
 
     def produce_waiting(self, record: OutRecord) -> None:
         """Produce, waiting for deliveries to drain while the local queue is full."""
@@ -131,16 +152,22 @@ class Checkpoint:
         self.metrics.delivery_failures.inc()
         self._failures.append(redelivery.Failure(record, error.code(), error.retriable(), str(error)))
 
-    def commit(self, tally: BatchTally) -> None:
-        metadata = version_metadata(tally.version)
-        offsets = [TopicPartition(t, p, o, metadata=metadata) for (t, p), o in tally.offsets.items()]
+    def commit(self) -> None:
+        """Make the window durable (or, on failure, read it again) and open a new one."""
+        window, self.window = self.window, CommitWindow()
+        metadata = version_metadata(window.version)
+        offsets = [TopicPartition(t, p, o, metadata=metadata) for (t, p), o in window.offsets.items()]
         if self.exactly_once:
-            self._commit_transaction(offsets, tally)
+            if self._in_transaction:
+                self._in_transaction = False
+                self._commit_transaction(offsets, window)
+            return
+        if window.empty and not self._failures:
             return
         self.producer.flush()
-        if self._failures and not self._redeliver(tally.sent):
-            log.error("a dead-letter stub was not acknowledged either; re-reading the batch (at-least-once)")
-            self.rewind(tally)
+        if self._failures and not self._redeliver(window.sent):
+            log.error("a dead-letter stub was not acknowledged either; re-reading the window (at-least-once)")
+            self.rewind(window)
             return
         if offsets:
             try:
@@ -148,10 +175,10 @@ class Checkpoint:
             except KafkaException as exc:
                 if exc.args[0].code() not in _MEMBERSHIP_LOST:
                     raise
-                # The group rebalanced (or expelled us) during the batch: the partitions' new owner re-routes
-                # from the last commit (duplicates, at-least-once); partitions we keep are committed next batch.
+                # The group rebalanced (or expelled us) meanwhile: the partitions' new owner re-routes from the
+                # last commit (duplicates, at-least-once); partitions we keep are committed with the next window.
                 log.warning(
-                    "commit refused after a rebalance; the batch will be routed again",
+                    "commit refused after a rebalance; the window will be routed again",
                     extra={"fields": {"error": str(exc)}},
                 )
 
@@ -187,7 +214,7 @@ class Checkpoint:
             self.producer.flush()
         return True
 
-    def _commit_transaction(self, offsets: list[TopicPartition], tally: BatchTally) -> None:
+    def _commit_transaction(self, offsets: list[TopicPartition], window: CommitWindow) -> None:
         try:
             if offsets:
                 self.producer.send_offsets_to_transaction(
@@ -201,23 +228,33 @@ class Checkpoint:
                 log.error("transaction fenced or fatal; exiting", extra={"fields": {"error": str(exc)}})
                 raise
             log.error(
-                "transaction failed; aborting and re-reading the batch", extra={"fields": {"error": str(exc)}}
+                "transaction failed; aborting and re-reading the window",
+                extra={"fields": {"error": str(exc)}},
             )
             self.producer.abort_transaction(30)  # if even this fails, exit: the broker aborts it later
             self.metrics.transactions_aborted.inc()
             missing = {f.record[0] for f in self._failures if f.code in redelivery.MISSING_TOPIC}
             self._failures = []
             if missing and self.repair_topics is not None:
-                self.repair_topics(missing)  # else the batch read again would fail the same way
-            self.rewind(tally)
+                self.repair_topics(missing)  # else the window read again would fail the same way
+            self.rewind(window)
 
-    def rewind(self, tally: BatchTally) -> None:
+    def rewind(self, window: CommitWindow) -> None:
         self.metrics.rewinds.inc()
-        for (topic, partition), offset in tally.first_offsets.items():
-            self.consumer.seek(TopicPartition(topic, partition, offset))
+        for (topic, partition), offset in window.first_offsets.items():
+            try:
+                self.consumer.seek(TopicPartition(topic, partition, offset))
+            except (
+                KafkaException
+            ):  # no longer ours (revoked meanwhile): its new owner reads from the last commit
+                continue
 
     def close(self) -> None:
-        self.producer.flush(30)
+        """At shutdown: commit what was routed, then deliver whatever is still queued."""
+        try:
+            self.commit()
+        finally:
+            self.producer.flush(30)
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:

@@ -2,22 +2,22 @@
 
 Threads: ``run`` and everything it calls (consume, route, produce, commit, the rebalance callbacks) run on the
 poll-loop thread; ``_build`` runs on the config store's thread (it compiles each new config off the hot path);
-``healthy`` and ``ready`` on the HTTP server's; ``stop`` on any (a signal handler). The loop takes a new table
-only between batches, so a message is routed entirely under one config version.
+``healthy`` and ``ready`` on the HTTP server's; ``stop`` on any (the CLI's signal handler). The loop takes a new
+table only between batches, so a message is routed entirely under one config version.
 
-Per batch (DESIGN.md §2, §5): route every record (``routing``), wrap the decisions in envelopes, produce, then
-make the input offsets durable (``checkpoint``). Pending topics are read by the same consumer group; a pending
-record parked under config version V is re-evaluated only under a newer version (``routing.parking``).
+Per batch (DESIGN.md §2, §5): route every record (``routing``), wrap the decisions in envelopes and produce
+them; the input offsets gather in the checkpoint's commit window, made durable at an interval, when the input
+drains, before a new table is taken and before partitions are revoked (``checkpoint``, ``window``). Pending
+topics are read by the same consumer group; a pending record parked under config version V is re-evaluated
+only under a newer version (``routing.parking``).
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import signal
 import threading
 import time
-from types import FrameType
 
 from confluent_kafka import Consumer, Message
 
@@ -50,7 +50,9 @@ class Worker:
         self.batches = BatchRouter(self.prefix, self.metrics)
         self.store: ConfigStore[RoutingTable] = ConfigStore(settings, self._build, metrics=self.metrics)
         self.capacity = CapacityMonitor(settings, options.capacity_refresh_seconds, self.metrics)
-        self.assignment = Assignment(self.metrics, lambda: self.metrics.ready.set(1 if self.ready() else 0))
+        self.assignment = Assignment(
+            self.metrics, lambda: self.metrics.ready.set(1 if self.ready() else 0), before_revoke=self._commit
+        )
         self.consumer: Consumer | None = None
         self.checkpoint: Checkpoint | None = None
         self.destinations = Destinations(
@@ -73,14 +75,6 @@ class Worker:
 
     def stop(self, *_: object) -> None:
         self._stop.set()
-
-    def install_signal_handlers(self) -> None:
-        def handler(signum: int, frame: FrameType | None) -> None:
-            log.info("signal received, finishing the batch", extra={"fields": {"signal": signum}})
-            self.stop()
-
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
 
     def _build(self, config: Config) -> RoutingTable:
         started = time.perf_counter()
@@ -107,7 +101,7 @@ class Worker:
                 log.error("the config store stopped before the config was read; not routing")
                 return 3
         self._open_clients()
-        assert self.consumer is not None
+        assert self.consumer is not None and self.checkpoint is not None
         idle_since: float | None = None
         try:
             while not self._stop.is_set():
@@ -140,6 +134,8 @@ class Worker:
                         break
                 else:
                     idle_since = None
+                # a batch short of full: the input has nothing more for now, so nothing is gained by waiting
+                self.checkpoint.commit_if_due(drained=len(batch) < self.options.batch_size)
         finally:
             self._close()
         return 0
@@ -149,6 +145,7 @@ class Worker:
         config, table = self.store.snapshot()
         if table is self._table or not self.destinations.ready(config):
             return self._table
+        self._commit()  # what was routed under the old version is committed under it
         self._table, self._config = table, config
         self.metrics.plan_version.set(table.version)
         self.metrics.plan_subscriptions.set(table.expression_count)
@@ -170,6 +167,7 @@ class Worker:
             options.transactional_id,
             self.metrics,
             repair_topics=lambda _missing: self.destinations.create(self._config or Config()),
+            interval=options.commit_interval,
         )
         self._table = None
         self._take_table()
@@ -183,9 +181,13 @@ class Worker:
         args = (self.consumer, self.assignment, self.checkpoint)
         tally = self.batches.route_batch(table, batch, lag, now_ms, *args)
         tally.publish(self.metrics)
-        self.checkpoint.commit(tally)
+        self.checkpoint.add(tally)
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
         return tally
+
+    def _commit(self) -> None:
+        if self.checkpoint is not None:
+            self.checkpoint.commit()
 
     def _close(self) -> None:
         if self.checkpoint is not None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from subroute import names
 from subroute.ops.settings import Settings
 from subroute.worker.checkpoint import AT_LEAST_ONCE
+from subroute.worker.window import CommitInterval
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,8 @@ class WorkerOptions:
     pending_sweep_seconds: float = 30.0
     capacity_refresh_seconds: float = 3.0
     session_timeout_ms: int = 10_000
+    # see ``window``: the offsets are also committed whenever the input drains
+    commit_interval: CommitInterval = field(default_factory=CommitInterval)
     # exactly-once: a successor that reuses a dead worker's id fences (aborts) its open transaction at once;
     # with a fresh id the broker aborts it only after transaction.timeout.ms. None: a fresh id per process.
     transactional_id: str | None = None

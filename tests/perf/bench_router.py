@@ -192,6 +192,9 @@ class _Sink:
     def begin(self) -> None:
         pass
 
+    def add(self, *args: object) -> None:
+        pass
+
     def flush(self, *args: object) -> int:
         return 0
 

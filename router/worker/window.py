@@ -1,0 +1,68 @@
+"""The commit window: the input positions routed since the last commit, and when to commit them.
+
+Batches are produced as they are decided and their positions gathered here; the checkpoint commits the window
+(at-least-once: after one flush; exactly-once: as one transaction) once it holds ``CommitInterval.records``
+input records, once it is ``CommitInterval.ms`` old, or as soon as the consumer has nothing more to give (the
+last poll returned less than a full batch). So under a backlog no batch waits for the one before it to be
+acknowledged, and when the input is quiet every record is committed as soon as it is routed, as before: the
+interval costs no latency. Pure: the worker's checkpoint carries it out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from subroute.routing.envelope import OutRecord
+from subroute.worker.tally import BatchTally
+
+Partition = tuple[str, int]
+
+DEFAULT_COMMIT_RECORDS = 20_000
+DEFAULT_COMMIT_MS = 500
+
+
+@dataclass(frozen=True)
+class CommitInterval:
+    """Commit at least every ``records`` input records and every ``ms`` milliseconds, whichever comes first."""
+
+    records: int = DEFAULT_COMMIT_RECORDS
+    ms: int = DEFAULT_COMMIT_MS
+
+    def __post_init__(self) -> None:
+        if self.records < 1 or self.ms < 0:
+            raise ValueError(
+                f"commit interval must be >= 1 record and >= 0 ms, not {self.records}, {self.ms}"
+            )
+
+
+@dataclass
+class CommitWindow:
+    version: int = 0  # the newest config version a record of the window was routed under (commit metadata)
+    offsets: dict[Partition, int] = field(default_factory=dict)  # next offset to commit, per partition
+    first_offsets: dict[Partition, int] = field(default_factory=dict)  # where to seek back to on a rewind
+    sent: list[OutRecord] = field(
+        default_factory=list
+    )  # what was produced: failed deliveries are matched to it
+    records: int = 0  # input records routed
+    opened_at: float | None = None  # monotonic seconds of the first batch; None while empty
+
+    def add(self, tally: BatchTally, now: float) -> None:
+        """Gather one routed batch (``now``: monotonic seconds)."""
+        if self.opened_at is None:
+            self.opened_at = now
+        self.version = max(self.version, tally.version)
+        self.offsets.update(tally.offsets)
+        for partition, offset in tally.first_offsets.items():
+            self.first_offsets.setdefault(partition, offset)
+        self.sent += tally.sent
+        self.records += tally.messages_in
+
+    @property
+    def empty(self) -> bool:
+        return self.opened_at is None
+
+    def due(self, interval: CommitInterval, now: float, drained: bool) -> bool:
+        """Whether to commit now: the window is full or old enough, or the input has nothing more for now."""
+        if self.opened_at is None:
+            return False
+        return drained or self.records >= interval.records or (now - self.opened_at) * 1000 >= interval.ms
