@@ -95,13 +95,12 @@ class Worker:
             if self._stop.is_set():
                 self.store.close()
                 return 0
-            if (
-                not self.store.alive
-            ):  # it logged why (a config topic that is not one compacted partition, say)
+            if not self.store.alive:  # it logged why (a config topic not one compacted partition, say)
                 log.error("the config store stopped before the config was read; not routing")
                 return 3
         self._open_clients()
-        assert self.consumer is not None and self.checkpoint is not None
+        consumer, checkpoint = self.consumer, self.checkpoint
+        assert consumer is not None and checkpoint is not None
         idle_since: float | None = None
         try:
             while not self._stop.is_set():
@@ -110,32 +109,29 @@ class Worker:
                 if table is None:  # the first version's topics cannot be created yet (destinations logs why)
                     self._stop.wait(1.0)
                     continue
-                self.assignment.release(self.consumer, table.version, self.store.settled_at)
-                self.assignment.sweep(self.consumer, self.options.pending_sweep_seconds)
-                first = self.consumer.poll(self.options.poll_timeout)
+                self.assignment.release(consumer, table.version, self.store.settled_at)
+                self.assignment.sweep(consumer, self.options.pending_sweep_seconds)
+                first = consumer.poll(self.options.poll_timeout)
                 # A batch never waits to fill up: a record waits for the batch before it, not the ones after it.
-                batch = (
-                    [first, *self.consumer.consume(self.options.batch_size - 1, timeout=0)] if first else []
-                )
+                batch = [first, *consumer.consume(self.options.batch_size - 1, timeout=0)] if first else []
                 if now - self._lag_measured > 5:
                     self._lag_measured = now
-                    inputs, parked = progress.lag(self.consumer, self.assignment.assigned, self.prefix)
+                    inputs, parked = progress.lag(consumer, self.assignment.assigned, self.prefix)
                     self.metrics.input_lag.set(inputs)
                     self.metrics.pending_backlog.set(parked)
                 if batch:
                     idle_since = None
                     self._process_batch(table, batch)
-                elif self.options.exit_on_idle is not None and progress.caught_up(
-                    self.consumer, self.assignment.assigned, self.assignment.paused
-                ):
+                elif self.options.exit_on_idle is not None and progress.caught_up(consumer, self.assignment):
                     idle_since = idle_since or now
                     if now - idle_since >= self.options.exit_on_idle:
                         log.info("idle and caught up: exiting")
                         break
                 else:
                     idle_since = None
-                # a batch short of full: the input has nothing more for now, so nothing is gained by waiting
-                self.checkpoint.commit_if_due(drained=len(batch) < self.options.batch_size)
+                # nothing more to read for now: committing at once costs no throughput and adds no latency
+                short = len(batch) < self.options.batch_size
+                checkpoint.commit_if_due(short and progress.nothing_fetched_ahead(consumer, self.assignment))
         finally:
             self._close()
         return 0

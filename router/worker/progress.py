@@ -7,12 +7,20 @@ answer short. Called from the poll-loop thread.
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Protocol
 
 from confluent_kafka import Consumer, TopicPartition
 
 from subroute import names
 
 Partition = tuple[str, int]
+
+
+class Held(Protocol):
+    """What a worker holds: its assigned partitions and those it paused (``Assignment``)."""
+
+    assigned: set[Partition]
+    paused: set[Partition]
 
 
 def lag(consumer: Consumer, assigned: Collection[Partition], prefix: str) -> tuple[int, int]:
@@ -35,11 +43,11 @@ def lag(consumer: Consumer, assigned: Collection[Partition], prefix: str) -> tup
     return inputs, pending
 
 
-def caught_up(consumer: Consumer, assigned: Collection[Partition], paused: Collection[Partition]) -> bool:
+def caught_up(consumer: Consumer, held: Held) -> bool:
     """Every assigned partition read to its (fetch-reported) end; paused pending partitions wait on purpose."""
-    if not assigned:
+    if not held.assigned:
         return False
-    partitions = [TopicPartition(t, p) for t, p in assigned if (t, p) not in paused]
+    partitions = [TopicPartition(t, p) for t, p in held.assigned if (t, p) not in held.paused]
     if not partitions:
         return True
     positions = consumer.position(partitions)
@@ -53,6 +61,20 @@ def caught_up(consumer: Consumer, assigned: Collection[Partition], paused: Colle
                 return False
         elif tp.offset < high:
             return False
+    return True
+
+
+def nothing_fetched_ahead(consumer: Consumer, held: Held) -> bool:
+    """No partition that is read has records beyond the consumer's position, as far as the last fetches told:
+    the input has nothing more for now. Cheap (local state only), so it may be asked after every short batch; a
+    partition whose position or end is not known yet counts as having nothing (the commit window's interval
+    bounds what a wrong answer delays)."""
+    partitions = [TopicPartition(t, p) for t, p in held.assigned if (t, p) not in held.paused]
+    for tp in consumer.position(partitions) if partitions else ():
+        if tp.offset >= 0:
+            _, high = consumer.get_watermark_offsets(tp, cached=True)
+            if high is not None and tp.offset < high:
+                return False
     return True
 
 

@@ -2,8 +2,8 @@
 
 Batches are produced as they are decided and their positions gathered here; the checkpoint commits the window
 (at-least-once: after one flush; exactly-once: as one transaction) once it holds ``CommitInterval.records``
-input records, once it is ``CommitInterval.ms`` old, or as soon as the consumer has nothing more to give (the
-last poll returned less than a full batch). So under a backlog no batch waits for the one before it to be
+input records, once it is ``CommitInterval.ms`` old, or as soon as the consumer has nothing more to give (a
+poll came back short of a full batch and the fetches report nothing beyond the consumer's position). So under a backlog no batch waits for the one before it to be
 acknowledged, and when the input is quiet every record is committed as soon as it is routed, as before: the
 interval costs no latency. Pure: the worker's checkpoint carries it out.
 """

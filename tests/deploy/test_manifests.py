@@ -88,6 +88,8 @@ def _check_scaled_object(obj: dict[str, Any], resources: list[dict[str, Any]]) -
         assert all(isinstance(v, str) for v in meta.values()), "KEDA trigger metadata values are strings"
         assert {"bootstrapServers", "consumerGroup", "lagThreshold"} <= set(meta)
         assert int(meta["lagThreshold"]) > 0
+        # parked pending records (uncommitted on purpose) must not scale the workers up
+        assert meta.get("excludePersistentLag") == "true"
         assert meta["sasl"] in {"plaintext", "scram_sha256", "scram_sha512", "oauthbearer", "gssapi", "none"}
         assert meta["tls"] in {"enable", "disable"}
         one(resources, "TriggerAuthentication", trigger["authenticationRef"]["name"])

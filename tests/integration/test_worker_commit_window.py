@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from subroute.worker import progress
 from subroute.worker.checkpoint import AT_LEAST_ONCE, EXACTLY_ONCE, Checkpoint, version_of
 from subroute.worker.tally import BatchTally
 from subroute.worker.window import CommitInterval
@@ -121,3 +122,34 @@ def test_a_worker_joining_mid_stream_causes_no_duplicates(kafka, unique, guarant
     routed = _routed(env, **{"isolation.level": "read_committed"})
     assert set(routed) == {f"m{i}".encode() for i in range(count)}
     assert max(routed.values()) == 1, "records routed twice: partitions were handed over uncommitted"
+
+
+def test_the_input_counts_as_drained_only_when_nothing_is_fetched_beyond_the_position(kafka, unique) -> None:
+    env = make_env(kafka.bootstrap_servers, unique)
+    produce(env, [{"N": i} for i in range(10)])
+    consumer = Consumer(
+        env.settings.client_config(
+            {"group.id": f"{unique}.g", "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+        )
+    )
+    held = _Held({(env.input, 0)}, set())
+    consumer.assign([TopicPartition(env.input, 0, 0)])
+    try:
+        got = consumer.consume(4, timeout=10)
+        assert len(got) == 4
+        assert not progress.nothing_fetched_ahead(consumer, held), (
+            "6 records were fetched beyond the position"
+        )
+        assert progress.nothing_fetched_ahead(consumer, _Held({(env.input, 0)}, {(env.input, 0)})), (
+            "a paused partition waits on purpose"
+        )
+        while len(got) < 10:
+            got += consumer.consume(10 - len(got), timeout=10)
+        assert progress.nothing_fetched_ahead(consumer, held)
+    finally:
+        consumer.close()
+
+
+class _Held:
+    def __init__(self, assigned: set[tuple[str, int]], paused: set[tuple[str, int]]) -> None:
+        self.assigned, self.paused = assigned, paused

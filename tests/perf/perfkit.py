@@ -104,9 +104,17 @@ def _subscription(k: int, i: int, per_kind: int) -> str:
     return f'(CustomerId == {c1} || CustomerId == {c2}) && Amount > {j % 100} && Region != "r0"'
 
 
-def subscription_config(total: int, topic: str = "orders", fanout: int = 1, version: int = 1) -> Config:
+def subscription_config(
+    total: int,
+    topic: str = "orders",
+    fanout: int = 1,
+    version: int = 1,
+    groups_per_app: int = GROUPS_PER_APP,
+    partitions: int = 1,
+) -> Config:
     """``total`` expressions over ``APPS`` apps: per app one filter, one catch-all subscription (priority 0) and
-    the rest specific subscriptions (priority 1) spread over ``GROUPS_PER_APP`` groups. With one expression per
+    the rest specific subscriptions (priority 1) spread over ``groups_per_app`` groups (topics of
+    ``partitions``). With one expression per
     app (``total`` = 10) each app has its filter and one group without subscriptions (it takes everything)."""
     per_app = max(1, total // APPS)
     specific = max(0, per_app - 2)
@@ -121,13 +129,13 @@ def subscription_config(total: int, topic: str = "orders", fanout: int = 1, vers
             dialect="sql92" if k in SQL92_APPS else "bmq",
             properties=TYPES,
             filter=(_filter(k, fanout),),
-            partitions=1,
+            partitions=partitions,
         )
-        subs: list[list[SubscriptionConfig]] = [[] for _ in range(GROUPS_PER_APP)]
+        subs: list[list[SubscriptionConfig]] = [[] for _ in range(groups_per_app)]
         if per_app >= 2:
             subs[0].append(SubscriptionConfig("Amount >= 0", priority=0))
         for i in range(specific):
-            subs[(i // 5) % GROUPS_PER_APP].append(SubscriptionConfig(_subscription(k, i, per_kind), 1))
+            subs[(i // 5) % groups_per_app].append(SubscriptionConfig(_subscription(k, i, per_kind), 1))
         for g, group_subs in enumerate(subs):
             if group_subs or g == 0:
                 groups[(name, f"g{g}")] = GroupConfig(name, f"g{g}", tuple(group_subs), order=g)
@@ -348,7 +356,7 @@ class TimedWorker(Worker):
         started = time.perf_counter()
         self.timing.first = self.timing.first or started
         tally = super()._process_batch(table, batch)
-        self.timing.produced += tally.produced
+        self.timing.produced += len(tally.sent)
         t = self.timing
         t.last = time.perf_counter()
         t.messages += len(batch)
@@ -358,6 +366,13 @@ class TimedWorker(Worker):
         if self.expected is not None and t.messages >= self.expected:
             self.stop()
         return tally
+
+    def _close(self) -> None:
+        # The run ends when its last records are acknowledged and their offsets committed, as the pipe's does.
+        if self.checkpoint is not None and self.timing.first is not None:
+            self.checkpoint.close()
+            self.timing.last = time.perf_counter()
+        super()._close()
 
 
 def run_worker(s: Settings, expected: int, **options: Any) -> TimedWorker:
