@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from subroute.cli import exits
 from subroute.config.codec import ConfigValue, app_key, encode, group_key
 from subroute.config.diff import DELETED, Change, diff, kept, render
 from subroute.config.model import AppConfig, Config
@@ -30,10 +31,7 @@ from subroute.kafka.topics import app_topics, largest_input
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
 from subroute.topic_patterns import input_matches
 
-EXIT_OK = 0
-EXIT_DIFFERENT = 1
-EXIT_FAILED = 1
-EXIT_INVALID = 2
+EXIT_OK, EXIT_DIFFERENT, EXIT_INVALID, EXIT_FAILED = exits.OK, exits.DIFFERENT, exits.INVALID, exits.KAFKA
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -123,8 +121,8 @@ def delete_app_command(args: argparse.Namespace) -> int:
             prefix = group_key(args.app, "")
             keys = sorted(k for k in values if k.startswith(prefix))
             if app_key(args.app) not in values and not keys:
-                print(f"error: there is no app {args.app!r} in {settings.config_topic}", file=sys.stderr)
-                return EXIT_FAILED
+                print(f"subroute: there is no app {args.app!r} in {settings.config_topic}", file=sys.stderr)
+                return EXIT_INVALID
             keys.append(app_key(args.app))  # one change: readers see the app and its groups go together
             writer.write([(key, None, []) for key in keys])
         print(
@@ -140,8 +138,8 @@ def delete_group_command(args: argparse.Namespace) -> int:
     def run(settings: Settings) -> int:
         with ConfigWriter(settings) as writer:
             if group_key(args.app, args.group) not in writer.read().values():
-                print(f"error: app {args.app!r} has no group {args.group!r}", file=sys.stderr)
-                return EXIT_FAILED
+                print(f"subroute: app {args.app!r} has no group {args.group!r}", file=sys.stderr)
+                return EXIT_INVALID
             writer.write([(group_key(args.app, args.group), None, [])])
         print(f"deleted group {args.group} of app {args.app}; its topic is kept")
         return EXIT_OK
@@ -153,25 +151,25 @@ def delete_group_command(args: argparse.Namespace) -> int:
 
 
 def _guarded(run: Callable[[Settings], int], args: argparse.Namespace) -> int:
-    """Settings from the flags, then ``run(settings)``; Kafka trouble becomes a message and exit 1."""
+    """Settings from the flags, then ``run(settings)``; Kafka trouble becomes a message and exit 3."""
     try:
         settings = Settings.from_args(args)
     except SettingsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"subroute: {exc}", file=sys.stderr)
         return EXIT_INVALID
     try:
         return run(settings)
     except ConcurrentChange as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"subroute: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except ConfigVersionRefused as exc:
         print(
-            f"error: the configuration on {settings.config_topic} is not valid as a whole: {exc}",
+            f"subroute: the configuration on {settings.config_topic} is not valid as a whole: {exc}",
             file=sys.stderr,
         )
         return EXIT_FAILED
     except (kafka_io.KafkaException, TimeoutError, RuntimeError) as exc:
-        print(f"error: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
+        print(f"subroute: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
         return EXIT_FAILED
 
 

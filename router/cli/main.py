@@ -7,6 +7,8 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
+from subroute.cli import exits
+from subroute.kafka.io import KafkaException
 from subroute.ops.settings import SettingsError
 
 
@@ -35,9 +37,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except SettingsError as exc:
         print(f"subroute: {exc}", file=sys.stderr)
-        return 2
+        return exits.INVALID
+    except (KafkaException, TimeoutError) as exc:
+        # what a command did not handle itself: one line naming the broker, never a traceback
+        bootstrap = getattr(args, "bootstrap_servers", None) or "the configured bootstrap servers"
+        print(f"subroute: Kafka at {bootstrap}: {exc}", file=sys.stderr)
+        return exits.KAFKA
     except KeyboardInterrupt:
-        return 130
+        return exits.INTERRUPTED
     return code
 
 

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from subroute import names
+from subroute.cli import exits
 from subroute.client import QueueError, publish
 from subroute.client.dead_letters import history_of
 from subroute.client.delivery import CANCELS, header_value, int_header
@@ -71,7 +72,7 @@ def _configured(settings: Settings, app: str) -> Config | None:
 def _list(args: argparse.Namespace) -> int:
     settings = Settings.from_args(args)
     if _configured(settings, args.app) is None:
-        return 2
+        return exits.INVALID
     by_reason: dict[str, list[int]] = {}
     with DeadLetterTopic(settings, args.app) as dead_letters:
         for letter in dead_letters.letters(from_start=True):
@@ -85,7 +86,7 @@ def _list(args: argparse.Namespace) -> int:
     total = sum(c[0] for c in by_reason.values())
     redriven_total = sum(c[1] for c in by_reason.values())
     print(f"{'total':<20} {total:>12} {redriven_total:>9} {total - redriven_total:>8}")
-    return 0
+    return exits.OK
 
 
 def _text(raw: bytes | None) -> dict[str, Any]:
@@ -100,7 +101,7 @@ def _text(raw: bytes | None) -> dict[str, Any]:
 def _show(args: argparse.Namespace) -> int:
     settings = Settings.from_args(args)
     if _configured(settings, args.app) is None:
-        return 2
+        return exits.INVALID
     shown = 0
     with DeadLetterTopic(settings, args.app) as dead_letters:
         for letter in dead_letters.letters(from_start=True):
@@ -110,7 +111,7 @@ def _show(args: argparse.Namespace) -> int:
                 break
             shown += 1
             print(json.dumps(_shown(letter, dead_letters.state.redriven(letter)), separators=(",", ":")))
-    return 0
+    return exits.OK
 
 
 def _shown(letter: DeadLetter, redriven: bool) -> dict[str, Any]:
@@ -134,7 +135,7 @@ def _redrive(args: argparse.Namespace) -> int:
     settings = Settings.from_args(args)
     config = _configured(settings, args.app)
     if config is None:
-        return 2
+        return exits.INVALID
     groups = [g.name for g in config.groups_of(args.app)]
     last = RedriveProgress()
 
@@ -145,15 +146,15 @@ def _redrive(args: argparse.Namespace) -> int:
 
     try:
         sent = redrive(settings, args.app, groups, args.reason, progress=progress)
-    except QueueError as exc:
+    except QueueError as exc:  # Kafka refused a batch: the batches before it are done, run it again
         print(f"subroute: {exc}", file=sys.stderr)
-        return 1
+        return exits.KAFKA
     print(f"redrive {args.app}: done: {last}", file=sys.stderr, flush=True)
     for target in sorted(sent):
         print(f"  {sent[target]:>8} -> {target}")
     what = f" with reason {args.reason}" if args.reason else ""
     print(f"redriven {sum(sent.values())} dead letter(s){what} of {args.app}")
-    return 0
+    return exits.OK
 
 
 def _publish(args: argparse.Namespace) -> int:
@@ -161,7 +162,7 @@ def _publish(args: argparse.Namespace) -> int:
     headers = parse_key_values(args.header, "--header")
     config = _configured(settings, args.app)
     if config is None:
-        return 2
+        return exits.INVALID
     try:
         topic, partition, offset = publish(
             settings,
@@ -173,6 +174,6 @@ def _publish(args: argparse.Namespace) -> int:
         )
     except QueueError as exc:
         print(f"subroute: {exc}", file=sys.stderr)
-        return 2
+        return exits.INVALID
     print(f"published to {topic} partition {partition} offset {offset}")
-    return 0
+    return exits.OK

@@ -239,8 +239,8 @@ def test_delete_tombstones_an_app_and_its_groups(corner: Corner, capsys: pytest.
         (["billing", "fresh", "regex", "sized"], 3),
         (["fresh", "regex", "sized"], 3),
     ]
-    assert corner.run("config", "delete", "app", "billing") == 1
-    assert corner.run("config", "delete", "group", "sized", "nope") == 1
+    assert corner.run("config", "delete", "app", "billing") == 2  # not found: input refused, as everywhere
+    assert corner.run("config", "delete", "group", "sized", "nope") == 2
     assert "has no group 'nope'" in capsys.readouterr().err
 
 
@@ -256,9 +256,9 @@ def test_unreachable_broker_is_a_clear_error(tmp_path: Path, capsys: pytest.Capt
                 "socket.timeout.ms=1000",
             ]
         )
-        == 1
+        == 3  # Kafka failed: not 1, which `config diff` uses for "differences"
     )
-    assert "error: Kafka at 127.0.0.1:1" in capsys.readouterr().err
+    assert "subroute: Kafka at 127.0.0.1:1" in capsys.readouterr().err
 
 
 def test_get_on_an_empty_prefix_prints_no_apps(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
@@ -353,3 +353,25 @@ def test_apply_refuses_an_input_that_reads_subroutes_own_topics(
     assert hand.flush(10) == 0
     with pytest.raises(ConfigVersionRefused, match="selects subroute's own topic"):
         read_config(corner.settings)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["config", "diff", "-f", "FILE"],
+        ["dlq", "list", "billing"],
+        ["explain", "--app", "billing", "--header", "CustomerId=1"],
+    ],
+    ids=["config-diff", "dlq-list", "explain"],
+)
+def test_every_command_reports_an_unreachable_broker_as_exit_3(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not 1 (``config diff``'s "differences"), not a traceback: one line naming the broker."""
+    config = tmp_path / "subscriptions.yaml"
+    config.write_text("apps:\n  billing:\n    inputs: [orders]\n    groups:\n      g: {}\n")
+    argv = [str(config) if part == "FILE" else part for part in command]
+    closed = ["--bootstrap-servers", "127.0.0.1:1", "--kafka-config", "socket.timeout.ms=1000"]
+    assert cli([*argv, *closed]) == 3
+    err = capsys.readouterr().err
+    assert "subroute: Kafka at 127.0.0.1:1" in err and "Traceback" not in err
