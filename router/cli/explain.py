@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from typing import cast
@@ -13,7 +14,7 @@ from subroute.kafka.io import Headers
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments, parse_key_values
 from subroute.routing.capacity import CapacityMonitor
 from subroute.routing.decisions import MessageView, build_table
-from subroute.routing.explain import explain, render
+from subroute.routing.explain import explain, render, to_document
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--topic", help="input topic of a stored message (or of the headers given)")
     parser.add_argument("--partition", type=int)
     parser.add_argument("--offset", type=int)
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     parser.set_defaults(func=_run)
 
 
@@ -58,6 +60,9 @@ def _run(args: argparse.Namespace) -> int:
     lag = _measure(monitor, settings)
     only = args.app
     report = explain(table, message, lag, int(time.time() * 1000), app=only if only else None)
+    if args.output == "json":
+        print(json.dumps(to_document(report, config.version)))
+        return 0
     sys.stdout.write(f"config version {config.version}\n")
     sys.stdout.write(render(report))
     return 0

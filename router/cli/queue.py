@@ -26,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     listing = actions.add_parser("list", help="dead letters of APP counted by reason")
     listing.add_argument("app", metavar="APP")
+    listing.add_argument("-o", "--output", choices=("text", "json"), default="text")
     add_common_arguments(listing)
     listing.set_defaults(func=_list)
 
@@ -79,12 +80,17 @@ def _list(args: argparse.Namespace) -> int:
             counts = by_reason.setdefault(letter.reason, [0, 0])
             counts[0] += 1
             counts[1] += dead_letters.state.redriven(letter)
-    print(f"{'reason':<20} {'dead letters':>12} {'redriven':>9} {'waiting':>8}")
-    for reason in sorted(by_reason):
-        total, redriven = by_reason[reason]
-        print(f"{reason:<20} {total:>12} {redriven:>9} {total - redriven:>8}")
     total = sum(c[0] for c in by_reason.values())
     redriven_total = sum(c[1] for c in by_reason.values())
+    if args.output == "json":
+        reasons = {r: {"dead_letters": t, "redriven": d, "waiting": t - d} for r, (t, d) in by_reason.items()}
+        total_counts = {"dead_letters": total, "redriven": redriven_total, "waiting": total - redriven_total}
+        print(json.dumps({"app": args.app, "reasons": dict(sorted(reasons.items())), "total": total_counts}))
+        return exits.OK
+    print(f"{'reason':<20} {'dead letters':>12} {'redriven':>9} {'waiting':>8}")
+    for reason in sorted(by_reason):
+        count, redriven = by_reason[reason]
+        print(f"{reason:<20} {count:>12} {redriven:>9} {count - redriven:>8}")
     print(f"{'total':<20} {total:>12} {redriven_total:>9} {total - redriven_total:>8}")
     return exits.OK
 

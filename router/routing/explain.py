@@ -105,6 +105,29 @@ def render(report: list[AppExplanation]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def to_document(report: list[AppExplanation], version: int) -> dict[str, object]:
+    """The report as plain data (``explain -o json``): the same facts as ``render``, for scripts."""
+
+    def evaluation(e: Evaluation) -> dict[str, object]:
+        return {"label": e.label, "expression": e.expression, "match": e.value, "error": e.error}
+
+    return {
+        "config_version": version,
+        "apps": [
+            {
+                "app": entry.app,
+                "properties": entry.properties,
+                "filter": [evaluation(e) for e in entry.filter],
+                "subscriptions": [{"priority": p, **evaluation(e)} for p, e in entry.subscriptions],
+                "action": entry.action,
+                "destination": entry.destination,
+                "why": entry.why,
+            }
+            for entry in report
+        ],
+    }
+
+
 def _outcome(evaluation: Evaluation) -> str:
     if evaluation.error:
         return f"no match (error: {evaluation.error})"

@@ -53,6 +53,10 @@ def test_dead_letters_listed_shown_and_redriven_once(kafka, unique, capsys) -> N
     listing = capsys.readouterr().out.splitlines()
     assert listing[1].split() == ["max-cancels", "1", "0", "1"]
     assert listing[2].split() == ["rejected", "2", "0", "2"]
+    assert cli(["dlq", "list", "Jobs", "-o", "json", *env.common()]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["reasons"]["rejected"] == {"dead_letters": 2, "redriven": 0, "waiting": 2}
+    assert document["total"] == {"dead_letters": 3, "redriven": 0, "waiting": 3}
 
     assert cli(["dlq", "show", "Jobs", "--reason", "rejected", "--limit", "1", *env.common()]) == 0
     [shown] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

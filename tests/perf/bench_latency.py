@@ -41,7 +41,9 @@ def max_rate(bootstrap: str, messages: int) -> float:
     return perfkit.run_worker(s, messages).timing.rate
 
 
-def latency_run(bootstrap: str, rate: float, seconds: float) -> tuple[list[float], list[float], float]:
+def latency_run(
+    bootstrap: str, rate: float, seconds: float, worker_args: list[str]
+) -> tuple[list[float], list[float], float]:
     s = perfkit.settings(bootstrap)
     topic = f"{s.topic_prefix}-orders"
     perfkit.create_topic(s, topic, 1)
@@ -62,6 +64,7 @@ def latency_run(bootstrap: str, rate: float, seconds: float) -> tuple[list[float
             "-1",
             "--log-level",
             "WARNING",
+            *worker_args,
         ],
         env={**os.environ, "SUBROUTE_KAFKA_SESSION_TIMEOUT_MS": str(perfkit.SESSION_TIMEOUT_MS)},
         cwd=perfkit.ROOT,
@@ -140,6 +143,13 @@ def main() -> None:
     parser.add_argument(
         "--rate", type=float, default=None, help="input rate; default half the measured maximum"
     )
+    parser.add_argument(
+        "--worker-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a flag for the worker, repeatable (e.g. --worker-arg=--commit-interval-records --worker-arg=1)",
+    )
     args = parser.parse_args()
     p50s, p99s, r50s, r99s = [], [], [], []
     with perfkit.broker() as b:
@@ -152,7 +162,7 @@ def main() -> None:
         else:
             rate = args.rate
         for rep in range(args.repeat):
-            stamp, read, achieved = latency_run(b.bootstrap_servers, rate, args.seconds)
+            stamp, read, achieved = latency_run(b.bootstrap_servers, rate, args.seconds, args.worker_arg)
             p50s.append(percentile(stamp, 50))
             p99s.append(percentile(stamp, 99))
             r50s.append(percentile(read, 50))
