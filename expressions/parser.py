@@ -68,7 +68,7 @@ def parse(text: str, dialect: str = "bmq") -> ast.Node:
             raise ExpressionSyntaxError("empty expression", text, 0)
     try:
         tree = _lark(dialect).parse(text)
-        return _Builder(dialect).build(tree)
+        return _TreeBuilder(dialect).build(tree)
     except _Fault as fault:
         raise fault.cls(fault.message, text, fault.position) from None
     except UnexpectedInput as exc:
@@ -118,7 +118,7 @@ def _syntax_error(exc: UnexpectedInput, text: str, dialect: str) -> ExpressionSy
     return ExpressionSyntaxError(str(exc), text, 0)  # pragma: no cover - lark has no other kinds
 
 
-class _Builder:
+class _TreeBuilder:
     """Turns lark's parse tree into AST nodes, bottom-up and without recursion (so that a long chain such as
     ``1+1+...+1`` is refused by the depth limit instead of overflowing the Python stack)."""
 

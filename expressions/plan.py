@@ -79,7 +79,7 @@ class Plan:
         pause: Callable[[], None] | None = None,
     ) -> None:
         self.subscriptions: tuple[Subscription, ...] = tuple(subscriptions)
-        builder = _Builder(reuse)
+        builder = _PlanBuilder(reuse)
         for sub in self.subscriptions:
             builder.add(sub)
             if pause is not None:
@@ -396,7 +396,7 @@ def _check_key(sub: Subscription) -> _CheckKey:
     return (sub.text, sub.dialect, tuple(sorted((sub.types or {}).items())))
 
 
-class _Builder:
+class _PlanBuilder:
     def __init__(self, reuse: Plan | None = None) -> None:
         self.properties: set[str] = set()
         self.normalizers = {"bmq": _Normalizer(), "sql92": _Normalizer()}

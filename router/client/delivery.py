@@ -64,7 +64,8 @@ def is_resent(headers: Sequence[tuple[str, bytes | None]] | None) -> bool:
     return int_header(headers, names.DELIVERIES) > 0 or any(k == names.REDRIVEN for k, _ in headers or ())
 
 
-def source_of(headers: Sequence[tuple[str, bytes | None]] | None) -> tuple[str, int, int] | None:
+def source_position(headers: Sequence[tuple[str, bytes | None]] | None) -> tuple[str, int, int] | None:
+    """(topic, partition, offset) of the input record a routed record came from (its ``subroute.source``)."""
     text = header_value(headers, names.SOURCE)
     if text is None:
         return None

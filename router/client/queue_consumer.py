@@ -53,7 +53,7 @@ from subroute.client.delivery import (
     header_value,
     int_header,
     is_resent,
-    source_of,
+    source_position,
 )
 from subroute.config.model import AppConfig
 from subroute.kafka import io as kafka_io
@@ -420,7 +420,7 @@ class QueueConsumer:
         if not self._tracker.track(tp, message.offset):
             return  # already held (a re-fetch after pause/resume)
         if self._dedup is not None and not is_resent(message.headers):
-            source = source_of(message.headers)
+            source = source_position(message.headers)
             if source is not None and not self._dedup.admit(tp, source):
                 self.stats.duplicates += 1
                 self._tracker.settle(tp, message.offset)
@@ -722,7 +722,7 @@ class QueueConsumer:
                         remaining.discard(key)
                         continue
                     headers = cast(Headers, raw.headers() or [])
-                    source = source_of(headers)
+                    source = source_position(headers)
                     if source is not None and not is_resent(headers):
                         self._dedup.observe(key, source)
                     if offset + 1 >= starts[key][1]:

@@ -20,7 +20,11 @@ log = logging.getLogger(__name__)
 RETRY_SECONDS = 10.0
 
 
-def topic_layout(config: Config) -> object:
+# per app: name, inputs, partitions, whether it has priority bands, its groups
+TopicLayout = tuple[tuple[str, tuple[str, ...], int | None, bool, tuple[str, ...]], ...]
+
+
+def topic_layout(config: Config) -> TopicLayout:
     """What decides the topics ``kafka.topics.app_topics`` asks for: apps, their inputs and sizes, groups, bands.
     Topics are ensured again only when this changes, not on every subscription change."""
     return tuple(
@@ -45,7 +49,7 @@ class Destinations:
         self._prefix = prefix
         self._parked_retention_ms = parked_retention_ms
         self._metrics = metrics
-        self._ensured: object = None  # the layout whose topics exist
+        self._ensured: TopicLayout | None = None  # the layout whose topics exist
         self._failed_at = float("-inf")
 
     def ready(self, config: Config) -> bool:

@@ -18,7 +18,7 @@ from subroute.client.delivery import (
     is_resent,
     replace_headers,
     retry_delay,
-    source_of,
+    source_position,
 )
 
 TP = ("jobs", 0)
@@ -119,13 +119,13 @@ def test_the_window_forgets_old_sources_and_then_prefers_a_duplicate_to_a_loss()
 
 def test_records_resent_on_purpose_are_recognised() -> None:
     routed = [(names.SOURCE, b"orders/0/5")]
-    assert source_of(routed) == ("orders", 0, 5)
+    assert source_position(routed) == ("orders", 0, 5)
     assert not is_resent(routed)
     assert is_resent([*routed, (names.DELIVERIES, b"1")])  # a cancel copy
     assert is_resent([*routed, (names.REDRIVEN, b"pending")])
     assert is_resent([*routed, (names.REDRIVEN, b"dlq")])
     assert not is_resent([*routed, (names.DELIVERIES, b"0")])  # a dlq redrive resets the count
-    assert source_of([(names.SOURCE, b"garbage")]) is None
+    assert source_position([(names.SOURCE, b"garbage")]) is None
 
 
 def test_a_cancelled_grouped_message_is_not_overtaken_by_its_group() -> None:
