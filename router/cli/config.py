@@ -23,7 +23,7 @@ from subroute.config.store import (
     read_config,
     read_state,
 )
-from subroute.config.validation import ConfigError, validate_state
+from subroute.config.validation import ConfigError, subscription_count, validate_state
 from subroute.config.writer import ConcurrentChange, ConfigRecord, ConfigWriter
 from subroute.config.yaml import ParsedConfig, config_to_document, dump_yaml, load_yaml_file
 from subroute.kafka import io as kafka_io
@@ -49,6 +49,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     apply.add_argument("--dry-run", action="store_true", help="validate and show the diff, write nothing")
     apply.set_defaults(func=apply_command)
+
+    check = commands.add_parser(
+        "validate",
+        help="validate a YAML file alone, without Kafka (for pull-request CI)",
+        description="Every check `config apply --prune -f FILE` makes on the file, with carets, and nothing "
+        "that needs the broker: no connection is made. Without --prune, apply also checks the file together "
+        "with the records it keeps, which only the config topic knows.",
+    )
+    check.add_argument("-f", "--file", required=True, help="the subscriptions YAML file")
+    check.add_argument(
+        "--topic-prefix",
+        default=None,
+        help="the prefix the config will be applied under (env SUBROUTE_TOPIC_PREFIX; default subroute): "
+        "inputs may not select its own topics",
+    )
+    check.set_defaults(func=validate_command)
 
     get = commands.add_parser("get", help="print the configuration in force")
     get.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
@@ -82,6 +98,26 @@ def apply_command(args: argparse.Namespace) -> int:
     if desired is None:
         return EXIT_INVALID
     return _guarded(lambda settings: _apply(settings, desired, prune=args.prune, dry_run=args.dry_run), args)
+
+
+def validate_command(args: argparse.Namespace) -> int:
+    try:
+        prefix = Settings.from_args(args).topic_prefix  # reads flags and environment only
+    except SettingsError as exc:
+        print(f"subroute: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    parsed: ParsedConfig = load_yaml_file(args.file)
+    errors = parsed.errors or validate_state(parsed.values.values(), prefix=prefix)
+    if errors:
+        for error in errors:
+            print(f"error: {error}", file=sys.stderr)
+        print(f"{len(errors)} error(s) in {args.file}", file=sys.stderr)
+        return EXIT_INVALID
+    values = list(parsed.values.values())
+    apps = sum(1 for v in values if isinstance(v, AppConfig))
+    subscriptions = sum(subscription_count(values).values())
+    print(f"{args.file}: valid ({apps} app(s), {len(values) - apps} group(s), {subscriptions} expression(s))")
+    return EXIT_OK
 
 
 def diff_command(args: argparse.Namespace) -> int:
