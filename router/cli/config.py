@@ -27,7 +27,7 @@ from subroute.config.validation import ConfigError, subscription_count, validate
 from subroute.config.writer import ConcurrentChange, ConfigRecord, ConfigWriter
 from subroute.config.yaml import ParsedConfig, config_to_document, dump_yaml, load_yaml_file
 from subroute.kafka import io as kafka_io
-from subroute.kafka.topics import app_topics, largest_input
+from subroute.kafka.topics import TopicPolicy, app_topics, largest_input
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
 from subroute.topic_patterns import input_matches
 
@@ -295,7 +295,7 @@ def _topics_for(
 
     return [
         config_topic_spec(settings),
-        *app_topics(config, settings.topic_prefix, partitions_of, settings.parked_retention_ms),
+        *app_topics(config, settings.topic_prefix, partitions_of, TopicPolicy.of(settings)),
     ]
 
 

@@ -37,7 +37,7 @@ CONFIG_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
 
 def config_topic_spec(settings: Settings) -> kafka_io.TopicSpec:
-    return kafka_io.TopicSpec(settings.config_topic, 1, CONFIG_TOPIC_CONFIG)
+    return kafka_io.TopicSpec(settings.config_topic, 1, CONFIG_TOPIC_CONFIG, settings.replication_factor)
 
 
 class ConfigTopicInvalid(RuntimeError):

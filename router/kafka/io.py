@@ -35,6 +35,7 @@ class TopicSpec:
     name: str
     partitions: int = 1
     config: Mapping[str, str] = field(default_factory=dict)
+    replication_factor: int = -1  # -1: the broker's default.replication.factor
 
 
 def admin_client(settings: Settings) -> AdminClient:
@@ -105,7 +106,12 @@ def ensure_topics(admin: AdminClient, specs: Iterable[TopicSpec], timeout: float
         return []
     futures = admin.create_topics(
         [
-            NewTopic(s.name, num_partitions=s.partitions, replication_factor=-1, config=dict(s.config))
+            NewTopic(
+                s.name,
+                num_partitions=s.partitions,
+                replication_factor=s.replication_factor,
+                config=dict(s.config),
+            )
             for s in wanted
         ],
         operation_timeout=timeout,

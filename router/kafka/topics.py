@@ -5,20 +5,37 @@ the worker (on every config change) and the consumer client, so they never disag
 Sizes: an app's ``partitions``, else as many partitions as its largest existing input. Retention: pending and
 dead-letter topics hold records that nobody has consumed yet, so they keep them for ``parked_retention_ms``
 (unlimited, -1, by default) instead of the broker's default of seven days; group topics keep the broker's
-default. Topics that exist already are left as they are.
+default unless ``group_retention_ms`` is set. Replication: the broker's default unless ``replication_factor``
+is set (``TopicPolicy``, from the settings). Topics that exist already are left as they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from subroute import names
 from subroute.config.model import Config
 from subroute.kafka.io import AdminClient, TopicSpec, ensure_topics, existing_topics
+from subroute.ops.settings import Settings
 from subroute.routing import priority
 from subroute.topic_patterns import input_matches
 
 UNLIMITED = -1
+
+
+@dataclass(frozen=True)
+class TopicPolicy:
+    """How the topics subroute creates are made (``Settings``: --replication-factor, --parked-retention-ms,
+    --group-retention-ms)."""
+
+    replication_factor: int = -1  # -1: the broker's default.replication.factor
+    parked_retention_ms: int = UNLIMITED  # pending and dead-letter topics
+    group_retention_ms: int | None = None  # group and band topics; None: the broker's default
+
+    @classmethod
+    def of(cls, settings: Settings) -> TopicPolicy:
+        return cls(settings.replication_factor, settings.parked_retention_ms, settings.group_retention_ms)
 
 
 def parked_topic_config(retention_ms: int = UNLIMITED) -> Mapping[str, str]:
@@ -37,18 +54,21 @@ def app_topics(
     config: Config,
     prefix: str,
     partitions_of: Callable[[Sequence[str]], int],
-    parked_retention_ms: int = UNLIMITED,
+    policy: TopicPolicy = TopicPolicy(),
 ) -> list[TopicSpec]:
     """Group, pending and dead-letter topics of every app of ``config``, sized like the app's largest input."""
-    parked = parked_topic_config(parked_retention_ms)
+    parked = parked_topic_config(policy.parked_retention_ms)
+    grouped = {} if policy.group_retention_ms is None else {"retention.ms": str(policy.group_retention_ms)}
+    replicas = policy.replication_factor
     specs: list[TopicSpec] = []
     for app in config.apps.values():
         count = app.partitions or partitions_of(app.inputs)
-        specs.append(TopicSpec(names.pending_topic(prefix, app.name), count, parked))
-        specs.append(TopicSpec(names.dlq_topic(prefix, app.name), count, parked))
+        specs.append(TopicSpec(names.pending_topic(prefix, app.name), count, parked, replicas))
+        specs.append(TopicSpec(names.dlq_topic(prefix, app.name), count, parked, replicas))
         for group in config.groups_of(app.name):
             specs.extend(
-                TopicSpec(topic, count) for topic in group_topics(config, prefix, app.name, group.name)
+                TopicSpec(topic, count, grouped, replicas)
+                for topic in group_topics(config, prefix, app.name, group.name)
             )
     return specs
 
@@ -62,11 +82,11 @@ def largest_input(
 
 
 def ensure_app_topics(
-    admin: AdminClient, config: Config, prefix: str, parked_retention_ms: int = UNLIMITED
+    admin: AdminClient, config: Config, prefix: str, policy: TopicPolicy = TopicPolicy()
 ) -> None:
     """Create the topics ``config`` needs that do not exist yet, sized from the inputs that exist now."""
 
     def partitions_of(inputs: Sequence[str]) -> int:
         return largest_input(inputs, existing_topics(admin), input_matches)
 
-    ensure_topics(admin, app_topics(config, prefix, partitions_of, parked_retention_ms))
+    ensure_topics(admin, app_topics(config, prefix, partitions_of, policy))

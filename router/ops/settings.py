@@ -20,6 +20,8 @@ ENV_BOOTSTRAP = "SUBROUTE_BOOTSTRAP_SERVERS"
 ENV_PREFIX = "SUBROUTE_TOPIC_PREFIX"
 ENV_KAFKA = "SUBROUTE_KAFKA_"
 ENV_PARKED_RETENTION = "SUBROUTE_PARKED_RETENTION_MS"
+ENV_GROUP_RETENTION = "SUBROUTE_GROUP_RETENTION_MS"
+ENV_REPLICATION = "SUBROUTE_TOPIC_REPLICATION_FACTOR"
 DEFAULT_BOOTSTRAP = "localhost:9092"
 
 # Substrings of librdkafka property names whose values must never be printed, logged or exported.
@@ -68,6 +70,10 @@ class Settings:
     kafka_config: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # retention.ms of the pending and dead-letter topics subroute creates; -1 keeps parked records forever.
     parked_retention_ms: int = -1
+    # retention.ms of the group and band topics subroute creates; None leaves the broker's default.
+    group_retention_ms: int | None = None
+    # replication factor of every topic subroute creates; -1 is the broker's default.replication.factor.
+    replication_factor: int = -1
 
     def client_config(
         self,
@@ -100,17 +106,35 @@ class Settings:
         prefix = getattr(args, "topic_prefix", None) or env.get(ENV_PREFIX) or names.DEFAULT_TOPIC_PREFIX
         if not names.NAME_PATTERN.match(prefix.replace(".", "_")):
             raise SettingsError(f"--topic-prefix {prefix!r}: use letters, digits, '.', '_' and '-'")
-        retention = getattr(args, "parked_retention_ms", None)
-        retention_text = str(retention) if retention is not None else env.get(ENV_PARKED_RETENTION, "-1")
-        try:
-            parked_retention_ms = int(retention_text)
-        except ValueError:
-            parked_retention_ms = -2
-        if parked_retention_ms < -1:
-            raise SettingsError(
-                f"--parked-retention-ms / {ENV_PARKED_RETENTION} {retention_text[:40]!r}: milliseconds, or -1 for unlimited"
-            )
-        return cls(bootstrap, prefix, MappingProxyType(kafka_config), parked_retention_ms)
+
+        def number(flag: str, variable: str, minimum: int, meaning: str) -> int | None:
+            given = getattr(args, flag.lstrip("-").replace("-", "_"), None)
+            text = str(given) if given is not None else env.get(variable)
+            if text is None:
+                return None
+            try:
+                value = int(text)
+            except ValueError:
+                value = minimum - 1
+            if value < minimum or (value == 0 and minimum < 0):
+                raise SettingsError(f"{flag} / {variable} {text[:40]!r}: {meaning}")
+            return value
+
+        parked = number(
+            "--parked-retention-ms", ENV_PARKED_RETENTION, -1, "milliseconds, or -1 for unlimited"
+        )
+        group = number("--group-retention-ms", ENV_GROUP_RETENTION, -1, "milliseconds, or -1 for unlimited")
+        replication = number(
+            "--replication-factor", ENV_REPLICATION, -1, "a count >= 1, or -1 for the broker's"
+        )
+        return cls(
+            bootstrap,
+            prefix,
+            MappingProxyType(kafka_config),
+            parked_retention_ms=-1 if parked is None else parked,
+            group_retention_ms=group,
+            replication_factor=-1 if replication is None else replication,
+        )
 
 
 def env_checked(
@@ -159,6 +183,18 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MS",
         help=f"retention.ms of the pending and dead-letter topics subroute creates (env {ENV_PARKED_RETENTION}, "
         "default -1: unlimited; existing topics are left as they are)",
+    )
+    parser.add_argument(
+        "--group-retention-ms",
+        metavar="MS",
+        help=f"retention.ms of the group and band topics subroute creates (env {ENV_GROUP_RETENTION}, default: "
+        "the broker's; -1: unlimited)",
+    )
+    parser.add_argument(
+        "--replication-factor",
+        metavar="N",
+        help=f"replication factor of the topics subroute creates (env {ENV_REPLICATION}, default -1: the broker's "
+        "default.replication.factor)",
     )
     parser.add_argument(
         "--kafka-config",

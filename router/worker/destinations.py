@@ -12,7 +12,7 @@ import time
 
 from subroute.config.model import Config
 from subroute.kafka.io import AdminClient, KafkaException
-from subroute.kafka.topics import ensure_app_topics
+from subroute.kafka.topics import TopicPolicy, ensure_app_topics
 from subroute.ops.metrics import RouterMetrics
 
 log = logging.getLogger(__name__)
@@ -42,12 +42,10 @@ def topic_layout(config: Config) -> TopicLayout:
 
 
 class Destinations:
-    def __init__(
-        self, admin: AdminClient, prefix: str, parked_retention_ms: int, metrics: RouterMetrics
-    ) -> None:
+    def __init__(self, admin: AdminClient, prefix: str, policy: TopicPolicy, metrics: RouterMetrics) -> None:
         self._admin = admin
         self._prefix = prefix
-        self._parked_retention_ms = parked_retention_ms
+        self._policy = policy
         self._metrics = metrics
         self._ensured: TopicLayout | None = None  # the layout whose topics exist
         self._failed_at = float("-inf")
@@ -74,4 +72,4 @@ class Destinations:
 
     def create(self, config: Config) -> None:
         """Create the topics ``config`` needs that do not exist (again), with their layout."""
-        ensure_app_topics(self._admin, config, self._prefix, self._parked_retention_ms)
+        ensure_app_topics(self._admin, config, self._prefix, self._policy)

@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, Message
 from subroute.config.model import Config
 from subroute.config.store import ConfigStore, Pacer
 from subroute.kafka.io import admin_client
+from subroute.kafka.topics import TopicPolicy
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing.capacity import CapacityMonitor
@@ -56,7 +57,7 @@ class Worker:
         self.consumer: Consumer | None = None
         self.checkpoint: Checkpoint | None = None
         self.destinations = Destinations(
-            admin_client(settings), self.prefix, settings.parked_retention_ms, self.metrics
+            admin_client(settings), self.prefix, TopicPolicy.of(settings), self.metrics
         )
         self._stop = threading.Event()
         self._last_loop = time.monotonic()
