@@ -25,9 +25,15 @@ from subroute.config.store import (
 )
 from subroute.config.validation import ConfigError, subscription_count, validate_state
 from subroute.config.writer import ConcurrentChange, ConfigRecord, ConfigWriter
-from subroute.config.yaml import ParsedConfig, config_to_document, dump_yaml, load_yaml_file
+from subroute.config.yaml import (
+    ParsedConfig,
+    config_to_document,
+    dump_yaml,
+    dump_yaml_documents,
+    load_yaml_file,
+)
 from subroute.kafka import io as kafka_io
-from subroute.kafka.topics import TopicPolicy, app_topics, largest_input
+from subroute.kafka.topics import TopicPolicy, app_topics, largest_input, topic_resources
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
 from subroute.topic_patterns import input_matches
 
@@ -65,6 +71,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "inputs may not select its own topics",
     )
     check.set_defaults(func=validate_command)
+
+    topics = commands.add_parser(
+        "topics",
+        help="list the topics a YAML file needs, without Kafka (for clusters where clients may not create them)",
+        description="The config topic and every group, band, pending and dead-letter topic, as `config apply` "
+        "and the workers would create them (--replication-factor, --parked-retention-ms and "
+        "--group-retention-ms apply). An app without `partitions:` is sized like its largest input, which "
+        "only the broker knows: give --input-partitions.",
+    )
+    topics.add_argument("-f", "--file", required=True, help="the subscriptions YAML file")
+    topics.add_argument(
+        "--input-partitions",
+        type=int,
+        default=1,
+        metavar="N",
+        help="partitions of apps without `partitions:`",
+    )
+    topics.add_argument("-o", "--output", choices=("text", "json", "strimzi"), default="text")
+    topics.add_argument(
+        "--strimzi-cluster",
+        default="my-cluster",
+        metavar="NAME",
+        help="the strimzi.io/cluster label (-o strimzi)",
+    )
+    add_common_arguments(topics)
+    topics.set_defaults(func=topics_command)
 
     get = commands.add_parser("get", help="print the configuration in force")
     get.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
@@ -117,6 +149,44 @@ def validate_command(args: argparse.Namespace) -> int:
     apps = sum(1 for v in values if isinstance(v, AppConfig))
     subscriptions = sum(subscription_count(values).values())
     print(f"{args.file}: valid ({apps} app(s), {len(values) - apps} group(s), {subscriptions} expression(s))")
+    return EXIT_OK
+
+
+def topics_command(args: argparse.Namespace) -> int:
+    desired = _load_desired(args.file)
+    if desired is None:
+        return EXIT_INVALID
+    try:
+        settings = Settings.from_args(args)  # flags and environment only: no connection is made
+    except SettingsError as exc:
+        print(f"subroute: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    if args.input_partitions < 1:
+        print("subroute: --input-partitions must be at least 1", file=sys.stderr)
+        return EXIT_INVALID
+    config = _config_of(desired)
+    policy = TopicPolicy.of(settings)
+    specs = [
+        config_topic_spec(settings),
+        *app_topics(config, settings.topic_prefix, lambda _: args.input_partitions, policy),
+    ]
+    if args.output == "strimzi":
+        print(dump_yaml_documents(topic_resources(specs, args.strimzi_cluster)), end="")
+    elif args.output == "json":
+        rows = [
+            {
+                "name": s.name,
+                "partitions": s.partitions,
+                "replication_factor": s.replication_factor,
+                "config": dict(s.config),
+            }
+            for s in specs
+        ]
+        print(json.dumps(rows, indent=2))
+    else:
+        for spec in specs:
+            settings_text = " ".join(f"{k}={v}" for k, v in sorted(spec.config.items()))
+            print(f"{spec.name} {spec.partitions} {settings_text}".rstrip())
     return EXIT_OK
 
 
@@ -286,9 +356,7 @@ def _topics_for(
 ) -> list[kafka_io.TopicSpec]:
     """The config topic and every topic the desired config needs (``kafka.topics.app_topics``, as the worker)."""
     existing = kafka_io.existing_topics(admin)
-    apps = {v.name: v for v in desired.values() if isinstance(v, AppConfig)}
-    groups = {(g.app, g.name): g for g in desired.values() if not isinstance(g, AppConfig)}
-    config = Config(apps=apps, groups=groups)
+    config = _config_of(desired)
 
     def partitions_of(inputs: Sequence[str]) -> int:
         return largest_input(inputs, existing, input_matches)
@@ -297,6 +365,12 @@ def _topics_for(
         config_topic_spec(settings),
         *app_topics(config, settings.topic_prefix, partitions_of, TopicPolicy.of(settings)),
     ]
+
+
+def _config_of(desired: Mapping[str, ConfigValue]) -> Config:
+    apps = {v.name: v for v in desired.values() if isinstance(v, AppConfig)}
+    groups = {(g.app, g.name): g for g in desired.values() if not isinstance(g, AppConfig)}
+    return Config(apps=apps, groups=groups)
 
 
 def _records(changes: list[Change]) -> list[ConfigRecord]:

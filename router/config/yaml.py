@@ -30,7 +30,7 @@ Groups take their position in the file as their ``order``.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -392,4 +392,11 @@ def _group_document(group: GroupConfig) -> dict[str, Any]:
 def dump_yaml(document: Mapping[str, Any]) -> str:
     return yaml.safe_dump(
         dict(document), sort_keys=False, allow_unicode=True, default_flow_style=False, width=120
+    )
+
+
+def dump_yaml_documents(documents: Sequence[Mapping[str, Any]]) -> str:
+    """Several YAML documents in one stream, ``---`` between them (Kubernetes resources)."""
+    return yaml.safe_dump_all(
+        [dict(d) for d in documents], sort_keys=False, allow_unicode=True, default_flow_style=False, width=120
     )

@@ -11,6 +11,7 @@ is set (``TopicPolicy``, from the settings). Topics that exist already are left 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -90,3 +91,36 @@ def ensure_app_topics(
         return largest_input(inputs, existing_topics(admin), input_matches)
 
     ensure_topics(admin, app_topics(config, prefix, partitions_of, policy))
+
+
+def kubernetes_name(topic: str) -> str:
+    """A Kubernetes object name for ``topic``: lower case, ``_`` as ``-``, at most 253 characters, with a short
+    hash when that changed anything (two topics must not share a name)."""
+    name = topic.lower().replace("_", "-").strip(".-")[:240] or "topic"
+    if name != topic:
+        name = f"{name}-{_stable_digest(topic)}"
+    return name
+
+
+def _stable_digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
+
+
+def topic_resources(specs: Sequence[TopicSpec], cluster: str) -> list[dict[str, object]]:
+    """Strimzi ``KafkaTopic`` resources for ``specs``, for clusters where clients may not create topics."""
+    resources: list[dict[str, object]] = []
+    for spec in specs:
+        body: dict[str, object] = {"topicName": spec.name, "partitions": spec.partitions}
+        if spec.replication_factor > 0:
+            body["replicas"] = spec.replication_factor
+        if spec.config:
+            body["config"] = dict(spec.config)
+        resources.append(
+            {
+                "apiVersion": "kafka.strimzi.io/v1beta2",
+                "kind": "KafkaTopic",
+                "metadata": {"name": kubernetes_name(spec.name), "labels": {"strimzi.io/cluster": cluster}},
+                "spec": body,
+            }
+        )
+    return resources
