@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from subroute.cli import exits
 from subroute.config.codec import ConfigValue, key_of
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.validation import ConfigError, validate_group, validate_state
@@ -53,9 +54,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_INVALID = 2
+EXIT_OK, EXIT_INVALID, EXIT_FAILED = exits.OK, exits.INVALID, exits.KAFKA  # as every command (README)
 
 PENDING = "(pending)"
 FILTERED = "(filtered)"
@@ -591,7 +590,7 @@ def print_errors(errors: Sequence[ConfigError]) -> None:
 
 
 def plan_from_args(args: argparse.Namespace) -> int:
-    """Validate the file, read the current config, plan, print. Exit 0, 1 (Kafka failed) or 2 (bad input).
+    """Validate the file, read the current config, plan, print. Exit 0, 2 (bad input) or 3 (Kafka failed).
 
     An active Spark session (spark-submit, a notebook, tests) is used and left running; otherwise a local one
     is started for the plan and stopped after it.
@@ -606,7 +605,7 @@ def plan_from_args(args: argparse.Namespace) -> int:
         if args.limit is not None and args.limit <= 0:
             raise SettingsError(f"--limit must be positive, got {args.limit}")
     except SettingsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"subroute: {exc}", file=sys.stderr)
         return EXIT_INVALID
     import importlib.util
 
@@ -620,7 +619,7 @@ def plan_from_args(args: argparse.Namespace) -> int:
     try:
         current = read_config(settings)
     except (KafkaException, TimeoutError) as exc:
-        print(f"error: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
+        print(f"subroute: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     proposed, dropped = proposed_config(current, desired, prune=args.prune)
     from pyspark.sql import SparkSession
@@ -645,7 +644,7 @@ def plan_from_args(args: argparse.Namespace) -> int:
             source=args.source,
         )
     except (KafkaException, TimeoutError) as exc:
-        print(f"error: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
+        print(f"subroute: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         if owned:
