@@ -240,6 +240,16 @@ def validate_app(app: AppConfig, limits: Limits | None = None) -> list[ConfigErr
             _compile(errors, f"{where}.filter[{index}]", text, app, limits=bounds)
     if app.priority is not None:
         _compile(errors, f"{where}.priority", app.priority, app, integer=True, limits=bounds)
+        if app.group_by is not None:
+            # A group keeps its order on one topic; priority bands would spread it over ten (seed 002, Qpid:
+            # "Message grouping is not supported on LVQ or Priority queues").
+            errors.append(
+                ConfigError(
+                    f"{where}.group_by",
+                    "message groups and priority: cannot be combined (a group's messages would be spread over "
+                    "the priority-band topics and lose their order); use one or the other",
+                )
+            )
     if app.partitions is not None:
         if _is_int(app.partitions) and app.partitions > bounds.max_partitions:
             errors.append(

@@ -204,3 +204,13 @@ def test_input_regexes_match_in_linear_time_and_re2_syntax_is_checked() -> None:
     assert time.perf_counter() - began < 1.0  # a hostile-input bound, not a benchmark
     errors = validate_app(AppConfig(name="x", inputs=("^(?<=a)b",)))
     assert any("invalid regex (RE2 syntax)" in str(e) for e in errors), errors
+
+
+def test_message_groups_and_priority_bands_are_refused_together() -> None:
+    """Seed 002 (Qpid): "Message grouping is not supported on LVQ or Priority queues"; here a group would be
+    spread over the band topics and lose its order."""
+    assert validate_app(app(group_by="CustomerId")) == []
+    assert validate_app(app(priority="CustomerId % 10")) == []
+    errors = validate_app(app(group_by="CustomerId", priority="CustomerId % 10"))
+    assert locations(errors) == ["apps.billing.group_by"]
+    assert "priority" in errors[0].message
