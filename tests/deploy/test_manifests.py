@@ -335,3 +335,18 @@ def test_alerts_cover_the_issue(rendered: dict[str, list[dict[str, Any]]], targe
     assert alerts >= REQUIRED_ALERTS
     monitors = find(rendered[target], "ServiceMonitor")
     assert monitors and all(m["metadata"]["labels"]["release"] for m in [*monitors, rule])
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_the_no_worker_alert_fires_when_no_worker_reports_at_all(
+    rendered: dict[str, list[dict[str, Any]]], target: str
+) -> None:
+    # `max(subroute_ready) == 0` has no series to compare once every worker is gone: it needs `absent`.
+    rule = one(rendered[target], "PrometheusRule")
+    [expr] = [
+        r["expr"]
+        for g in rule["spec"]["groups"]
+        for r in g["rules"]
+        if r.get("alert") == "SubrouteNoWorkerReady"
+    ]
+    assert "absent(subroute_ready)" in expr.replace(" ", "")
