@@ -6,15 +6,40 @@ set. Nothing message-derived (keys, property values, topics matched by regex) be
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from importlib import metadata
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
 
 _SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_AGE_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0)
 
 
 class RouterMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, runtime: bool = True) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        if runtime:  # process_*, python_* and python_gc_*, as on the default registry
+            ProcessCollector(registry=r)
+            PlatformCollector(registry=r)
+            GCCollector(registry=r)
+        self.build = Info("subroute_build", "The subroute release this worker runs.", registry=r)
+        self.build.info({"version": metadata.version("subroute")})
+        self.record_age = Histogram(
+            "subroute_record_age_seconds",
+            "Age of input records when routed (producer timestamp to routing); sampled: the first record of "
+            "each batch.",
+            buckets=_AGE_BUCKETS,
+            registry=r,
+        )
         self.messages_in = Counter("subroute_messages_in_total", "Input records consumed.", registry=r)
         self.malformed = Counter(
             "subroute_malformed_messages_total", "Input records that could not be read at all.", registry=r
@@ -99,7 +124,7 @@ class RouterMetrics:
         )
         self.batch_seconds = Histogram(
             "subroute_batch_seconds",
-            "Time to route and commit one input batch.",
+            "Time to route and produce one input batch (its offsets are committed with the commit window).",
             buckets=_SECONDS_BUCKETS,
             registry=r,
         )

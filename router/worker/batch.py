@@ -84,6 +84,8 @@ class BatchRouter:
                         tally.dropped_headers += dropped
                         break
             tally.messages_in += 1
+            if tally.age_ms is None and app_name is None and message.timestamp_ms > 0:  # not a parked one
+                tally.age_ms = now_ms - message.timestamp_ms
             for record in route(table, message, lag, now_ms, app_name, tally, envelopes):
                 topic, value, key, headers, timestamp = record
                 try:

@@ -41,6 +41,7 @@ class BatchTally:
         default_factory=list
     )  # what was produced: failed deliveries are matched to it
     messages_in: int = 0
+    age_ms: int | None = None  # producer timestamp to routing, of the batch's first input record that has one
     dropped_headers: int = 0
     decisions: list[Decision] = field(default_factory=list)
     filtered: list[Sequence[Decision]] = field(default_factory=list)
@@ -51,6 +52,8 @@ class BatchTally:
         """Add this batch's counts to the metrics."""
         if self.messages_in:
             metrics.messages_in.inc(self.messages_in)
+        if self.age_ms is not None:
+            metrics.record_age.observe(max(0, self.age_ms) / 1000)
         if self.dropped_headers:
             metrics.dropped_headers.inc(self.dropped_headers)
         for app, count in self.decode_errors.items():

@@ -24,10 +24,12 @@ METRIC_NAME = re.compile(r"\bsubroute_[a-zA-Z0-9_]+")
 
 def exported_names() -> set[str]:
     """Sample names a RouterMetrics registry exposes, all series present (labelled ones touched once)."""
-    metrics = RouterMetrics(CollectorRegistry())
+    metrics = RouterMetrics(CollectorRegistry(), runtime=False)  # process_* and python_* are not subroute's
     names: set[str] = set()
     for family in metrics.registry.collect():
-        if family.type == "counter":
+        if family.type == "info":
+            names.add(f"{family.name}_info")
+        elif family.type == "counter":
             names |= {f"{family.name}_total", f"{family.name}_created"}
         elif family.type == "histogram":
             names |= {f"{family.name}_{s}" for s in ("bucket", "sum", "count", "created")}

@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,15 @@ def test_live_metrics_cover_dashboard_and_alerts_and_health_endpoints(kafka, uni
     assert missing == []
     assert 'subroute_routed_total{app="a",group="g"} 1.0' in text
     assert "subroute_messages_in_total 3.0" in text
+    # the runtime collectors a default registry has, the release, and the sampled record age
+    assert (
+        "process_cpu_seconds_total" in text
+        and "python_info{" in text
+        and "python_gc_objects_collected_total" in text
+    )
+    assert f'subroute_build_info{{version="{metadata.version("subroute")}"}} 1.0' in text
+    [age_count] = [line for line in text.splitlines() if line.startswith("subroute_record_age_seconds_count")]
+    assert float(age_count.split()[1]) >= 1
 
 
 def test_readyz_is_503_until_the_worker_routes(kafka, unique) -> None:
