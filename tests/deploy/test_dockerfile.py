@@ -186,3 +186,22 @@ def test_hadolint_is_clean() -> None:
         [_hadolint(), "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_spark_application_runs_the_pinned_spark_with_arguments_the_job_accepts(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    import argparse
+
+    from subroute.ops.settings import add_common_arguments
+    from subroute.spark.flags import add_job_arguments
+
+    pins = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["spark"]
+    [pyspark] = [p.split("==")[1].split(";")[0].strip() for p in pins if p.startswith("pyspark==")]
+    assert one(rendered["base"], "SparkApplication")["spec"]["sparkVersion"] == pyspark
+    # the example is deployable as it is: the job's own parser takes its arguments (--output is required)
+    arguments = one(rendered["example"], "SparkApplication")["spec"]["arguments"]
+    parser = argparse.ArgumentParser()
+    add_common_arguments(parser)
+    add_job_arguments(parser)
+    assert parser.parse_args(arguments).output.startswith("s3a://")
