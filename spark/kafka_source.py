@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,8 +41,6 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
-
-from subroute.topic_patterns import compile_pattern
 
 FORMAT = "subroute-kafka"
 
@@ -120,7 +119,7 @@ class SourceOptions:
         if bool(subscribe) == bool(pattern):
             raise ValueError("give exactly one of the options subscribe and subscribePattern")
         if pattern is not None:
-            compile_pattern(pattern)  # refused here, with RE2's reason, rather than at the first batch
+            re.compile(pattern)
         max_offsets = opts.get("maxoffsetspertrigger")
         if max_offsets is not None and int(max_offsets) <= 0:
             raise ValueError(f"maxOffsetsPerTrigger must be positive, got {max_offsets}")
@@ -157,9 +156,8 @@ def discover(consumer: Consumer, options: SourceOptions) -> list[TopicPartitionK
     """The partitions the options subscribe to, as the cluster metadata shows them now."""
     metadata = consumer.list_topics(timeout=_METADATA_TIMEOUT)
     if options.subscribe_pattern is not None:
-        # RE2, linear in the name whatever the pattern (a backtracking `re` can hang on `(a+)+$`); Java's
-        # Pattern.matches(), which Spark uses, matches the whole name.
-        pattern = compile_pattern(options.subscribe_pattern)
+        pattern = re.compile(options.subscribe_pattern)
+        # Java's Pattern.matches(), which Spark uses, matches the whole name.
         topics = [t for t in metadata.topics if pattern.fullmatch(t) and not t.startswith("__")]
     else:
         topics = [t for t in options.subscribe if t in metadata.topics]

@@ -178,15 +178,3 @@ def test_offsets_json_is_canonical() -> None:
     assert list(as_json) == ["a", "b"]
     assert list(as_json["b"]) == ["2", "10"]
     assert offsets_from_json(as_json) == offsets
-
-
-def test_subscribe_pattern_is_refused_up_front_when_re2_cannot_take_it() -> None:
-    from subroute.spark.kafka_source import SourceOptions
-    from subroute.topic_patterns import PatternError
-
-    base = {"kafka.bootstrap.servers": "127.0.0.1:1"}
-    # matched by RE2, in linear time, like the router's inputs: a backtracking pattern is fine...
-    assert SourceOptions.parse({**base, "subscribePattern": "(a+)+$"}).subscribe_pattern == "(a+)+$"
-    # ...and a backreference, which RE2 does not have, is an error before any batch runs
-    with pytest.raises(PatternError):
-        SourceOptions.parse({**base, "subscribePattern": r"(a)\1"})
