@@ -14,11 +14,12 @@ has live members, so do not run other consumers in a group that Spark confirms f
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from subroute import names
@@ -83,14 +84,42 @@ def commit(
     if not policy.enabled or not next_offsets:
         return {}
     grouped = by_group(policy, next_offsets)
-    # The admin API takes one group per request.
+    deadline = time.monotonic() + timeout
+    # The admin API takes one group per request. A group's coordinator may be moving or still loading (a new
+    # group, a broker just started): those answers are retried until the timeout, as a consumer's commit is.
     for group, partitions in grouped.items():
-        futures: dict[Any, Any] = admin.alter_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, partitions)], request_timeout=timeout
-        )
-        for future in futures.values():
-            result = future.result(timeout=timeout)
-            failed = [tp for tp in result.topic_partitions if tp.error is not None]
-            if failed:
-                raise KafkaException(failed[0].error)
+        while True:
+            error = _alter(admin, group, partitions, timeout)
+            if error is None:
+                break
+            if error.code() not in _COORDINATOR_BUSY or time.monotonic() > deadline:
+                raise KafkaException(error)
+            time.sleep(0.2)
     return grouped
+
+
+_COORDINATOR_BUSY = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    }
+)
+
+
+def _alter(
+    admin: AdminClient, group: str, partitions: list[TopicPartition], timeout: float
+) -> KafkaError | None:
+    """One commit request for ``group``: None when every partition was committed, else the first error."""
+    futures: dict[Any, Any] = admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, partitions)], request_timeout=timeout
+    )
+    for future in futures.values():
+        try:
+            result = future.result(timeout=timeout)
+        except KafkaException as exc:
+            return cast(KafkaError, exc.args[0])
+        failed = [tp for tp in result.topic_partitions if tp.error is not None]
+        if failed:
+            return cast(KafkaError, failed[0].error)
+    return None
