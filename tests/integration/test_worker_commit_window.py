@@ -51,6 +51,10 @@ def _tally(topic: str, first: int, last: int, version: int = 7) -> BatchTally:
 def test_the_checkpoint_commits_the_window_only_when_it_is_due(kafka, unique) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
     produce(env, [{"N": i} for i in range(300)])
+
+    def version(routed_under: int) -> int | None:  # Tansu drops commit metadata (docs/brokers.md)
+        return None if kafka.is_tansu else routed_under
+
     consumer = Consumer(env.settings.client_config({"group.id": f"{unique}.g", "enable.auto.commit": False}))
     consumer.assign([TopicPartition(env.input, 0, 0)])
     checkpoint = Checkpoint(
@@ -62,14 +66,14 @@ def test_the_checkpoint_commits_the_window_only_when_it_is_due(kafka, unique) ->
         assert _committed(consumer, env.input)[0] < 0, "committed before the window was due"
         checkpoint.add(_tally(env.input, 60, 120))
         checkpoint.commit_if_due(drained=False)  # 120 records >= 100: due
-        assert _committed(consumer, env.input) == (120, 7)
+        assert _committed(consumer, env.input) == (120, version(7))
         checkpoint.add(_tally(env.input, 120, 121, version=8))
         checkpoint.commit_if_due(drained=True)  # the input has nothing more: committed at once
-        assert _committed(consumer, env.input) == (121, 8)
+        assert _committed(consumer, env.input) == (121, version(8))
         checkpoint.add(_tally(env.input, 121, 130, version=8))
     finally:
         checkpoint.close()  # shutdown commits what is left
-    assert _committed(consumer, env.input) == (130, 8)
+    assert _committed(consumer, env.input) == (130, version(8))
     consumer.close()
 
 
