@@ -30,6 +30,8 @@ apps:
 
 
 def test_a_destination_that_refuses_records_blocks_nothing_else(kafka, unique) -> None:
+    if kafka.is_tansu:
+        pytest.skip("Tansu stores a topic's max.message.bytes but does not enforce it (docs/brokers.md)")
     env = make_env(kafka.bootstrap_servers, unique, partitions=1)
     narrow = names.group_topic(env.prefix, "shop", "narrow")
     # The broker refuses any record over 2 kB on this group's topic: a permanent failure, not retried by the
@@ -103,6 +105,8 @@ def test_a_version_whose_topics_cannot_be_created_is_not_taken_and_the_worker_ke
     from subroute.config.model import GroupConfig, SubscriptionConfig
     from subroute.config.writer import ConfigWriter
 
+    if kafka.is_tansu:
+        pytest.skip("Tansu creates topics whose names collide in metrics ('.' vs '_'): no creation fails there")
     env = make_env(kafka.bootstrap_servers, unique, partitions=1)
     assert apply(env, "apps:\n  shop:\n    inputs: [INPUT]\n    groups:\n      a: {}\n") == 0
     # Kafka refuses a topic whose name differs from an existing one only by '.' and '_': group b's topic
