@@ -122,9 +122,8 @@ class CapacityMonitor:
                 fresh[(app, group)] = lag
                 if self.metrics is not None:
                     self.metrics.group_lag.labels(app, group).set(lag)
-        if (
-            self.metrics is not None
-        ):  # groups no longer measured (removed, or their limits went): no stale lag
+        # Groups no longer measured (removed, or their limits went) lose their series: no stale lag stays.
+        if self.metrics is not None:
             for app, group in self._lag.keys() - fresh.keys():
                 self.metrics.group_lag.remove(app, group)
         self._lag = fresh
