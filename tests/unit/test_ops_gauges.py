@@ -76,3 +76,23 @@ def test_a_member_given_no_partition_has_joined_and_one_that_lost_all_has_not() 
     assert assignment.joined and assignment.assigned == {("in", 0)}
     assignment.on_revoke(consumer, [TopicPartition("in", 0)])  # all taken back (or the membership lost)
     assert not assignment.joined
+
+
+def test_the_lag_of_a_group_no_longer_measured_goes_with_it(monkeypatch: Any) -> None:
+    from subroute.routing import capacity
+
+    lags = {("a", "g1"): 5, ("a", "g2"): 9}
+    monkeypatch.setattr(
+        capacity, "measure_lag", lambda _admin, _reader, _prefix, app, group: lags[(app, group)]
+    )
+    metrics = RouterMetrics(CollectorRegistry(), runtime=False)
+    monitor = CapacityMonitor(Settings(), interval=60, metrics=metrics)
+    app = AppConfig(name="a", inputs=("in",))
+    monitor.watch(
+        config(app, groups=[group("a", "g1", sub(None, 0, 10)), group("a", "g2", sub(None, 0, 20))])
+    )
+    monitor.refresh(None, None)  # type: ignore[arg-type]  # the fake measure_lag needs no clients
+    assert gauge(metrics, "subroute_group_lag_messages") == {("a", "g1"): 5.0, ("a", "g2"): 9.0}
+    monitor.watch(config(app, groups=[group("a", "g1", sub(None, 0, 10))], version=2))
+    monitor.refresh(None, None)  # type: ignore[arg-type]
+    assert gauge(metrics, "subroute_group_lag_messages") == {("a", "g1"): 5.0}
