@@ -15,11 +15,29 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 # The editable install also compiles the native core (router/native, Rust): its sources are inputs too.
 NATIVE_SOURCES := router/routing/native/Cargo.toml router/routing/native/Cargo.lock $(wildcard router/routing/native/src/*.rs)
 
-$(STAMP): pyproject.toml $(NATIVE_SOURCES)
+# Two stamps, one per set of extras, each true of the venv it stands beside: $(DEMO_STAMP) says the `demo` extra
+# is installed (the product, Spark and the local brokers), $(STAMP) says `dev` is too (what `make test` runs;
+# `dev` includes `demo`, so its install renews both). A venv made by `make demo` has no $(STAMP): the first
+# `make test` installs the dev extra into it. A venv made by `make test` already has all the demo needs: the
+# demo stamp is then renewed without a second install (and a second compile of the native core).
+DEMO_STAMP := $(VENV)/.installed-demo
+INPUTS := pyproject.toml $(NATIVE_SOURCES)
+
+$(STAMP): $(INPUTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
-	touch $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(DEMO_STAMP) $(STAMP)
+
+$(DEMO_STAMP): $(INPUTS)
+	if [ -f $(STAMP) ] && [ -z "$$(find $(INPUTS) -newer $(STAMP))" ]; then \
+		touch $(DEMO_STAMP); \
+	else \
+		$(PYTHON) -m venv $(VENV) \
+		&& $(BIN)/python -m pip install --quiet --upgrade pip \
+		&& $(BIN)/python -m pip install --quiet -e '.[demo]' \
+		&& touch $(DEMO_STAMP); \
+	fi
 
 $(CHECKOV_STAMP):
 	$(PYTHON) -m venv $(CHECKOV_VENV)
@@ -27,10 +45,10 @@ $(CHECKOV_STAMP):
 	touch $(CHECKOV_STAMP)
 
 # Maven resolves jars/pom.xml's profiles from Maven Central once; later runs find them cached (.cache/jars).
-jars: $(STAMP)
+jars: $(DEMO_STAMP)
 	$(BIN)/python -m subroute.dev.jars kafka spark-kafka
 
-demo: $(STAMP) jars
+demo: $(DEMO_STAMP) jars
 	$(BIN)/python -m subroute.dev.demo
 
 lint: $(STAMP)

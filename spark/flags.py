@@ -36,6 +36,18 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         help="decode APP's payloads: an .avsc path or a name from schemas/ (e.g. orders=order), repeatable",
     )
     parser.add_argument(
+        "--schema-registry-url",
+        metavar="URL",
+        help="Confluent Schema Registry for --avro-schema apps whose values are in Confluent's wire format "
+        "(magic byte 0, schema id): writer schemas are fetched from it by id (env SUBROUTE_SCHEMA_REGISTRY_URL)",
+    )
+    parser.add_argument(
+        "--schema-registry-config",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a SchemaRegistryClient property, repeatable (basic.auth.user.info, ssl.ca.location, ...)",
+    )
+    parser.add_argument(
         "--group-id",
         metavar="ID",
         help="commit every offset to this consumer group (default: each group topic to its group's own)",

@@ -11,6 +11,7 @@ After a micro-batch is in Parquet, its offsets are committed to Kafka (see ``sub
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -56,6 +57,7 @@ class JobConfig:
     max_offsets_per_trigger: int | None = None
     trigger: str = AVAILABLE_NOW  # or a processing-time interval such as "30 seconds"
     avro_schemas: Mapping[str, str] = field(default_factory=dict)  # app -> .avsc path or schemas/ name
+    schema_registry: avro.Registry | None = None  # writer schemas of wire-format values
     commit_group: str | None = None  # None: each group topic confirms to its group's own consumer group
     commit: bool = True
     source: str = "auto"  # auto | kafka | python
@@ -193,7 +195,8 @@ class BatchSink:
         with_schema = [app for app in self.schemas if app in apps]
         for app in with_schema:
             frame = batch.filter(F.col("app") == app)
-            append(frame.withColumn("payload", avro.payload_column(F.col("value"), self.schemas[app])))
+            payload = avro.payload_column(F.col("value"), self.schemas[app], self.config.schema_registry, app)
+            append(frame.withColumn("payload", payload))
         if apps - set(with_schema) or not apps:
             rest = (
                 batch.filter(F.col("app").isNull() | ~F.col("app").isin(with_schema))
@@ -243,8 +246,16 @@ def run(spark: SparkSession, config: JobConfig, timeout: float | None = None) ->
     return RunResult(source_format, sink.rows, sink.batches, time.monotonic() - began, sink.committed)
 
 
+ENV_SCHEMA_REGISTRY_URL = "SUBROUTE_SCHEMA_REGISTRY_URL"
+
+
 def config_from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> JobConfig:
     settings = Settings.from_args(args, environ)
+    env = os.environ if environ is None else environ
+    registry_url = args.schema_registry_url or env.get(ENV_SCHEMA_REGISTRY_URL) or None
+    registry_config = parse_key_values(args.schema_registry_config, "--schema-registry-config")
+    if registry_config and registry_url is None:
+        raise ValueError("--schema-registry-config needs --schema-registry-url")
     if sum(bool(x) for x in (args.topic, args.pattern, args.app)) > 1:
         raise ValueError("give at most one of --topic, --pattern and --app")
     pattern = args.pattern or (group_topics_pattern(settings.topic_prefix, args.app) if args.app else None)
@@ -259,6 +270,7 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str] | None
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         trigger=args.trigger,
         avro_schemas=parse_key_values(args.avro_schema, "--avro-schema"),
+        schema_registry=avro.Registry.of(registry_url, registry_config) if registry_url else None,
         commit_group=args.group_id,
         commit=not args.no_commit,
         source=args.source,

@@ -131,6 +131,12 @@ class RouterMetrics:
         self.ready = Gauge(
             "subroute_ready", "1 once the config is caught up and partitions are assigned.", registry=r
         )
+        self.idle = Gauge(
+            "subroute_idle",
+            "1 while the config is caught up and the worker is in the group but was given no partition (more "
+            "workers than partitions): not ready, and nothing is wrong.",
+            registry=r,
+        )
         self.assigned_partitions = Gauge(
             "subroute_assigned_partitions",
             "Partitions (inputs and pending topics) assigned to this worker.",
@@ -154,6 +160,13 @@ class RouterMetrics:
         self.group_lag = Gauge(
             "subroute_group_lag_messages",
             "Unconfirmed records of a group (end offset minus committed offset).",
+            ["app", "group"],
+            registry=r,
+        )
+        self.group_max_unconfirmed = Gauge(
+            "subroute_group_max_unconfirmed",
+            "The smallest max_unconfirmed among a group's subscriptions, in the config in force (groups without "
+            "one have no series): at this lag the group starts to be passed over.",
             ["app", "group"],
             registry=r,
         )

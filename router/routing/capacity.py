@@ -33,6 +33,18 @@ def groups_needing_capacity(config: Config) -> list[tuple[str, str]]:
     return wanted
 
 
+def group_limits(config: Config) -> dict[tuple[str, str], int]:
+    """Each group's smallest max_unconfirmed (groups whose subscriptions set none are left out): the lag at
+    which the first of its subscriptions stops taking records while another candidate has room."""
+    limits: dict[tuple[str, str], int] = {}
+    for app in config.apps.values():
+        for group in config.groups_of(app.name):
+            given = [s.max_unconfirmed for s in group.subscriptions if s.max_unconfirmed is not None]
+            if given:
+                limits[(app.name, group.name)] = min(given)
+    return limits
+
+
 def measure_lag(admin: AdminClient, reader: Consumer, prefix: str, app: str, group: str) -> int | None:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
@@ -61,6 +73,7 @@ class CapacityMonitor:
         self.interval = interval
         self.metrics = metrics
         self._groups: list[tuple[str, str]] = []
+        self._limits: dict[tuple[str, str], int] = {}
         self._lag: Lag = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -69,6 +82,18 @@ class CapacityMonitor:
     def watch(self, config: Config) -> None:
         with self._lock:
             self._groups = groups_needing_capacity(config)
+        self._publish_limits(group_limits(config))
+
+    def _publish_limits(self, limits: dict[tuple[str, str], int]) -> None:
+        """The limits of the config in force as gauges; a group removed (or whose limit went) loses its series,
+        so that an alert comparing lag with the limit does not hold on to a group that no longer has one."""
+        if self.metrics is None:
+            return
+        for app, group in self._limits.keys() - limits.keys():
+            self.metrics.group_max_unconfirmed.remove(app, group)
+        for (app, group), limit in limits.items():
+            self.metrics.group_max_unconfirmed.labels(app, group).set(limit)
+        self._limits = limits
 
     def start(self) -> None:
         """Measure once now (the first routed message already sees real capacity), then refresh in the
@@ -97,6 +122,10 @@ class CapacityMonitor:
                 fresh[(app, group)] = lag
                 if self.metrics is not None:
                     self.metrics.group_lag.labels(app, group).set(lag)
+        # Groups no longer measured (removed, or their limits went) lose their series: no stale lag stays.
+        if self.metrics is not None:
+            for app, group in self._lag.keys() - fresh.keys():
+                self.metrics.group_lag.remove(app, group)
         self._lag = fresh
 
     def _measure_once(self) -> None:

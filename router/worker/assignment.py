@@ -39,15 +39,18 @@ class Assignment:
     def __init__(
         self,
         metrics: RouterMetrics,
-        on_change: Callable[[], None],
+        on_change: Callable[[], None] | None = None,
         before_revoke: Callable[[], None] | None = None,
     ) -> None:
         self.metrics = metrics
-        self.on_change = on_change  # after every assignment change (the worker updates its readiness)
+        self.on_change = on_change  # after every assignment change
         self.before_revoke = (
             before_revoke  # the worker commits what it routed while the partitions are its own
         )
         self.assigned: set[Partition] = set()
+        # The group has given this member its share since it (re)joined, possibly none: with more workers than
+        # partitions some get nothing, and an empty ``assigned`` then means idle, not stuck joining.
+        self.joined = False
         self.paused: set[Partition] = set()  # pending partitions waiting for a newer config version
         self.last_resume = time.monotonic()
         self.subscribed: tuple[str, ...] = ()
@@ -64,6 +67,7 @@ class Assignment:
                 consumer.subscribe(list(wanted), on_assign=self.on_assign, on_revoke=self.on_revoke)
             else:
                 consumer.unsubscribe()
+                self.joined = False
             self.subscribed = wanted
         self.resume_parked(consumer)
 
@@ -90,13 +94,17 @@ class Assignment:
                 },
             )
         self.assigned.update((p.topic, p.partition) for p in partitions)
+        # librdkafka calls the assign callback at the end of every rebalance, with an empty list for a member
+        # given nothing: that is how an idle worker knows it is in the group.
+        self.joined = True
         self.metrics.assigned_partitions.set(len(self.assigned))
         self.metrics.rebalances.inc()
         log.info(
             "partitions assigned",
             extra={"fields": {"added": partition_names(partitions), "now": len(self.assigned)}},
         )
-        self.on_change()
+        if self.on_change is not None:
+            self.on_change()
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("partitions revoked", extra={"fields": {"removed": partition_names(partitions)}})
@@ -107,8 +115,11 @@ class Assignment:
         self.paused -= gone
         for partition in gone:
             self.gated.pop(partition, None)
+        if not self.assigned:  # everything taken back (a lost membership too): idle only once assigned again
+            self.joined = False
         self.metrics.assigned_partitions.set(len(self.assigned))
-        self.on_change()
+        if self.on_change is not None:
+            self.on_change()
 
     def park(self, consumer: Consumer, partition: Partition, offset: int) -> None:
         """Stop reading a pending partition at ``offset`` until ``resume_parked``."""

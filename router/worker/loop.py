@@ -51,9 +51,11 @@ class Worker:
         self.batches = BatchRouter(self.prefix, self.metrics)
         self.store: ConfigStore[RoutingTable] = ConfigStore(settings, self._build, metrics=self.metrics)
         self.capacity = CapacityMonitor(settings, options.capacity_refresh_seconds, self.metrics)
-        self.assignment = Assignment(
-            self.metrics, lambda: self.metrics.ready.set(1 if self.ready() else 0), before_revoke=self._commit
-        )
+        self.assignment = Assignment(self.metrics, before_revoke=self._commit)
+        # Read at each scrape, not set on events: readiness also ends when the config store stops following,
+        # which no event of the poll loop reports.
+        self.metrics.ready.set_function(lambda: 1.0 if self.ready() else 0.0)
+        self.metrics.idle.set_function(lambda: 1.0 if self.idle() else 0.0)
         self.consumer: Consumer | None = None
         self.checkpoint: Checkpoint | None = None
         self.destinations = Destinations(
@@ -72,7 +74,16 @@ class Worker:
 
     def ready(self) -> bool:
         """Config read to its end and still followed, and partitions assigned (``/readyz``)."""
-        return self.store.ready and self.store.following() and bool(self.assignment.assigned)
+        return self._config_ready() and bool(self.assignment.assigned)
+
+    def idle(self) -> bool:
+        """Not ready only because the group gave this worker no partition (more workers than partitions): the
+        config is caught up and followed, and the worker is in the group. Alerts on readiness leave it out."""
+        assignment = self.assignment
+        return self._config_ready() and assignment.joined and not assignment.assigned
+
+    def _config_ready(self) -> bool:
+        return self.store.ready and self.store.following()
 
     def stop(self, *_: object) -> None:
         self._stop.set()
@@ -168,7 +179,6 @@ class Worker:
         )
         self._table = None
         self._take_table()
-        self.metrics.ready.set(1 if self.ready() else 0)
 
     def _process_batch(self, table: RoutingTable, batch: list[Message]) -> BatchTally:
         assert self.consumer is not None and self.checkpoint is not None
@@ -193,4 +203,5 @@ class Worker:
             self.consumer.close()  # leaves the group: partitions move to the other workers at once
         self.capacity.close()
         self.store.close()
-        self.metrics.ready.set(0)
+        self.assignment.assigned.clear()  # closed: not ready, nor idle, whatever the store reports
+        self.assignment.joined = False

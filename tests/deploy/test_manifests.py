@@ -28,6 +28,8 @@ REQUIRED_ALERTS = {
     "SubrouteDeadLettering",
     "SubrouteConfigRefused",
     "SubrouteWorkerNotReady",
+    "SubrouteGroupOverCapacity",
+    "SubrouteConfigVersionSkew",
 }
 KNOWN_LIBRDKAFKA = {
     "security.protocol",
