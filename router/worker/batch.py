@@ -1,8 +1,10 @@
 """One batch, routed: every record decided, wrapped in its envelopes and produced; its positions tallied.
 
 Runs on the poll-loop thread. A pending record that is not due yet stops its partition for the rest of the
-batch (the partition is parked until the config changes); anything unexpected while routing a record
-dead-letters it with reason ``rejected`` instead of stopping the worker.
+batch (the partition is parked until the config changes); so does a waiting record (no consumer, no room) that
+still has to wait: it is not written again, so waiting records leave in arrival order (routing/parking.py).
+Anything unexpected while routing a record dead-letters it with reason ``rejected`` instead of stopping the
+worker.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
 from subroute.names import HEADER_PREFIX
 from subroute.ops.metrics import RouterMetrics
-from subroute.routing.decisions import Action, Decision, Router, RoutingTable
+from subroute.routing.decisions import WAITING_REASONS, Action, Decision, Lag, Router, RoutingTable
 from subroute.routing.envelope import (
     Envelopes,
     InputRecord,
@@ -29,8 +31,6 @@ from subroute.worker.checkpoint import Checkpoint
 from subroute.worker.tally import BatchTally, add_counts, count_decision
 
 log = logging.getLogger(__name__)
-
-Lag = dict[tuple[str, str], int]
 
 
 class BatchRouter:
@@ -83,10 +83,16 @@ class BatchRouter:
                         message.headers, dropped = without_forged_headers(message.headers_list)
                         tally.dropped_headers += dropped
                         break
+            records = route(table, message, lag, now_ms, app_name, tally, envelopes)
+            if records is None:  # a waiting record that still waits: the partition stops here until woken
+                assignment.park(consumer, tp, message.offset)
+                stopped.add(tp)
+                offsets[tp] = message.offset
+                continue
             tally.messages_in += 1
             if tally.age_ms is None and app_name is None and message.timestamp_ms > 0:  # not a parked one
                 tally.age_ms = now_ms - message.timestamp_ms
-            for record in route(table, message, lag, now_ms, app_name, tally, envelopes):
+            for record in records:
                 topic, value, key, headers, timestamp = record
                 try:
                     produce(topic, value=value, key=key, headers=headers, timestamp=timestamp)  # type: ignore[arg-type]
@@ -122,7 +128,9 @@ class BatchRouter:
         pending_app: str | None,
         tally: BatchTally,
         envelopes: Envelopes,
-    ) -> list[OutRecord]:
+    ) -> list[OutRecord] | None:
+        """The records to produce for ``message``; None for a pending record that still waits for a consumer or
+        for room (writing it again would put it behind the records parked after it)."""
         redriven = pending_app is not None
         try:
             result = self.router.route(table, message, lag, now_ms, only_app=pending_app)
@@ -139,6 +147,9 @@ class BatchRouter:
         if result.evaluation_errors:
             add_counts(tally.evaluation_errors, result.evaluation_errors)
         if redriven:
+            waits = result.routed[0] if len(result.routed) == 1 else None
+            if waits is not None and waits.action is Action.PENDING and waits.reason in WAITING_REASONS:
+                return None
             for decision in (*result.routed, *result.filtered):
                 count_decision(self.metrics, decision, redriven=True)
         else:
