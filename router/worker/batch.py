@@ -25,7 +25,7 @@ from subroute.routing.envelope import (
     records_for,
     without_forged_headers,
 )
-from subroute.routing.parking import is_due, pending_topics
+from subroute.routing.parking import is_due, pending_topics, waiting_reason
 from subroute.worker.assignment import Assignment
 from subroute.worker.checkpoint import Checkpoint
 from subroute.worker.tally import BatchTally, add_counts, count_decision
@@ -58,7 +58,8 @@ class BatchRouter:
         # Locals, not attribute lookups, in the loop: it runs once per record.
         envelopes, produce, route = self._envelopes, checkpoint.producer.produce, self._route
         offsets, first_offsets, sent = tally.offsets, tally.first_offsets, tally.sent
-        for raw in batch:
+        waiting_at: dict[tuple[str, int], int] | None = None  # made on first need: see _last_waiting
+        for index, raw in enumerate(batch):
             error = raw.error()
             if error is not None:
                 if error.code() != KafkaError._PARTITION_EOF:
@@ -70,26 +71,37 @@ class BatchRouter:
                 continue
             first_offsets.setdefault(tp, message.offset)
             app_name = pending_app.get(message.topic)
+            records: list[OutRecord] | None
             if app_name is not None and not is_due(
                 self.prefix, table, message.topic, message.headers_list, message.timestamp_ms, now_ms
             ):
-                assignment.park(consumer, tp, message.offset)  # back to it when the config changes
-                stopped.add(tp)
-                offsets[tp] = message.offset
-                continue
-            if app_name is None:  # an input record: producers may not set the router's own headers
-                for name, _ in message.headers_list:
-                    if name.startswith(HEADER_PREFIX):
-                        message.headers, dropped = without_forged_headers(message.headers_list)
-                        tally.dropped_headers += dropped
-                        break
-            records = route(table, message, lag, now_ms, app_name, tally, envelopes)
-            if records is None:  # a waiting record that still waits: the partition stops here until woken
-                assignment.park(consumer, tp, message.offset)
-                stopped.add(tp)
-                offsets[tp] = message.offset
-                continue
-            tally.messages_in += 1
+                if waiting_at is None:
+                    waiting_at = _last_waiting(batch, pending_app)
+                if waiting_at.get(tp, -1) <= index:
+                    assignment.park(consumer, tp, message.offset)  # back to it when the config changes
+                    stopped.add(tp)
+                    offsets[tp] = message.offset
+                    continue
+                # A record that matches nothing would hold up the records behind it that wait for a consumer
+                # or for room (and may go now): it moves behind them, unchanged (same version, so still not
+                # due). Only when such a record follows in this batch, so nothing is copied round and round.
+                records = [
+                    (message.topic, message.value, message.key, message.headers_list, message.timestamp_ms)
+                ]
+            else:
+                if app_name is None:  # an input record: producers may not set the router's own headers
+                    for name, _ in message.headers_list:
+                        if name.startswith(HEADER_PREFIX):
+                            message.headers, dropped = without_forged_headers(message.headers_list)
+                            tally.dropped_headers += dropped
+                            break
+                records = route(table, message, lag, now_ms, app_name, tally, envelopes)
+                if records is None:  # a waiting record that still waits: the partition stops here until woken
+                    assignment.park(consumer, tp, message.offset)
+                    stopped.add(tp)
+                    offsets[tp] = message.offset
+                    continue
+                tally.messages_in += 1
             if tally.age_ms is None and app_name is None and message.timestamp_ms > 0:  # not a parked one
                 tally.age_ms = now_ms - message.timestamp_ms
             for record in records:
@@ -157,3 +169,15 @@ class BatchRouter:
             if result.filtered:  # usually one tuple made once per table for a whole set of skipped apps
                 tally.filtered.append(result.filtered)
         return records_for(message, result.routed, now_ms, redriven, envelopes)
+
+
+def _last_waiting(batch: list[Message], pending_app: dict[str, str]) -> dict[tuple[str, int], int]:
+    """Per pending partition in ``batch``, the index of its last record that waits for a consumer or for room."""
+    found: dict[tuple[str, int], int] = {}
+    for index, raw in enumerate(batch):
+        topic = raw.topic()
+        if topic in pending_app and raw.error() is None:
+            record = InputRecord.of(raw)
+            if waiting_reason(record.headers_list) is not None:
+                found[(record.topic, record.partition)] = index
+    return found

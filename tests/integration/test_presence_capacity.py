@@ -248,3 +248,21 @@ def test_where_membership_is_not_reported_every_group_counts_as_present(kafka, u
                 wait(lambda: present(worker, "a", "top"), "the top group present")
             produce(env, [{"N": i} for i in range(3)])
             wait(lambda: len(top.received) == 3, "the attached group to get them")
+
+
+def test_a_record_that_matches_nothing_does_not_hold_up_waiting_ones(kafka, unique) -> None:
+    if kafka.is_tansu:
+        pytest.skip("Tansu lists no members of live groups: presence is not measurable (docs/brokers.md)")
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert apply(env, TIERS) == 0
+    pending = names.pending_topic(env.prefix, "a")
+    with BackgroundWorker(env) as worker:
+        wait(worker.worker.ready, "the worker to be ready")
+        produce(env, [{"N": -1}, *({"N": i} for i in range(1, 6))])  # m0 matches nothing; m1-m5 wait
+        wait(lambda: len(read(env, pending)) >= 6, "six records parked")
+        with Attached(env, "a", "top") as top:
+            wait(lambda: len(top.received) == 5, "the waiting records to pass the unmatched one")
+            assert top.received == [f"m{i}" for i in range(1, 6)]
+    parked = read(env, pending)
+    # m0 moved behind them once, unchanged: it still waits for a subscription that matches it
+    assert [m.value() for m in parked].count(b"m0") == 2 and header(parked[-1], names.PENDING_REASON) is None
