@@ -23,7 +23,7 @@ from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.routing import priority
 from subroute.routing.expiration import message_expiration
 from subroute.routing.properties import Decoder, PropertyValue, decode_with, decoders_for
-from subroute.routing.snapshot import Snapshot, absent_of
+from subroute.routing.snapshot import Snapshot
 from subroute.topic_patterns import compile_pattern
 
 Props = Mapping[str, PropertyValue]
@@ -460,9 +460,9 @@ def decide_app(
     """
     config = app.config
     name = app.name
-    absent = absent_of(lag) if config.presence == "required" else _NOBODY
-    if absent and not any(a == name for a, _ in absent):
-        absent = _NOBODY  # another app's groups: this one decides as if everyone were there (the fast path)
+    absent = _NOBODY
+    if isinstance(lag, Snapshot) and name in lag.absent_apps and config.presence == "required":
+        absent = lag.absent  # otherwise everyone this app may route to is there: the fast path below
     if config.spillover or absent:
         levels = matching_levels(app, matched)
     else:
@@ -484,7 +484,7 @@ def decide_app(
             break
     if chosen is None:
         return Decision(name, Action.PENDING, key=group_key, reason=waiting)
-    if isinstance(lag, Snapshot):
+    if isinstance(lag, Snapshot) and lag.measured:
         lag.note_routed((name, chosen.group))
     band = priority.LOWEST_BAND if config.priority is None else band_of(config, matched)
     if group_key is None and band == priority.LOWEST_BAND:

@@ -30,7 +30,7 @@ _NO_LAG: Mapping[GroupId, int] = MappingProxyType({})
 class Snapshot(Mapping[GroupId, int]):
     """Unconfirmed counts (measured + routed since) and the groups whose consumers are not attached."""
 
-    __slots__ = ("_log", "_routed", "absent", "clock", "measured", "started_at")
+    __slots__ = ("_log", "_routed", "absent", "absent_apps", "clock", "measured", "started_at")
 
     def __init__(
         self,
@@ -40,6 +40,7 @@ class Snapshot(Mapping[GroupId, int]):
     ) -> None:
         self.measured = measured
         self.absent = absent  # groups of presence-required apps whose Kafka consumer group has no live member
+        self.absent_apps = frozenset(app for app, _ in absent)  # one lookup per message tells most apps apart
         self.started_at = started_at  # when the lag measurement began (the worker's monotonic clock)
         self.clock = started_at  # the time ``note_routed`` stamps; the worker sets it once per batch
         self._routed: dict[GroupId, int] = {}  # per group, the records routed since started_at - overlap
@@ -106,7 +107,3 @@ class Snapshot(Mapping[GroupId, int]):
         # confirms freed room; one that only caught up with what was routed frees nothing
         return any(newer.measured.get(key, 0) < self.get(key, 0) for key in self.measured)  # type: ignore[operator]
 
-
-def absent_of(lag: Mapping[GroupId, int]) -> frozenset[GroupId]:
-    """The absent groups a lag mapping carries: a plain mapping carries none (every group present)."""
-    return lag.absent if isinstance(lag, Snapshot) else frozenset()
