@@ -13,7 +13,7 @@ members, from ``describe_consumer_groups``, every ``presence_interval`` seconds 
 far less often than records arrive, so a short interval costs one small admin request per refresh.
 
 Some brokers do not report membership: Tansu answers a live one-member group with state STABLE and no members
-(docs/brokers.md). A group that is STABLE or rebalancing yet lists nobody is a contradiction, not an empty group,
+(docs/brokers.md). A group that is STABLE yet lists nobody is a contradiction, not an empty group,
 so that answer is read as "membership not reported" (detected generically, not by naming the broker): presence
 cannot be measured there, every group counts as present from then on, and one warning says so.
 """
@@ -43,14 +43,10 @@ log = logging.getLogger(__name__)
 GroupId = tuple[str, str]
 Lag = dict[GroupId, int]
 
-# States in which a group has members by definition: listing none there means the broker does not say.
-_LIVE_STATES = frozenset(
-    {
-        ConsumerGroupState.STABLE,
-        ConsumerGroupState.PREPARING_REBALANCING,
-        ConsumerGroupState.COMPLETING_REBALANCING,
-    }
-)
+# A group that is STABLE has members by definition: a broker that lists none there does not report membership.
+# Only STABLE: a rebalancing group may briefly list nobody on Apache Kafka while its last member leaves, and that
+# must not turn presence off for good.
+_LIVE_STATES = frozenset({ConsumerGroupState.STABLE})
 
 
 @dataclass(frozen=True)

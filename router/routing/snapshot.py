@@ -106,4 +106,3 @@ class Snapshot(Mapping[GroupId, int]):
         # against what this snapshot counted (measured + routed since): a count that fell below it means
         # confirms freed room; one that only caught up with what was routed frees nothing
         return any(newer.measured.get(key, 0) < self.get(key, 0) for key in self.measured)  # type: ignore[operator]
-
