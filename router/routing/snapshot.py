@@ -56,8 +56,8 @@ class Snapshot(Mapping[GroupId, int]):
             return routed
         return measured + routed
 
-    def get(self, key: GroupId, default: int | None = 0) -> int | None:  # type: ignore[override]
-        # the decision path's lookup: no exception for the usual miss
+    def get(self, key: GroupId, default: int | None = None) -> int | None:  # type: ignore[override]
+        # the decision path's lookup (``get(key, 0)``): no exception for the usual miss
         return self.measured.get(key, 0) + self._routed.get(key, 0) if key in self else default
 
     def __contains__(self, key: object) -> bool:
