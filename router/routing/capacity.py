@@ -243,9 +243,10 @@ class CapacityMonitor:
                 "counts as present (presence: required has no effect on this cluster)",
                 extra={"fields": {"groups": sorted(f"{a}/{g}" for (a, g), p in found.items() if p is None)}},
             )
-            found = {}
-        # a group the call failed for keeps what was known of it (a new one counts as present)
-        absent = frozenset(k for k in groups if (found[k] is False if k in found else k in before))
+            absent: frozenset[GroupId] = frozenset()
+        else:
+            # a group the call failed for keeps what was known of it (a new one counts as present)
+            absent = frozenset(k for k in groups if (found[k] is False if k in found else k in before))
         if self.metrics is not None:
             for app, group in groups:
                 self.metrics.group_present.labels(app, group).set(0 if (app, group) in absent else 1)

@@ -95,10 +95,14 @@ def test_absent_groups_are_published_and_a_failed_refresh_keeps_what_was_known()
 
 
 def test_membership_not_reported_turns_presence_off_with_one_warning(caplog) -> None:
-    watcher, admin = monitor({"p.a.x": Description(STABLE), "p.a.y": Description(EMPTY)})
+    watcher, admin = monitor({"p.a.x": Description(EMPTY), "p.a.y": Description(EMPTY)})
     watcher._refresh_presence(admin)  # type: ignore[arg-type]
+    assert watcher.measurement().absent == {("a", "x"), ("a", "y")}  # before anyone joined: nobody there
+    admin.answers["p.a.x"] = Description(STABLE)  # a consumer joined, and the broker lists no member
     watcher._refresh_presence(admin)  # type: ignore[arg-type]
-    assert watcher.membership_unreported and watcher.measurement().absent == frozenset()
+    assert watcher.membership_unreported and watcher.measurement().absent == frozenset()  # at once
+    watcher._refresh_presence(admin)  # type: ignore[arg-type]
+    assert watcher.measurement().absent == frozenset()
     assert sum("presence cannot be measured" in r.getMessage() for r in caplog.records) == 1
 
 
