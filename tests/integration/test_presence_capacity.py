@@ -9,6 +9,9 @@ there every group counts as present, which the last test checks.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -266,3 +269,49 @@ def test_a_record_that_matches_nothing_does_not_hold_up_waiting_ones(kafka, uniq
     parked = read(env, pending)
     # m0 moved behind them once, unchanged: it still waits for a subscription that matches it
     assert [m.value() for m in parked].count(b"m0") == 2 and header(parked[-1], names.PENDING_REASON) is None
+
+
+CONSUMER_PROCESS = """
+import sys
+from subroute.client import QueueConsumer
+from subroute.config.store import read_app
+from subroute.ops.settings import Settings
+
+bootstrap, prefix, app, group = sys.argv[1:5]
+settings = Settings(bootstrap_servers=bootstrap, topic_prefix=prefix)
+config = {"session.timeout.ms": 6000}
+with QueueConsumer(settings, app, group, app_config=read_app(settings, app), consumer_config=config) as queue:
+    while True:
+        message = queue.poll(0.5)
+        if message is not None:
+            queue.ack(message)
+"""
+
+
+def test_a_crashed_consumer_process_counts_as_gone_once_its_session_expires(kafka, unique) -> None:
+    if kafka.is_tansu:
+        pytest.skip("Tansu lists no members of live groups: presence is not measurable (docs/brokers.md)")
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert apply(env, TIERS) == 0
+    with BackgroundWorker(env) as worker, Attached(env, "a", "low") as low:
+        wait(worker.worker.ready, "the worker to be ready")
+        process = subprocess.Popen(
+            [sys.executable, "-c", CONSUMER_PROCESS, env.bootstrap, env.prefix, "a", "top"],
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait(lambda: present(worker, "a", "top"), "the consumer process to join")
+            produce(env, [{"N": i} for i in range(3)])
+            wait(lambda: len(values_of(env, "a", "top")) == 3, "the top group to get the first three")
+            process.send_signal(signal.SIGKILL)  # no LeaveGroup: the broker notices when the session expires
+            process.wait(10)
+            gone = wait(
+                lambda: not present(worker, "a", "top"), "the crashed consumer's group to count as gone"
+            )
+            assert gone <= 6.0 + SETTLE  # the session timeout, then one refresh
+            produce(env, [{"N": i} for i in range(3, 6)])
+            wait(lambda: len(low.received) == 3, "the next priority to get the next three")
+        finally:
+            process.kill()
+            process.wait(10)
+    assert len(values_of(env, "a", "top")) == 3
