@@ -167,9 +167,8 @@ class CapacityMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lag_due = 0.0
-        self.membership_unreported = (
-            False  # the broker lists no members of live groups: presence unmeasurable
-        )
+        # the broker lists no members of live groups: presence cannot be measured, every group counts as present
+        self.membership_unreported = False
 
     def watch(self, config: Config) -> None:
         with self._lock:
@@ -219,8 +218,9 @@ class CapacityMonitor:
                 fresh[(app, group)] = lag
                 if self.metrics is not None:
                     self.metrics.group_lag.labels(app, group).set(lag)
-        current = self._measurement  # presence may have been published meanwhile (same thread: it was not)
-        self._measurement = Measurement(MappingProxyType(fresh), current.absent, started)
+        # Both refreshes run on one thread at a time (the monitor's, or the caller's before it starts), so the
+        # presence published last is still this one.
+        self._measurement = Measurement(MappingProxyType(fresh), self._measurement.absent, started)
 
     def _refresh_presence(self, admin: AdminClient) -> None:
         with self._lock:
