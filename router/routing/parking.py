@@ -6,8 +6,10 @@ A record that matched nothing is re-evaluated only under a newer config version,
 goes to the dead-letter topic). A record that waits for a consumer or for room is re-evaluated whenever the
 worker wakes its partition: on a new config version, when a group attaches or a group's unconfirmed count falls
 (a new measurement), and on the sweep timer. The worker routes the partition's records in order and stops at the
-first that still has to wait (it is not written again), so waiting records leave in arrival order. Between
-wake-ups the partition stays paused, so nothing spins.
+first that still has to wait (it is not written again), so waiting records leave in arrival order. A record
+that matched nothing and sits before waiting records in the same batch is written again behind them, unchanged,
+so it does not hold them up (router/worker/batch.py). Between wake-ups the partition stays paused, so nothing
+spins.
 """
 
 from __future__ import annotations
