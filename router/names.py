@@ -30,6 +30,7 @@ EXPIRATION = "subroute.expiration"
 HEADER_PREFIX = "subroute."
 PRODUCER_HEADERS = frozenset({EXPIRATION})
 # Why a record sits on the pending topic, and where it came from once redriven.
+PENDING_REASON = "subroute.pending-reason"  # "capacity" or "no-consumer"; none: no subscription matched it
 REDRIVEN = "subroute.redriven"
 
 # Qpid's "qpid.no-group": the group of messages that lack the group_by property.

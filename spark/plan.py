@@ -12,8 +12,9 @@ is written anywhere: the config topic is only read.
 
 What the answers are, and are not:
 
-* Capacity: routing runs with an empty lag snapshot, as if every group had room; with ``max_unconfirmed``,
-  ``fast``/``proportional`` fairness or ``spillover`` the live router may choose differently.
+* Capacity and presence: routing runs with an empty snapshot, as if every group had room and consumers
+  attached; with ``max_unconfirmed``, ``fast``/``proportional`` fairness, ``spillover`` or groups whose consumers
+  are away the live router may choose differently (or make the record wait).
 * Round-robin: each Spark partition rotates on its own, so splits among equal-priority groups are indicative
   (the totals per priority level are exact). Message groups (``group_by``) are placed by rendezvous hashing,
   which is exact.

@@ -15,6 +15,7 @@ from subroute.ops.settings import Settings, SettingsError, add_common_arguments,
 from subroute.routing.capacity import CapacityMonitor
 from subroute.routing.decisions import MessageView, build_table
 from subroute.routing.explain import explain, render, to_document
+from subroute.routing.snapshot import Snapshot
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -68,10 +69,11 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _measure(monitor: CapacityMonitor, settings: Settings) -> dict[tuple[str, str], int]:
+def _measure(monitor: CapacityMonitor, settings: Settings) -> Snapshot:
     reader = kafka_io.reader(settings, "subroute-explain")
     try:
         monitor.refresh(kafka_io.admin_client(settings), reader)
     finally:
         reader.close()
-    return dict(monitor.snapshot())
+    measured = monitor.measurement()
+    return Snapshot(dict(measured.lag), measured.absent)  # the groups absent now count as in the worker

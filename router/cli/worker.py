@@ -73,6 +73,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "predecessor's open transaction at once (env SUBROUTE_TRANSACTIONAL_ID; default: fresh per process)",
     )
     worker.add_argument(
+        "--presence-refresh-seconds",
+        type=env_checked("SUBROUTE_PRESENCE_REFRESH_SECONDS", convert=float, minimum=0),
+        default=os.environ.get("SUBROUTE_PRESENCE_REFRESH_SECONDS", "2"),
+        metavar="SECONDS",
+        help="how often the consumer groups' membership is read for apps with presence: required; 0 counts "
+        "every group as present (env SUBROUTE_PRESENCE_REFRESH_SECONDS)",
+    )
+    worker.add_argument(
         "--log-level",
         type=env_checked("SUBROUTE_LOG_LEVEL", choices=LOG_LEVELS, convert=str.upper),
         default=os.environ.get("SUBROUTE_LOG_LEVEL", "INFO"),
@@ -90,6 +98,7 @@ def _run(args: argparse.Namespace) -> int:
         commit_interval=CommitInterval(args.commit_interval_records, args.commit_interval_ms),
         exit_on_idle=args.exit_on_idle,
         transactional_id=args.transactional_id,
+        presence_refresh_seconds=args.presence_refresh_seconds,
     )
     metrics = RouterMetrics()
     worker = Worker(settings, options, metrics)

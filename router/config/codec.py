@@ -14,7 +14,7 @@ from typing import Any
 
 from fastavro import schemaless_reader, schemaless_writer
 
-from subroute.config.model import AppConfig, GroupConfig, SubscriptionConfig
+from subroute.config.model import DEFAULT_PRESENCE, AppConfig, GroupConfig, SubscriptionConfig
 from subroute.schemas import load_schema
 
 SCHEMA_HEADER = "subroute.schema"
@@ -28,11 +28,16 @@ GROUP_SCHEMA = "subroute.GroupConfig"
 # records written by older CLIs keep decoding.
 _SCHEMA_FILES: dict[tuple[str, int], str] = {
     (APP_SCHEMA, 1): "app_config",
+    (APP_SCHEMA, 2): "app_config_v2",  # adds presence
     (GROUP_SCHEMA, 1): "group_config",
 }
-# What this code writes.
-APP_SCHEMA_VERSION = 1
+# The newest versions this code writes. An app record is written with the oldest version that holds all of its
+# values (version 1 unless presence is not the default), so workers that predate a field keep reading every
+# config that does not use it, and a rolling upgrade needs no order.
+APP_SCHEMA_VERSION = 2
 GROUP_SCHEMA_VERSION = 1
+# The fields each app schema version adds, with the value a reader of an older record takes.
+_APP_FIELDS_SINCE: dict[int, dict[str, object]] = {2: {"presence": DEFAULT_PRESENCE}}
 
 ConfigValue = AppConfig | GroupConfig
 # Producer-shaped headers (what encode returns) and what a consumed Message may carry.
@@ -102,6 +107,7 @@ def to_record(value: ConfigValue) -> dict[str, Any]:
             "group_by": value.group_by,
             "fairness": value.fairness,
             "spillover": value.spillover,
+            "presence": value.presence,
             "partitions": value.partitions,
             "expiration_ms": value.expiration_ms,
             "priority": value.priority,
@@ -122,13 +128,28 @@ def to_record(value: ConfigValue) -> dict[str, Any]:
 
 def encode(value: ConfigValue) -> tuple[str, bytes, Headers]:
     """``(key, Avro bytes, headers)`` of one config record."""
+    record = to_record(value)
     if isinstance(value, AppConfig):
-        name, version = APP_SCHEMA, APP_SCHEMA_VERSION
+        name, version = APP_SCHEMA, app_schema_version(record)
+        for since, fields in _APP_FIELDS_SINCE.items():
+            if since > version:
+                for field in fields:
+                    del record[field]
     else:
         name, version = GROUP_SCHEMA, GROUP_SCHEMA_VERSION
     buffer = io.BytesIO()
-    schemaless_writer(buffer, load_schema(_SCHEMA_FILES[(name, version)]), to_record(value))
+    schemaless_writer(buffer, load_schema(_SCHEMA_FILES[(name, version)]), record)
     return key_of(value), buffer.getvalue(), [(SCHEMA_HEADER, schema_header(name, version).encode())]
+
+
+def app_schema_version(record: Mapping[str, object]) -> int:
+    """The oldest app schema version that holds ``record``: fields added later that keep their default are left
+    out, so older readers can read it."""
+    version = 1
+    for since, fields in _APP_FIELDS_SINCE.items():
+        if any(record.get(f, default) != default for f, default in fields.items()):
+            version = max(version, since)
+    return version
 
 
 def ends_change(headers: RawHeaders) -> bool:
@@ -203,6 +224,7 @@ def _from_record(key: ConfigKey, record: dict[str, Any]) -> ConfigValue:
             group_by=record["group_by"],
             fairness=record["fairness"],
             spillover=record["spillover"],
+            presence=record.get("presence", DEFAULT_PRESENCE),
             partitions=record["partitions"],
             expiration_ms=record["expiration_ms"],
             priority=record["priority"],

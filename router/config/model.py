@@ -13,6 +13,10 @@ from types import MappingProxyType
 DIALECTS = ("bmq", "sql92")
 FAIRNESS_MODELS = ("round-robin", "proportional", "fast")
 PROPERTY_TYPES = ("int", "string", "bool", "float")
+# ``required``: a message goes only to a group whose Kafka consumer group has live members (BlazingMQ routes to
+# attached consumers only); ``ignored``: to any group, for readers that confirm without joining a group (Spark).
+PRESENCE_MODES = ("required", "ignored")
+DEFAULT_PRESENCE = "required"
 
 
 def _frozen(mapping: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -57,6 +61,7 @@ class AppConfig:
     group_by: str | None = None
     fairness: str = "round-robin"
     spillover: bool = False
+    presence: str = DEFAULT_PRESENCE
     partitions: int | None = None
     expiration_ms: int | None = None
     # AMPS Priority: an integer expression over properties.

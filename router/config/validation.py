@@ -13,7 +13,14 @@ from dataclasses import dataclass
 
 from subroute import expressions, names
 from subroute.config.limits import Limits, LimitsError, current_limits
-from subroute.config.model import DIALECTS, FAIRNESS_MODELS, PROPERTY_TYPES, AppConfig, GroupConfig
+from subroute.config.model import (
+    DIALECTS,
+    FAIRNESS_MODELS,
+    PRESENCE_MODES,
+    PROPERTY_TYPES,
+    AppConfig,
+    GroupConfig,
+)
 from subroute.expressions import ast as expr_ast
 from subroute.names import NAME_PATTERN, RESERVED_GROUP_NAMES
 from subroute.routing import priority
@@ -188,6 +195,12 @@ def validate_app(app: AppConfig, limits: Limits | None = None) -> list[ConfigErr
         errors.append(
             ConfigError(
                 f"{where}.fairness", f"unknown fairness {app.fairness!r}: use one of {FAIRNESS_MODELS}"
+            )
+        )
+    if app.presence not in PRESENCE_MODES:
+        errors.append(
+            ConfigError(
+                f"{where}.presence", f"unknown presence {app.presence!r}: use one of {PRESENCE_MODES}"
             )
         )
     for prop, kind in app.properties.items():

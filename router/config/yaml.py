@@ -12,6 +12,7 @@ values mean (names, dialects, expressions) is ``subroute.config.validation``'s j
         group_by: CustomerId
         fairness: round-robin            # or proportional, fast
         spillover: false
+        presence: required               # or ignored: route to groups whether their consumers are attached
         partitions: 3                    # default: the largest input's partition count
         expiration: 30s                  # ms, s, m, h, d, or an integer number of milliseconds
         priority: 'Amount / 100'         # integer expression
@@ -51,6 +52,7 @@ APP_KEYS = (
     "group_by",
     "fairness",
     "spillover",
+    "presence",
     "partitions",
     "expiration",
     "priority",
@@ -270,7 +272,7 @@ def _parse_app(shape: _Shape, result: ParsedConfig, name: str, body: object) -> 
         shape.fail(f"{where}.inputs", "missing: list the input topics (names or ^regex)")
     else:
         fields["inputs"] = shape.text_list(f"{where}.inputs", spec["inputs"], single_ok=True)
-    for key in ("dialect", "fairness", "group_by", "priority", "default_publish"):
+    for key in ("dialect", "fairness", "presence", "group_by", "priority", "default_publish"):
         if key in spec:
             fields[key] = shape.text(f"{where}.{key}", spec[key])
     if "filter" in spec:
@@ -360,6 +362,7 @@ def _app_document(app: AppConfig, groups: list[GroupConfig]) -> dict[str, Any]:
         "group_by": app.group_by,
         "fairness": app.fairness,
         "spillover": app.spillover,
+        "presence": app.presence,
         "partitions": app.partitions,
         "expiration": None if app.expiration_ms is None else format_duration_ms(app.expiration_ms),
         "priority": app.priority,

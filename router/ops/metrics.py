@@ -157,6 +157,12 @@ class RouterMetrics:
             "Records parked on the pending topics of this worker's assigned partitions, waiting for a subscription.",
             registry=r,
         )
+        self.group_present = Gauge(
+            "subroute_group_present",
+            "1 while a group's Kafka consumer group has live members (presence: required apps), else 0.",
+            ["app", "group"],
+            registry=r,
+        )
         self.group_lag = Gauge(
             "subroute_group_lag_messages",
             "Unconfirmed records of a group (end offset minus committed offset).",

@@ -1,11 +1,13 @@
-"""Routing decisions: pure functions of (message properties, the routing table, a capacity snapshot).
+"""Routing decisions: pure functions of (message properties, the routing table, a capacity and presence snapshot).
 
 DESIGN.md §2: for every app reading the record's topic, the app filter first (no match: ``filtered``), then the
 app's consumer subscriptions from the highest priority down; among the matching subscriptions of the first
-priority level that has any, one group is chosen by the app's fairness model (or by rendezvous hashing of the
-message group). No match at all: ``pending``. Too old: ``dead-letter`` with reason ``expired``.
+priority level that has a present group, one group with room is chosen by the app's fairness model (or by
+rendezvous hashing of the message group). No match at all: ``pending``. A match but nobody attached, or no room:
+``pending`` with reason ``no-consumer`` / ``capacity``. Too old: ``dead-letter`` with reason ``expired``.
 
-Nothing here touches Kafka. The worker owns the only mutable piece, the round-robin cursors, and passes it in.
+Nothing here touches Kafka. The worker owns the mutable pieces and passes them in: the round-robin cursors, and
+the snapshot's count of what it routed since the last measurement (routing/snapshot.py).
 """
 
 from __future__ import annotations
@@ -21,11 +23,18 @@ from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.routing import priority
 from subroute.routing.expiration import message_expiration
 from subroute.routing.properties import Decoder, PropertyValue, decode_with, decoders_for
+from subroute.routing.snapshot import Snapshot
 from subroute.topic_patterns import compile_pattern
 
 Props = Mapping[str, PropertyValue]
 PlanId = tuple[str, ...]  # ("filter", app, i) or ("subscription", app, group, i)
-Lag = Mapping[tuple[str, str], int]
+Lag = Mapping[tuple[str, str], int]  # unconfirmed counts by (app, group); see routing/snapshot.py
+
+# Why a record waits on the pending topic although a subscription matches it (``Decision.reason`` of PENDING).
+CAPACITY = "capacity"  # every present candidate it may go to is at max_unconfirmed
+NO_CONSUMER = "no-consumer"  # no candidate it may go to has a consumer attached
+WAITING_REASONS = frozenset({CAPACITY, NO_CONSUMER})
+_NOBODY: frozenset[tuple[str, str]] = frozenset()
 
 
 class Action(Enum):
@@ -55,7 +64,7 @@ class Decision:
     group: str | None = None
     subscription: str | None = None
     key: bytes | None = None  # the message-group key when the app has group_by
-    reason: str | None = None  # dead-letter reason
+    reason: str | None = None  # dead-letter reason, or why a pending record waits (WAITING_REASONS)
     band: int = 0  # priority band (apps with a priority expression)
 
 
@@ -346,26 +355,45 @@ def has_room(candidate: Candidate, app: str, lag: Lag) -> bool:
     return candidate.max_unconfirmed is None or lag.get((app, candidate.group), 0) < candidate.max_unconfirmed
 
 
+def _rotate(
+    candidates: Sequence[Candidate], cursor_key: tuple[str, int], cursors: dict[tuple[str, int], int]
+) -> Candidate:
+    start = cursors.get(cursor_key, 0)
+    cursors[cursor_key] = start + 1
+    return candidates[start % len(candidates)]
+
+
 def choose(
     app: AppRoute,
     matching: Sequence[Candidate],
     group_key: bytes | None,
     lag: Lag,
     cursors: dict[tuple[str, int], int],
-) -> Candidate:
-    """One candidate among the matching subscriptions of one priority level."""
-    if len(matching) == 1:
-        return matching[0]
-    if group_key is not None:
-        # Never rotate a message group: it must stay on one consumer group while the config is unchanged.
-        return rendezvous(group_key, matching)
+) -> Candidate | None:
+    """One candidate with room among the (present) matching subscriptions of one priority level; None when they
+    are all at capacity (BlazingMQ maxUnconfirmed: the message waits rather than overfill one)."""
     name = app.name
+    if len(matching) == 1:
+        only = matching[0]
+        return only if has_room(only, name, lag) else None
+    if group_key is not None:
+        # Never rotate a message group, nor move it because its group is full: it stays on one consumer group
+        # while the config and presence are unchanged (Qpid), and waits for room there.
+        placed = rendezvous(group_key, matching)
+        return placed if has_room(placed, name, lag) else None
     fairness = app.config.fairness
     if fairness == "fast":
-        return next((c for c in matching if has_room(c, name, lag)), matching[0])
-    if fairness == "proportional":
-        return max(matching, key=lambda c: free_fraction(c, name, lag))  # max keeps the first on ties
+        return next((c for c in matching if has_room(c, name, lag)), None)
+    roomy = [c for c in matching if has_room(c, name, lag)]
+    if not roomy:
+        return None
     cursor_key = (name, matching[0].priority)
+    if fairness == "proportional":
+        # The most free capacity; equals (every group without max_unconfirmed, or as free) take turns, so the
+        # load spreads evenly instead of all going to the first in configuration order.
+        best = max(free_fraction(c, name, lag) for c in roomy)
+        return _rotate([c for c in roomy if free_fraction(c, name, lag) == best], cursor_key, cursors)
+    # round-robin: the next in turn that has room
     start = cursors.get(cursor_key, 0)
     count = len(matching)
     for step in range(count):
@@ -373,8 +401,7 @@ def choose(
         if has_room(candidate, name, lag):
             cursors[cursor_key] = start + step + 1
             return candidate
-    cursors[cursor_key] = start + 1
-    return matching[start % count]
+    return None  # not reached: roomy is not empty
 
 
 def matching_levels(app: AppRoute, matched: Collection[Hashable]) -> list[tuple[Candidate, ...]]:
@@ -423,33 +450,48 @@ def decide_app(
     lag: Lag,
     cursors: dict[tuple[str, int], int],
 ) -> Decision:
-    """The decision for one app given the plan's matches for the message (filter already passed)."""
+    """The decision for one app given the plan's matches for the message (filter already passed).
+
+    ``lag`` is the capacity snapshot: unconfirmed counts, and, when it is a ``snapshot.Snapshot``, the groups whose
+    consumers are absent. From the highest priority down, absent groups are skipped (BlazingMQ routes only to
+    attached consumers); the first level with a present candidate decides: one with room is chosen, or, when all
+    are at capacity, the message waits (reason ``capacity``), unless the app spills over to the next level with
+    a present candidate. No present candidate at any level: it waits (reason ``no-consumer``). No match: pending.
+    """
     config = app.config
-    chosen: Candidate | None = None
-    if config.spillover:
+    name = app.name
+    absent = _NOBODY
+    if isinstance(lag, Snapshot) and name in lag.absent_apps and config.presence == "required":
+        absent = lag.absent  # otherwise everyone this app may route to is there: the fast path below
+    if config.spillover or absent:
         levels = matching_levels(app, matched)
-        for hits in levels:
-            if any(has_room(c, app.name, lag) for c in hits):
-                chosen = choose(app, hits, group_key, lag, cursors)
-                break
-        first_level = levels[0] if levels else ()
     else:
-        first_level = top_level(app, matched)
+        top = top_level(app, matched)
+        levels = [top] if top else []
+    if not levels:
+        if group_key is None and app.pending is not None:
+            return app.pending
+        return Decision(name, Action.PENDING, key=group_key)
+    chosen: Candidate | None = None
+    waiting = NO_CONSUMER
+    for level in levels:
+        present = [c for c in level if (name, c.group) not in absent] if absent else level
+        if not present:
+            continue  # skipped at its priority: nobody is attached there
+        waiting = CAPACITY
+        chosen = choose(app, present, group_key, lag, cursors)
+        if chosen is not None or not config.spillover:
+            break
     if chosen is None:
-        if not first_level:
-            if group_key is None and app.pending is not None:
-                return app.pending
-            return Decision(app.name, Action.PENDING, key=group_key)
-        # No room anywhere (or no spillover): the top level still takes it; Kafka holds the backlog.
-        chosen = (
-            first_level[0] if len(first_level) == 1 else choose(app, first_level, group_key, lag, cursors)
-        )
+        return Decision(name, Action.PENDING, key=group_key, reason=waiting)
+    if isinstance(lag, Snapshot) and lag.measured:
+        lag.note_routed((name, chosen.group))
     band = priority.LOWEST_BAND if config.priority is None else band_of(config, matched)
     if group_key is None and band == priority.LOWEST_BAND:
         made = app.routed.get(chosen.order)
         if made is not None:
             return made
-    return Decision(app.name, Action.ROUTE, chosen.group, chosen.label, group_key, band=band)
+    return Decision(name, Action.ROUTE, chosen.group, chosen.label, group_key, band=band)
 
 
 def group_key_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None) -> bytes | None:

@@ -24,7 +24,15 @@ OutRecord = tuple[str, bytes | None, bytes | None, Headers, int]
 
 # Headers the router stamps when it parks a record; stripped again when the record is redriven.
 PARKING_HEADERS = frozenset(
-    {names.APP, names.GROUP, names.SUBSCRIPTION, names.CONFIG_VERSION, names.ROUTED_AT, names.DLQ_REASON}
+    {
+        names.APP,
+        names.GROUP,
+        names.SUBSCRIPTION,
+        names.CONFIG_VERSION,
+        names.ROUTED_AT,
+        names.DLQ_REASON,
+        names.PENDING_REASON,
+    }
 )
 
 
@@ -121,7 +129,11 @@ class Envelopes:
             before.append((names.GROUP, decision.group.encode()))
         if decision.subscription is not None:
             before.append((names.SUBSCRIPTION, decision.subscription.encode()))
-        after: Headers = [] if decision.reason is None else [(names.DLQ_REASON, decision.reason.encode())]
+        after: Headers = []
+        if decision.reason is not None:
+            # a dead letter's reason, or why a pending record waits (capacity, no-consumer)
+            reason = names.PENDING_REASON if decision.action is Action.PENDING else names.DLQ_REASON
+            after.append((reason, decision.reason.encode()))
         if len(self.made) >= 100_000:  # decisions made per message (message groups, bands) come and go
             self.made.clear()
         made = self.made[id(decision)] = (decision, destination_topic(decision, self.prefix), before, after)

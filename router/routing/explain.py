@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from subroute import expressions
-from subroute.routing.decisions import Action, Lag, MessageView, Router, RoutingTable
+from subroute.routing.decisions import CAPACITY, NO_CONSUMER, Action, Lag, MessageView, Router, RoutingTable
 from subroute.routing.properties import PropertyValue, decode_headers
 
 
@@ -75,6 +75,10 @@ def _why(
         return f"dead-lettered: {reason}"
     if action is Action.FILTERED:
         return "no app filter matched: skipped for this app (auto-confirmed)"
+    if action is Action.PENDING and reason == CAPACITY:
+        return "every group it may go to is at max_unconfirmed: waits on the pending topic for room"
+    if action is Action.PENDING and reason == NO_CONSUMER:
+        return "no group it may go to has a consumer attached: waits on the pending topic for one"
     if action is Action.PENDING:
         return "app filter passed but no consumer subscription matched: parked on the pending topic"
     matched = [p for p, e in entry.subscriptions if e.value]

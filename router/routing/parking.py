@@ -1,8 +1,15 @@
-"""Parking: records that match nothing yet wait on their app's pending topic, stamped with the config version
-they were parked under. Pure.
+"""Parking: records that match nothing yet, or that match but have nowhere to go now (no consumer attached, every
+candidate at capacity), wait on their app's pending topic, stamped with the config version they were parked
+under and, for the latter, the reason (``subroute.pending-reason``). Pure.
 
-A parked record is re-evaluated only under a newer config version, or once it has expired (then it goes to the
-dead-letter topic); until then the worker leaves its partition paused, so nothing spins.
+A record that matched nothing is re-evaluated only under a newer config version, or once it has expired (then it
+goes to the dead-letter topic). A record that waits for a consumer or for room is re-evaluated whenever the
+worker wakes its partition: on a new config version, when a group attaches or a group's unconfirmed count falls
+(a new measurement), and on the sweep timer. The worker routes the partition's records in order and stops at the
+first that still has to wait (it is not written again), so waiting records leave in arrival order. A record
+that matched nothing and sits before waiting records in the same batch is written again behind them, unchanged,
+so it does not hold them up (router/worker/batch.py). Between wake-ups the partition stays paused, so nothing
+spins.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from subroute import names
-from subroute.routing.decisions import RoutingTable
+from subroute.routing.decisions import WAITING_REASONS, RoutingTable
 from subroute.routing.expiration import is_expired
 
 
@@ -27,6 +34,16 @@ def parked_version(headers: Sequence[tuple[str, bytes | None]]) -> int | None:
     return None
 
 
+def waiting_reason(headers: Sequence[tuple[str, bytes | None]]) -> str | None:
+    """Why a pending record waits although a subscription matched it (``capacity``, ``no-consumer``); None when
+    it matched nothing."""
+    for key, value in headers:
+        if key == names.PENDING_REASON and value is not None:
+            reason = value.decode("utf-8", errors="replace")
+            return reason if reason in WAITING_REASONS else None
+    return None
+
+
 def is_due(
     prefix: str,
     table: RoutingTable,
@@ -36,9 +53,9 @@ def is_due(
     now_ms: int,
 ) -> bool:
     """Whether a record of a pending topic is to be evaluated again now: parked under an older version (or under
-    none that parses), or expired."""
+    none that parses), waiting for a consumer or for room (the partition is read only when woken), or expired."""
     parked = parked_version(headers)
-    if parked is None or parked < table.version:
+    if parked is None or parked < table.version or waiting_reason(headers) is not None:
         return True
     app = table.app(names.app_of_pending(prefix, topic))
     if app is None:

@@ -1,8 +1,10 @@
 """One batch, routed: every record decided, wrapped in its envelopes and produced; its positions tallied.
 
 Runs on the poll-loop thread. A pending record that is not due yet stops its partition for the rest of the
-batch (the partition is parked until the config changes); anything unexpected while routing a record
-dead-letters it with reason ``rejected`` instead of stopping the worker.
+batch (the partition is parked until the config changes); so does a waiting record (no consumer, no room) that
+still has to wait: it is not written again, so waiting records leave in arrival order (routing/parking.py).
+Anything unexpected while routing a record dead-letters it with reason ``rejected`` instead of stopping the
+worker.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
 from subroute.names import HEADER_PREFIX
 from subroute.ops.metrics import RouterMetrics
-from subroute.routing.decisions import Action, Decision, Router, RoutingTable
+from subroute.routing.decisions import WAITING_REASONS, Action, Decision, Lag, Router, RoutingTable
 from subroute.routing.envelope import (
     Envelopes,
     InputRecord,
@@ -23,14 +25,12 @@ from subroute.routing.envelope import (
     records_for,
     without_forged_headers,
 )
-from subroute.routing.parking import is_due, pending_topics
+from subroute.routing.parking import is_due, pending_topics, waiting_reason
 from subroute.worker.assignment import Assignment
 from subroute.worker.checkpoint import Checkpoint
 from subroute.worker.tally import BatchTally, add_counts, count_decision
 
 log = logging.getLogger(__name__)
-
-Lag = dict[tuple[str, str], int]
 
 
 class BatchRouter:
@@ -58,7 +58,8 @@ class BatchRouter:
         # Locals, not attribute lookups, in the loop: it runs once per record.
         envelopes, produce, route = self._envelopes, checkpoint.producer.produce, self._route
         offsets, first_offsets, sent = tally.offsets, tally.first_offsets, tally.sent
-        for raw in batch:
+        waiting_at: dict[tuple[str, int], int] | None = None  # made on first need: see _last_waiting
+        for index, raw in enumerate(batch):
             error = raw.error()
             if error is not None:
                 if error.code() != KafkaError._PARTITION_EOF:
@@ -70,23 +71,40 @@ class BatchRouter:
                 continue
             first_offsets.setdefault(tp, message.offset)
             app_name = pending_app.get(message.topic)
+            records: list[OutRecord] | None
             if app_name is not None and not is_due(
                 self.prefix, table, message.topic, message.headers_list, message.timestamp_ms, now_ms
             ):
-                assignment.park(consumer, tp, message.offset)  # back to it when the config changes
-                stopped.add(tp)
-                offsets[tp] = message.offset
-                continue
-            if app_name is None:  # an input record: producers may not set the router's own headers
-                for name, _ in message.headers_list:
-                    if name.startswith(HEADER_PREFIX):
-                        message.headers, dropped = without_forged_headers(message.headers_list)
-                        tally.dropped_headers += dropped
-                        break
-            tally.messages_in += 1
+                if waiting_at is None:
+                    waiting_at = _last_waiting(batch, pending_app)
+                if waiting_at.get(tp, -1) <= index:
+                    assignment.park(consumer, tp, message.offset)  # back to it when the config changes
+                    stopped.add(tp)
+                    offsets[tp] = message.offset
+                    continue
+                # A record that matches nothing would hold up the records behind it that wait for a consumer
+                # or for room (and may go now): it moves behind them, unchanged (same version, so still not
+                # due). Only when such a record follows in this batch, so nothing is copied round and round.
+                records = [
+                    (message.topic, message.value, message.key, message.headers_list, message.timestamp_ms)
+                ]
+            else:
+                if app_name is None:  # an input record: producers may not set the router's own headers
+                    for name, _ in message.headers_list:
+                        if name.startswith(HEADER_PREFIX):
+                            message.headers, dropped = without_forged_headers(message.headers_list)
+                            tally.dropped_headers += dropped
+                            break
+                records = route(table, message, lag, now_ms, app_name, tally, envelopes)
+                if records is None:  # a waiting record that still waits: the partition stops here until woken
+                    assignment.park(consumer, tp, message.offset)
+                    stopped.add(tp)
+                    offsets[tp] = message.offset
+                    continue
+                tally.messages_in += 1
             if tally.age_ms is None and app_name is None and message.timestamp_ms > 0:  # not a parked one
                 tally.age_ms = now_ms - message.timestamp_ms
-            for record in route(table, message, lag, now_ms, app_name, tally, envelopes):
+            for record in records:
                 topic, value, key, headers, timestamp = record
                 try:
                     produce(topic, value=value, key=key, headers=headers, timestamp=timestamp)  # type: ignore[arg-type]
@@ -122,7 +140,9 @@ class BatchRouter:
         pending_app: str | None,
         tally: BatchTally,
         envelopes: Envelopes,
-    ) -> list[OutRecord]:
+    ) -> list[OutRecord] | None:
+        """The records to produce for ``message``; None for a pending record that still waits for a consumer or
+        for room (writing it again would put it behind the records parked after it)."""
         redriven = pending_app is not None
         try:
             result = self.router.route(table, message, lag, now_ms, only_app=pending_app)
@@ -139,6 +159,9 @@ class BatchRouter:
         if result.evaluation_errors:
             add_counts(tally.evaluation_errors, result.evaluation_errors)
         if redriven:
+            waits = result.routed[0] if len(result.routed) == 1 else None
+            if waits is not None and waits.action is Action.PENDING and waits.reason in WAITING_REASONS:
+                return None
             for decision in (*result.routed, *result.filtered):
                 count_decision(self.metrics, decision, redriven=True)
         else:
@@ -146,3 +169,15 @@ class BatchRouter:
             if result.filtered:  # usually one tuple made once per table for a whole set of skipped apps
                 tally.filtered.append(result.filtered)
         return records_for(message, result.routed, now_ms, redriven, envelopes)
+
+
+def _last_waiting(batch: list[Message], pending_app: dict[str, str]) -> dict[tuple[str, int], int]:
+    """Per pending partition in ``batch``, the index of its last record that waits for a consumer or for room."""
+    found: dict[tuple[str, int], int] = {}
+    for index, raw in enumerate(batch):
+        topic = raw.topic()
+        if topic in pending_app and raw.error() is None:
+            record = InputRecord.of(raw)
+            if waiting_reason(record.headers_list) is not None:
+                found[(record.topic, record.partition)] = index
+    return found

@@ -27,8 +27,9 @@ from subroute.kafka.io import admin_client
 from subroute.kafka.topics import TopicPolicy
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
-from subroute.routing.capacity import CapacityMonitor
+from subroute.routing.capacity import CapacityMonitor, Measurement
 from subroute.routing.decisions import RoutingTable, build_table
+from subroute.routing.snapshot import Snapshot
 from subroute.worker import progress
 from subroute.worker.assignment import Assignment
 from subroute.worker.batch import BatchRouter
@@ -50,7 +51,12 @@ class Worker:
         self.metrics = metrics or RouterMetrics()
         self.batches = BatchRouter(self.prefix, self.metrics)
         self.store: ConfigStore[RoutingTable] = ConfigStore(settings, self._build, metrics=self.metrics)
-        self.capacity = CapacityMonitor(settings, options.capacity_refresh_seconds, self.metrics)
+        self.capacity = CapacityMonitor(
+            settings, options.capacity_refresh_seconds, self.metrics, options.presence_refresh_seconds
+        )
+        # what decisions read of the consumers: the newest measurement plus what was routed since (snapshot.py)
+        self._snapshot = Snapshot()
+        self._measured: Measurement | None = None
         self.assignment = Assignment(self.metrics, before_revoke=self._commit)
         # Read at each scrape, not set on events: readiness also ends when the config store stops following,
         # which no event of the poll loop reports.
@@ -123,6 +129,7 @@ class Worker:
                     continue
                 self.assignment.release(consumer, table.version, self.store.settled_at)
                 self.assignment.sweep(consumer, self.options.pending_sweep_seconds)
+                self._follow_consumers(consumer)
                 first = consumer.poll(self.options.poll_timeout)
                 # A batch never waits to fill up: a record waits for the batch before it, not the ones after it.
                 batch = [first, *consumer.consume(self.options.batch_size - 1, timeout=0)] if first else []
@@ -165,6 +172,19 @@ class Worker:
         )
         return table
 
+    def _follow_consumers(self, consumer: Consumer) -> None:
+        """Take the monitor's newest measurement (keeping what was routed since it began), and wake the parked
+        pending partitions when it may route what waits there: a group attached, or some group's unconfirmed
+        count fell. Otherwise waiting records stay unread (the sweep timer aside), so nothing spins."""
+        measured = self.capacity.measurement()
+        if measured is not self._measured:
+            self._measured = measured
+            fresh = self._snapshot.renewed(measured.lag, measured.absent, measured.started_at)
+            if self._snapshot.attached(fresh):
+                self.assignment.resume_parked(consumer)
+            self._snapshot = fresh
+        self._snapshot.clock = time.monotonic()
+
     def _open_clients(self) -> None:
         self.consumer = Consumer(worker_consumer_config(self.settings, self.options.session_timeout_ms))
         options = self.options
@@ -184,7 +204,7 @@ class Worker:
         assert self.consumer is not None and self.checkpoint is not None
         started = time.perf_counter()
         self.checkpoint.begin()
-        lag, now_ms = self.capacity.snapshot(), int(time.time() * 1000)
+        lag, now_ms = self._snapshot, int(time.time() * 1000)
         args = (self.consumer, self.assignment, self.checkpoint)
         tally = self.batches.route_batch(table, batch, lag, now_ms, *args)
         tally.publish(self.metrics)

@@ -18,6 +18,9 @@ class WorkerOptions:
     exit_on_idle: float | None = None
     pending_sweep_seconds: float = 30.0
     capacity_refresh_seconds: float = 3.0
+    # how often the consumer groups' membership is read (presence: required apps); 0: every group counts as
+    # present (for clusters whose broker does not report membership; it is also detected, routing/capacity.py)
+    presence_refresh_seconds: float = 2.0
     session_timeout_ms: int = 10_000
     # see ``window``: the offsets are also committed whenever the input drains
     commit_interval: CommitInterval = field(default_factory=CommitInterval)

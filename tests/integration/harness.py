@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from confluent_kafka import Message, Producer
 
 from subroute import names
@@ -53,7 +54,20 @@ def make_env(bootstrap: str, unique: str, partitions: int = 1) -> Env:
 
 
 def apply(env: Env, yaml_text: str, *extra: str) -> int:
+    """``config apply`` of ``yaml_text`` (INPUT: the test's input topic).
+
+    Apps that do not say otherwise get ``presence: ignored``: most tests route with nobody attached and read
+    the group topics back afterwards, as the Spark job does. Tests of presence set ``presence: required``."""
     text = yaml_text.replace("INPUT", env.input)
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError:  # a test of the CLI's own refusal: apply it as written
+        document = None
+    if isinstance(document, dict) and isinstance(document.get("apps"), dict):
+        for body in document["apps"].values():
+            if isinstance(body, dict):
+                body.setdefault("presence", "ignored")
+        text = yaml.safe_dump(document, sort_keys=False)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
         handle.write(text)
     try:

@@ -95,12 +95,14 @@ apps:
         )
         == 0
     )
-    produce(env, [{"N": i} for i in range(5)])  # nobody confirms: "top" holds 5, over its max_unconfirmed
+    produce(env, [{"N": i} for i in range(5)])  # nobody confirms: "top" takes 2, the rest wait for room
     run_worker(env)
-    produce(env, [{"N": i} for i in range(5)])
-    run_worker(env)  # now the worker knows "top" is full before it routes
-    assert len(read(env, env.topic("a", "top"))) == 10
+    produce(env, [{"N": i} for i in range(5, 10)])
+    run_worker(env)  # a new worker measures "top" full: nothing more goes there, nor lower (BlazingMQ)
+    assert [m.value() for m in read(env, env.topic("a", "top"))] == [b"m0", b"m1"]
     assert read(env, env.topic("a", "low")) == []
+    pending = read(env, names.pending_topic(env.prefix, "a"))
+    assert len(pending) == 8 and {header(m, names.PENDING_REASON) for m in pending} == {"capacity"}
 
 
 def test_spillover_app_spills_when_the_top_group_is_full(kafka, unique) -> None:
@@ -125,7 +127,8 @@ apps:
     run_worker(env)
     produce(env, [{"N": i} for i in range(5)])
     run_worker(env)
-    assert len(read(env, env.topic("a", "low"))) >= 5
+    assert len(read(env, env.topic("a", "top"))) == 2  # never past its max_unconfirmed
+    assert len(read(env, env.topic("a", "low"))) == 8
 
 
 def test_pending_message_is_routed_once_a_matching_subscription_is_applied(kafka, unique) -> None:

@@ -130,6 +130,7 @@ def subscription_config(
             properties=TYPES,
             filter=(_filter(k, fanout),),
             partitions=partitions,
+            presence="ignored",  # the benchmarks route with no consumer attached
         )
         subs: list[list[SubscriptionConfig]] = [[] for _ in range(groups_per_app)]
         if per_app >= 2:

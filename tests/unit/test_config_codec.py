@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from fastavro import schemaless_writer
+from fastavro import schemaless_reader, schemaless_writer
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -76,7 +76,7 @@ def test_unknown_schema_version_is_refused_with_advice() -> None:
     """Schemaless Avro needs the writer schema: a version this reader does not know cannot be guessed."""
     key, value, _ = encode(FULL_APP)
     with pytest.raises(ConfigDecodeError, match="upgrade subroute"):
-        decode(key, value, [(SCHEMA_HEADER, b"subroute.AppConfig/2")])
+        decode(key, value, [(SCHEMA_HEADER, b"subroute.AppConfig/3")])
 
 
 @pytest.mark.parametrize(
@@ -141,3 +141,31 @@ def test_schema_evolution_reads_old_records_with_defaults() -> None:
 def test_parse_key() -> None:
     assert parse_key("app/a") == ConfigKey("a")
     assert str(parse_key("group/a/g")) == "group/a/g"
+
+
+def test_presence_ignored_is_written_with_version_2_and_read_back() -> None:
+    app = AppConfig(name="a", inputs=("t",), presence="ignored")
+    key, value, headers = encode(app)
+    assert headers == [(SCHEMA_HEADER, b"subroute.AppConfig/2")]
+    assert decode(key, value, headers)[1] == app
+
+
+def test_default_presence_stays_version_1_for_older_readers() -> None:
+    # A worker that predates presence reads version 1 only: a config that does not use it must stay readable.
+    _key, value, headers = encode(AppConfig(name="a", inputs=("t",)))
+    assert headers == [(SCHEMA_HEADER, b"subroute.AppConfig/1")]
+    record = io.BytesIO(value)
+    assert schemaless_reader(record, load_schema("app_config"), None)["name"] == "a"
+    assert record.tell() == len(value)
+
+
+def test_version_1_record_reads_as_presence_required() -> None:
+    buffer = io.BytesIO()
+    old = {
+        "name": "a", "inputs": ["t"], "dialect": "bmq", "properties": {}, "filter": [], "group_by": None,
+        "fairness": "round-robin", "spillover": False, "partitions": None, "expiration_ms": None,
+        "priority": None, "default_publish": None, "max_cancels": None, "max_deliveries": None,
+    }  # fmt: skip
+    schemaless_writer(buffer, load_schema("app_config"), old)
+    _, app = decode("app/a", buffer.getvalue(), [(SCHEMA_HEADER, b"subroute.AppConfig/1")])
+    assert isinstance(app, AppConfig) and app.presence == "required"

@@ -214,3 +214,9 @@ def test_message_groups_and_priority_bands_are_refused_together() -> None:
     errors = validate_app(app(group_by="CustomerId", priority="CustomerId % 10"))
     assert locations(errors) == ["apps.billing.group_by"]
     assert "priority" in errors[0].message
+
+
+def test_presence_is_required_or_ignored() -> None:
+    assert validate_app(AppConfig("a", ("t",), presence="ignored")) == []
+    [error] = validate_app(AppConfig("a", ("t",), presence="sometimes"))
+    assert error.location == "apps.a.presence" and "required" in error.message

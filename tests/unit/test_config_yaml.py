@@ -244,3 +244,13 @@ def test_deep_nesting_is_refused_not_a_recursion_error() -> None:
     # Within the limit, nesting is a shape question as before.
     parsed = parse_yaml("apps: " + "[" * 60 + "x" + "]" * 60)
     assert [str(e) for e in parsed.errors] == ["apps: expected a mapping, got a list"]
+
+
+def test_presence_parses_and_is_written_back_only_when_not_the_default() -> None:
+    parsed = parse_yaml("apps:\n  q:\n    inputs: [t]\n    presence: ignored\n    groups: {a: {}}\n")
+    assert parsed.errors == []
+    app = parsed.values[app_key("q")]
+    assert isinstance(app, AppConfig) and app.presence == "ignored"
+    assert to_document(parsed.values.values())["apps"]["q"]["presence"] == "ignored"
+    default = AppConfig("q", ("t",))
+    assert "presence" not in to_document([default])["apps"]["q"]

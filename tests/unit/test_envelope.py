@@ -85,3 +85,12 @@ def test_forged_router_headers_are_dropped_and_counted() -> None:
     kept, dropped = without_forged_headers(headers)
     assert kept == [("Region", b"EU"), (names.EXPIRATION, b"30s"), ("subroutex", b"not ours")]
     assert dropped == 2
+
+
+def test_a_waiting_record_says_why_and_loses_the_reason_when_redriven() -> None:
+    waits = Decision("billing", Action.PENDING, reason="capacity")
+    [(topic, _, _, headers, _)] = records_for(_input([]), [waits], 5_000, False, Envelopes("p", TABLE))
+    assert topic == "p.billing.pending" and headers[-1] == (names.PENDING_REASON, b"capacity")
+    routed = Decision("billing", Action.ROUTE, group="vip")
+    [(_, _, _, again, _)] = records_for(_input(headers), [routed], 6_000, True, Envelopes("p", TABLE))
+    assert names.PENDING_REASON not in dict(again) and (names.REDRIVEN, b"pending") in again

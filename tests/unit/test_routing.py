@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from subroute.routing.decisions import Action, MessageView, Router, build_table, rendezvous
+from subroute.routing.decisions import (
+    CAPACITY,
+    NO_CONSUMER,
+    Action,
+    MessageView,
+    Router,
+    build_table,
+    rendezvous,
+)
+from subroute.routing.snapshot import OVERLAP_SECONDS, Snapshot
 
 TYPES = {"CustomerId": "int", "Amount": "int", "OrderType": "string"}
 
@@ -35,7 +45,7 @@ def headers(**props: object) -> list[tuple[str, bytes | None]]:
 def route(
     cfg: Config,
     router: Router | None = None,
-    lag: dict[tuple[str, str], int] | None = None,
+    lag: Mapping[tuple[str, str], int] | None = None,
     topic: str = "orders",
     timestamp_ms: int = 0,
     now_ms: int = 0,
@@ -43,7 +53,7 @@ def route(
 ) -> list:
     table = build_table(cfg)
     result = (router or Router()).route(
-        table, MessageView(topic, headers(**props), timestamp_ms), lag or {}, now_ms
+        table, MessageView(topic, headers(**props), timestamp_ms), {} if lag is None else lag, now_ms
     )
     return result.decisions
 
@@ -95,7 +105,9 @@ def test_no_spillover_to_lower_priority_when_top_is_full() -> None:
         ],
     )
     full = {("billing", "top"): 5}
-    assert route(cfg, lag=full, CustomerId=1)[0].group == "top"
+    (decision,) = route(cfg, lag=full, CustomerId=1)
+    # BlazingMQ: the message waits for room at the top (maxUnconfirmed holds), it neither overfills nor spills
+    assert (decision.action, decision.reason, decision.group) == (Action.PENDING, CAPACITY, None)
 
 
 def test_spillover_when_the_app_allows_it() -> None:
@@ -295,3 +307,178 @@ def test_priority_expression_picks_the_band_clamped_to_0_9() -> None:
     assert route(cfg, Amount=-700)[0].band == 0
     assert route(cfg, CustomerId=1)[0].band == 0  # missing property: NaN, the lowest priority
     assert route(config(BILLING, groups=[group("billing", "all")]), Amount=900)[0].band == 0
+
+
+# --- presence (BlazingMQ: only attached consumers get messages) -------------------------------------------------
+
+
+def tiers(**app_options: object) -> Config:
+    app = AppConfig(name="billing", inputs=("orders",), properties=TYPES, **app_options)  # type: ignore[arg-type]
+    return config(
+        app,
+        groups=[
+            group("billing", "top", sub("CustomerId >= 0", 10), order=0),
+            group("billing", "mid", sub("CustomerId >= 0", 5), order=1),
+            group("billing", "low", sub("CustomerId >= 0", 1), order=2),
+        ],
+    )
+
+
+def absent(*groups: str, app: str = "billing", lag: Mapping[tuple[str, str], int] | None = None) -> Snapshot:
+    return Snapshot(dict(lag or {}), frozenset((app, g) for g in groups))
+
+
+def test_absent_top_priority_is_skipped_without_spillover() -> None:
+    assert route(tiers(), lag=absent(), CustomerId=1)[0].group == "top"
+    assert route(tiers(), lag=absent("top"), CustomerId=1)[0].group == "mid"
+    assert route(tiers(), lag=absent("top", "mid"), CustomerId=1)[0].group == "low"
+
+
+def test_nobody_attached_anywhere_waits_with_reason_no_consumer() -> None:
+    (decision,) = route(tiers(), lag=absent("top", "mid", "low"), CustomerId=1)
+    assert (decision.action, decision.reason, decision.group) == (Action.PENDING, NO_CONSUMER, None)
+
+
+def test_no_match_stays_plain_pending_whoever_is_attached() -> None:
+    (decision,) = route(tiers(), lag=absent("top", "mid", "low"), CustomerId=-1)
+    assert (decision.action, decision.reason) == (Action.PENDING, None)
+
+
+def test_presence_ignored_routes_to_absent_groups() -> None:
+    assert route(tiers(presence="ignored"), lag=absent("top"), CustomerId=1)[0].group == "top"
+
+
+def test_another_apps_absent_groups_do_not_matter() -> None:
+    assert route(tiers(), lag=absent("top", app="other"), CustomerId=1)[0].group == "top"
+
+
+def test_round_robin_among_present_groups_only() -> None:
+    cfg = config(
+        BILLING,
+        groups=[group("billing", g, sub("CustomerId > 0", 5), order=i) for i, g in enumerate("abc")],
+    )
+    router = Router()
+    seen = [route(cfg, router, lag=absent("b"), CustomerId=1)[0].group for _ in range(6)]
+    assert seen.count("a") == 3 and seen.count("c") == 3
+
+
+def test_a_present_but_full_top_level_waits_rather_than_going_lower() -> None:
+    cfg = config(
+        BILLING,
+        groups=[
+            group("billing", "top", sub("CustomerId >= 0", 10, max_unconfirmed=2)),
+            group("billing", "low", sub("CustomerId >= 0", 1), order=1),
+        ],
+    )
+    (decision,) = route(cfg, lag=absent(lag={("billing", "top"): 2}), CustomerId=1)
+    assert (decision.action, decision.reason) == (Action.PENDING, CAPACITY)
+
+
+def test_spillover_skips_absent_and_full_levels() -> None:
+    cfg = config(
+        AppConfig(name="billing", inputs=("orders",), properties=TYPES, spillover=True),
+        groups=[
+            group("billing", "top", sub("CustomerId >= 0", 10, max_unconfirmed=2)),
+            group("billing", "mid", sub("CustomerId >= 0", 5), order=1),
+            group("billing", "low", sub("CustomerId >= 0", 1, max_unconfirmed=3), order=2),
+        ],
+    )
+    full_top = {("billing", "top"): 2, ("billing", "low"): 0}
+    assert route(cfg, lag=absent("mid", lag=full_top), CustomerId=1)[0].group == "low"
+    everything_full = {("billing", "top"): 2, ("billing", "low"): 3}
+    (decision,) = route(cfg, lag=absent("mid", lag=everything_full), CustomerId=1)
+    assert (decision.action, decision.reason) == (Action.PENDING, CAPACITY)
+
+
+def test_message_group_moves_only_when_its_group_leaves() -> None:
+    app = AppConfig(name="billing", inputs=("orders",), properties=TYPES, group_by="CustomerId")
+    cfg = config(
+        app, groups=[group("billing", g, sub("CustomerId >= 0", 5), order=i) for i, g in enumerate("abc")]
+    )
+    placed = route(cfg, CustomerId=42)[0].group
+    assert route(cfg, lag=absent(), CustomerId=42)[0].group == placed
+    moved = route(cfg, lag=absent(placed), CustomerId=42)[0]
+    assert moved.action is Action.ROUTE and moved.group != placed and moved.key == b"42"
+
+
+def test_message_group_waits_for_room_on_its_own_group() -> None:
+    app = AppConfig(name="billing", inputs=("orders",), properties=TYPES, group_by="CustomerId")
+    cfg = config(
+        app,
+        groups=[
+            group("billing", g, sub("CustomerId >= 0", 5, max_unconfirmed=1), order=i)
+            for i, g in enumerate("ab")
+        ],
+    )
+    placed = route(cfg, CustomerId=42)[0].group
+    (decision,) = route(cfg, lag={("billing", placed): 1}, CustomerId=42)
+    # not moved to the other group, which has room: Qpid keeps a group on one consumer
+    assert (decision.action, decision.reason, decision.key) == (Action.PENDING, CAPACITY, b"42")
+
+
+# --- capacity that holds (BlazingMQ maxUnconfirmed) -------------------------------------------------------------
+
+
+def test_capacity_holds_between_measurements() -> None:
+    cfg = config(BILLING, groups=[group("billing", "top", sub("CustomerId >= 0", 10, max_unconfirmed=5))])
+    snapshot = Snapshot({("billing", "top"): 3})
+    router = Router()
+    decisions = [route(cfg, router, lag=snapshot, CustomerId=1)[0] for _ in range(4)]
+    assert [d.action for d in decisions] == [Action.ROUTE, Action.ROUTE, Action.PENDING, Action.PENDING]
+    assert decisions[-1].reason == CAPACITY
+    assert snapshot[("billing", "top")] == 5
+
+
+def test_a_new_measurement_keeps_what_was_routed_after_it_began() -> None:
+    key = ("billing", "top")
+    snapshot = Snapshot({key: 0}, started_at=100.0)
+    snapshot.clock = 100.0
+    snapshot.note_routed(key)
+    snapshot.clock = 105.0
+    snapshot.note_routed(key)
+    snapshot.note_routed(key)
+    assert snapshot[key] == 3
+    # measured from 105 - OVERLAP_SECONDS / 2: the records of 105 may not be in it yet, those of 100 are
+    newer = snapshot.renewed({key: 1}, frozenset(), 105.0 - OVERLAP_SECONDS / 2)
+    assert newer[key] == 1 + 2
+    assert snapshot.attached(Snapshot({key: 2})) and not snapshot.attached(Snapshot({key: 3}))
+    assert Snapshot(absent=frozenset({key})).attached(Snapshot()) and not Snapshot().attached(newer)
+
+
+def test_groups_without_max_unconfirmed_are_not_counted() -> None:
+    snapshot = Snapshot({("billing", "top"): 0})
+    snapshot.note_routed(("billing", "other"))
+    assert ("billing", "other") not in snapshot and len(snapshot) == 1
+
+
+def test_proportional_spreads_evenly_without_max_unconfirmed() -> None:
+    cfg = config(
+        AppConfig(name="billing", inputs=("orders",), properties=TYPES, fairness="proportional"),
+        groups=[group("billing", g, sub("CustomerId >= 0", 5), order=i) for i, g in enumerate("abc")],
+    )
+    router = Router()
+    seen = Counter(route(cfg, router, CustomerId=1)[0].group for _ in range(30))
+    assert seen == Counter({"a": 10, "b": 10, "c": 10})
+
+
+def test_proportional_follows_the_routed_counts_between_measurements() -> None:
+    cfg = config(
+        AppConfig(name="billing", inputs=("orders",), properties=TYPES, fairness="proportional"),
+        groups=[
+            group("billing", g, sub("CustomerId >= 0", 5, max_unconfirmed=10), order=i)
+            for i, g in enumerate("ab")
+        ],
+    )
+    snapshot = Snapshot({("billing", "a"): 0, ("billing", "b"): 4})
+    router = Router()
+    seen = Counter(route(cfg, router, lag=snapshot, CustomerId=1)[0].group for _ in range(16))
+    # a takes the first four (b had four already), then they alternate until both are full; nothing past 10
+    assert (
+        seen == Counter({"a": 10, "b": 6}) and snapshot[("billing", "a")] == snapshot[("billing", "b")] == 10
+    )
+
+
+def test_fast_waits_when_every_group_is_full() -> None:
+    full = {("pac", "Inky"): 2, ("pac", "Blinky"): 4, ("pac", "Clyde"): 10}
+    (decision,) = route(ghosts("fast"), lag=full, Amount=1)
+    assert (decision.action, decision.reason) == (Action.PENDING, CAPACITY)
