@@ -1,7 +1,7 @@
 """The router worker: one poll loop that routes input records to group, pending and dead-letter topics.
 
 Threads: ``run`` and everything it calls (consume, route, produce, commit, the rebalance callbacks) run on the
-poll-loop thread; ``_build`` runs on the config store's thread (it compiles each new config off the hot path);
+poll-loop thread; the ``TableBuilder`` runs on the config store's thread (it compiles each new config off the hot path);
 ``healthy`` and ``ready`` on the HTTP server's; ``stop`` on any (the CLI's signal handler). The loop takes a new
 table only between batches, so a message is routed entirely under one config version.
 
@@ -14,7 +14,6 @@ only under a newer version (``routing.parking``).
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
@@ -22,20 +21,21 @@ import time
 from confluent_kafka import Consumer, Message
 
 from subroute.config.model import Config
-from subroute.config.store import ConfigStore, Pacer
+from subroute.config.store import ConfigStore
 from subroute.kafka.io import admin_client
 from subroute.kafka.topics import TopicPolicy
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
-from subroute.routing.capacity import CapacityMonitor, Measurement
-from subroute.routing.decisions import RoutingTable, build_table
-from subroute.routing.snapshot import Snapshot
+from subroute.routing.capacity import CapacityMonitor
+from subroute.routing.decisions import RoutingTable
 from subroute.worker import progress
 from subroute.worker.assignment import Assignment
 from subroute.worker.batch import BatchRouter
 from subroute.worker.checkpoint import AT_LEAST_ONCE, EXACTLY_ONCE, GUARANTEES, Checkpoint
+from subroute.worker.consumers import ConsumerView
 from subroute.worker.destinations import Destinations
 from subroute.worker.options import WorkerOptions, worker_consumer_config
+from subroute.worker.tables import TableBuilder
 from subroute.worker.tally import BatchTally
 
 __all__ = ["AT_LEAST_ONCE", "EXACTLY_ONCE", "GUARANTEES", "Worker", "WorkerOptions"]
@@ -50,13 +50,13 @@ class Worker:
         self.settings, self.options, self.prefix = settings, options, settings.topic_prefix
         self.metrics = metrics or RouterMetrics()
         self.batches = BatchRouter(self.prefix, self.metrics)
-        self.store: ConfigStore[RoutingTable] = ConfigStore(settings, self._build, metrics=self.metrics)
+        self.store: ConfigStore[RoutingTable] = ConfigStore(
+            settings, TableBuilder(self.metrics), metrics=self.metrics
+        )
         self.capacity = CapacityMonitor(
             settings, options.capacity_refresh_seconds, self.metrics, options.presence_refresh_seconds
         )
-        # what decisions read of the consumers: the newest measurement plus what was routed since (snapshot.py)
-        self._snapshot = Snapshot()
-        self._measured: Measurement | None = None
+        self.consumers = ConsumerView(self.capacity)  # what decisions read of the consumers
         self.assignment = Assignment(self.metrics, before_revoke=self._commit)
         # Read at each scrape, not set on events: readiness also ends when the config store stops following,
         # which no event of the poll loop reports.
@@ -72,7 +72,6 @@ class Worker:
         self._lag_measured = 0.0
         self._table: RoutingTable | None = None  # the table in force (the poll loop's)
         self._config: Config | None = None
-        self._last_built: RoutingTable | None = None  # the store thread's last: unchanged apps reuse plans
 
     def healthy(self) -> bool:
         """The poll loop turns and the config store still follows the config topic (``/healthz``)."""
@@ -93,19 +92,6 @@ class Worker:
 
     def stop(self, *_: object) -> None:
         self._stop.set()
-
-    def _build(self, config: Config) -> RoutingTable:
-        started = time.perf_counter()
-        # Freeze what is alive first: a full collection set off by the build's allocations then walks only the
-        # build's own objects, in one hold of the GIL. Once a table is in force, the build gives way to routing.
-        gc.freeze()
-        table = build_table(config, self._last_built, Pacer() if self._last_built is not None else None)
-        self._last_built = table
-        # A plan of 10,000 expressions is a million long-lived objects: frozen, the cyclic collector skips them
-        # (it would stop routing for a few hundred ms); refcounting still frees them when a table replaces this.
-        gc.freeze()
-        self.metrics.plan_compile_seconds.observe(time.perf_counter() - started)
-        return table
 
     def run(self) -> int:
         self.store.start()
@@ -129,15 +115,13 @@ class Worker:
                     continue
                 self.assignment.release(consumer, table.version, self.store.settled_at)
                 self.assignment.sweep(consumer, self.options.pending_sweep_seconds)
-                self._follow_consumers(consumer)
+                self.consumers.follow(consumer, self.assignment)
                 first = consumer.poll(self.options.poll_timeout)
                 # A batch never waits to fill up: a record waits for the batch before it, not the ones after it.
                 batch = [first, *consumer.consume(self.options.batch_size - 1, timeout=0)] if first else []
                 if now - self._lag_measured > 5:
                     self._lag_measured = now
-                    inputs, parked = progress.lag(consumer, self.assignment.assigned, self.prefix)
-                    self.metrics.input_lag.set(inputs)
-                    self.metrics.pending_backlog.set(parked)
+                    progress.publish_lag(consumer, self.assignment.assigned, self.prefix, self.metrics)
                 if batch:
                     idle_since = None
                     self._process_batch(table, batch)
@@ -172,19 +156,6 @@ class Worker:
         )
         return table
 
-    def _follow_consumers(self, consumer: Consumer) -> None:
-        """Take the monitor's newest measurement (keeping what was routed since it began), and wake the parked
-        pending partitions when it may route what waits there: a group attached, or some group's unconfirmed
-        count fell. Otherwise waiting records stay unread (the sweep timer aside), so nothing spins."""
-        measured = self.capacity.measurement()
-        if measured is not self._measured:
-            self._measured = measured
-            fresh = self._snapshot.renewed(measured.lag, measured.absent, measured.started_at)
-            if self._snapshot.attached(fresh):
-                self.assignment.resume_parked(consumer)
-            self._snapshot = fresh
-        self._snapshot.clock = time.monotonic()
-
     def _open_clients(self) -> None:
         self.consumer = Consumer(worker_consumer_config(self.settings, self.options.session_timeout_ms))
         options = self.options
@@ -204,7 +175,7 @@ class Worker:
         assert self.consumer is not None and self.checkpoint is not None
         started = time.perf_counter()
         self.checkpoint.begin()
-        lag, now_ms = self._snapshot, int(time.time() * 1000)
+        lag, now_ms = self.consumers.snapshot, int(time.time() * 1000)
         args = (self.consumer, self.assignment, self.checkpoint)
         tally = self.batches.route_batch(table, batch, lag, now_ms, *args)
         tally.publish(self.metrics)

@@ -12,6 +12,7 @@ from typing import Protocol
 from confluent_kafka import Consumer, TopicPartition
 
 from subroute import names
+from subroute.ops.metrics import RouterMetrics
 
 Partition = tuple[str, int]
 
@@ -41,6 +42,15 @@ def lag(consumer: Consumer, assigned: Collection[Partition], prefix: str) -> tup
             else:
                 inputs += behind
     return inputs, pending
+
+
+def publish_lag(
+    consumer: Consumer, assigned: Collection[Partition], prefix: str, metrics: RouterMetrics
+) -> None:
+    """``lag`` as the input-lag and pending-backlog gauges."""
+    inputs, pending = lag(consumer, assigned, prefix)
+    metrics.input_lag.set(inputs)
+    metrics.pending_backlog.set(pending)
 
 
 def caught_up(consumer: Consumer, held: Held) -> bool:

@@ -72,7 +72,7 @@ def test_a_partition_waits_for_the_version_its_previous_owner_routed_it_under(ka
     # routes under the first version, as a worker whose store is behind would.
     versions: list[int] = []
     release = threading.Event()
-    build = slow.worker._build
+    build = slow.worker.store._build
 
     def held_build(config: Config) -> RoutingTable:
         versions.append(config.version)

@@ -83,16 +83,20 @@ def test_the_lag_of_a_group_no_longer_measured_goes_with_it(monkeypatch: Any) ->
 
     lags = {("a", "g1"): 5, ("a", "g2"): 9}
     monkeypatch.setattr(
-        capacity, "measure_lag", lambda _admin, _reader, _prefix, app, group: lags[(app, group)]
+        capacity,
+        "measure_lag",
+        lambda _admin, _reader, _prefix, app, group, _metadata=None: lags[(app, group)],
     )
     metrics = RouterMetrics(CollectorRegistry(), runtime=False)
-    monitor = CapacityMonitor(Settings(), interval=60, metrics=metrics)
+    # presence off: the fake clients answer the lag refresh only
+    monitor = CapacityMonitor(Settings(), interval=60, metrics=metrics, presence_interval=0)
+    reader: Any = type("Reader", (), {"list_topics": lambda _self, timeout: None})()
     app = AppConfig(name="a", inputs=("in",))
     monitor.watch(
         config(app, groups=[group("a", "g1", sub(None, 0, 10)), group("a", "g2", sub(None, 0, 20))])
     )
-    monitor.refresh(None, None)  # type: ignore[arg-type]  # the fake measure_lag needs no clients
+    monitor.refresh(None, reader)  # type: ignore[arg-type]  # the fake measure_lag needs no admin client
     assert gauge(metrics, "subroute_group_lag_messages") == {("a", "g1"): 5.0, ("a", "g2"): 9.0}
     monitor.watch(config(app, groups=[group("a", "g1", sub(None, 0, 10))], version=2))
-    monitor.refresh(None, None)  # type: ignore[arg-type]
+    monitor.refresh(None, reader)  # type: ignore[arg-type]
     assert gauge(metrics, "subroute_group_lag_messages") == {("a", "g1"): 5.0}
