@@ -26,8 +26,6 @@ from tests.integration.client_support import queue, text
 from tests.integration.harness import BackgroundWorker, Env, apply, header, make_env, produce, read
 
 REFRESH = 2.0  # the worker's default presence refresh
-# The time it takes a change of consumers to show in routing: a refresh, plus the join or leave itself.
-SETTLE = REFRESH + 3.0
 
 TIERS = """
 apps:
@@ -138,15 +136,15 @@ def test_messages_follow_the_highest_priority_group_that_is_attached(kafka, uniq
             assert low.received == []
 
             top.stop()  # the top group's only consumer leaves
-            left = wait(lambda: not present(worker, "a", "top"), "the worker to see the top group leave")
-            assert left <= SETTLE
+            # No assertion on how long it took (timings are not asserted: the machine may be loaded); the
+            # wait's own bound is a liveness check. The refresh interval is what it takes on a quiet machine.
+            wait(lambda: not present(worker, "a", "top"), "the worker to see the top group leave")
             produce(env, [{"N": i} for i in range(5, 10)])
             wait(lambda: len(low.received) == 5, "the next priority to get the next five")
             assert low.received == [f"m{i}" for i in range(5)]  # values count per produce call
 
             top = Attached(env, "a", "top").start()  # it comes back
-            back = wait(lambda: present(worker, "a", "top"), "the worker to see the top group return")
-            assert back <= SETTLE + 6  # a join takes up to a few seconds on top of the refresh
+            wait(lambda: present(worker, "a", "top"), "the worker to see the top group return")
             produce(env, [{"N": i} for i in range(10, 15)])
             # a new consumer of the top group: it starts after the first five, which were confirmed
             wait(lambda: len(top.received) == 5, "the top group to get the last five")
@@ -305,10 +303,8 @@ def test_a_crashed_consumer_process_counts_as_gone_once_its_session_expires(kafk
             wait(lambda: len(values_of(env, "a", "top")) == 3, "the top group to get the first three")
             process.send_signal(signal.SIGKILL)  # no LeaveGroup: the broker notices when the session expires
             process.wait(10)
-            gone = wait(
-                lambda: not present(worker, "a", "top"), "the crashed consumer's group to count as gone"
-            )
-            assert gone <= 6.0 + SETTLE  # the session timeout, then one refresh
+            # the session timeout (6 s), then one refresh; the wait's bound is generous, nothing is timed
+            wait(lambda: not present(worker, "a", "top"), "the crashed consumer's group to count as gone", 60)
             produce(env, [{"N": i} for i in range(3, 6)])
             wait(lambda: len(low.received) == 3, "the next priority to get the next three")
         finally:
