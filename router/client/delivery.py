@@ -7,12 +7,13 @@
 * ``Outstanding``: delivered, unacknowledged messages and their lease deadlines.
 * ``Settling``: messages given back (cancel, expire, lease) until their copy or dead letter is acknowledged.
 * ``after_failure``: AMPS's MaxCancels / MaxDeliveries decision for a failed delivery.
+* ``redelivery_partition``: where a failed delivery's copy goes so that another member of the group gets it.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -491,3 +492,23 @@ def after_failure(
     elif max_deliveries and deliveries >= max_deliveries:
         reason = "max-deliveries"
     return FailureOutcome(deliveries, cancels, reason)
+
+
+# --- redelivery to another member ---------------------------------------------------------------------------------
+
+
+def redelivery_partition(partition: int, partitions: int, mine: Collection[int], turn: int) -> int:
+    """The partition of a topic with ``partitions`` partitions that the copy of a failed delivery from
+    ``partition`` is written to, so that another member of the consumer group gets it (AMPS: the message "is
+    available to another subscriber").
+
+    Within a Kafka consumer group every partition of a subscribed topic is assigned to exactly one member, so a
+    partition this member does not own (``mine``) belongs to another member (or, during a rebalance, is about to).
+    The copy goes to one of those, in turns (``turn``) so that repeated failures spread over the other members.
+    When this member owns every partition (it is the only member, or the topic has one partition) there is no
+    other member to give it to, and the copy goes back to ``partition``, as before.
+    """
+    others = [p for p in range(partitions) if p not in mine]
+    if not others:
+        return partition
+    return others[turn % len(others)]

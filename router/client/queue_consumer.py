@@ -21,6 +21,7 @@ Use it from one thread::
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ from subroute.client.delivery import (
     header_value,
     int_header,
     is_resent,
+    redelivery_partition,
     source_position,
 )
 from subroute.config.model import AppConfig
@@ -71,6 +73,9 @@ SEMANTICS = (AT_LEAST_ONCE, AT_MOST_ONCE)
 # under way after that stays under way: its delivery report settles the message (or schedules a retry) during a
 # later poll().
 WRITE_WAIT = 30.0
+
+# How long the group topic's partition count is trusted before it is looked up again (partitions can be added).
+PARTITIONS_TTL = 30.0
 
 
 class QueueError(RuntimeError):
@@ -130,8 +135,9 @@ class QueueStats:
 
 @dataclass(slots=True, eq=False)
 class _GivenBack:
-    """A message the application gave back and the one record that settles it: a copy on its own topic and
-    partition, or a dead letter. Decided once, when it is given back; every retry writes the same record."""
+    """A message the application gave back and the one record that settles it: a copy on its own topic (in a
+    partition of another member when there is one, see ``_copy_partition``), or a dead letter. Decided once, when
+    it is given back; every retry writes the same record."""
 
     message: QueueMessage
     topic: str
@@ -249,6 +255,15 @@ class QueueConsumer:
         self._assigned: set[TP] = set()
         self._paused: set[TP] = set()
         self._closed = False
+        self._partition_counts: dict[str, tuple[int, float]] = {}  # topic -> (partitions, looked up at)
+        self._turn = 0  # spreads the copies of failed deliveries over the other members' partitions
+        # The lease clock runs in its own thread (``_run_leases``), so every piece of state below is touched
+        # under this lock: by the application's thread in the verbs, by the lease thread, and by the rebalance
+        # callbacks and delivery reports, which run in whichever of the two threads serves the client.
+        self._lock = threading.RLock()
+        self._stopping = threading.Event()
+        self._wake = threading.Event()  # a new lease deadline: the lease thread recomputes when to wake
+        self._lease_thread: threading.Thread | None = None
         self._group_id = names.consumer_group_id(self._prefix, app, group)
         self._consumer_overrides = dict(consumer_config or {})
         self._producer = kafka_io.producer(settings)
@@ -278,35 +293,43 @@ class QueueConsumer:
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
+        if lease is not None:
+            self._lease_thread = threading.Thread(
+                target=self._run_leases, name=f"subroute-lease-{app}-{group}", daemon=True
+            )
+            self._lease_thread.start()
 
     # --- the verbs ----------------------------------------------------------------------------------------------
 
     def poll(self, timeout: float = 1.0) -> QueueMessage | None:
         """The next message, or None when none can be delivered within ``timeout`` (the backlog is full, or the
-        queue is empty). Call it regularly even with a full backlog: it keeps the group membership alive and
-        runs the leases."""
+        queue is empty). Call it regularly even with a full backlog: it keeps the group membership alive (Kafka
+        breaks the lease of a member that stops polling, as AMPS does for a disconnected subscriber). Leases run
+        out without it, on the lease thread."""
         self._check_open()
         deadline = time.monotonic() + timeout
         while True:
-            self._expire_leases()
-            self._retry_writes()
-            if self._backlog() < self.max_backlog:
-                message = self._deliver_next()
-                if message is not None:
-                    return message
-            now = time.monotonic()
-            remaining = deadline - now
-            wait = min(max(remaining, 0.0), 0.5)
-            for next_time in (self._outstanding.next_deadline(), self._settling.next_due()):
-                if next_time is not None:
-                    wait = min(wait, max(next_time - now, 0.0))
-            self._fetch(wait)
-            if remaining <= 0:
-                self._expire_leases()
+            with self._lock:
+                self._expire_leases(wait=WRITE_WAIT)
                 self._retry_writes()
                 if self._backlog() < self.max_backlog:
-                    return self._deliver_next()
-                return None
+                    message = self._deliver_next()
+                    if message is not None:
+                        return message
+                now = time.monotonic()
+                remaining = deadline - now
+                wait = min(max(remaining, 0.0), 0.5)
+                for next_time in (self._outstanding.next_deadline(), self._settling.next_due()):
+                    if next_time is not None:
+                        wait = min(wait, max(next_time - now, 0.0))
+            self._fetch(wait)
+            if remaining <= 0:
+                with self._lock:
+                    self._expire_leases(wait=WRITE_WAIT)
+                    self._retry_writes()
+                    if self._backlog() < self.max_backlog:
+                        return self._deliver_next()
+                    return None
 
     def __iter__(self) -> Iterator[QueueMessage]:
         while not self._closed:
@@ -317,43 +340,53 @@ class QueueConsumer:
     def ack(self, message: QueueMessage) -> bool:
         """Processed: removed from the queue. False when the message is no longer held by this consumer (its
         lease ran out, its partition was reassigned, or it was already settled)."""
-        if not self._release(message):
-            return False
-        self.stats.acked += 1
-        if self.semantics == AT_LEAST_ONCE:
-            self._tracker.settle((message.topic, message.partition), message.offset)
-            self._commit(asynchronous=True)
-        return True
+        with self._lock:
+            if not self._release(message):
+                return False
+            self.stats.acked += 1
+            if self.semantics == AT_LEAST_ONCE:
+                self._tracker.settle((message.topic, message.partition), message.offset)
+                self._commit(asynchronous=True)
+            return True
 
     def cancel(self, message: QueueMessage) -> bool:
-        """Return the message to the queue (re-published to its topic and partition with ``subroute.deliveries``
-        and ``subroute.cancels`` raised), or dead-letter it once the app's max_cancels / max_deliveries is
-        reached. With at-most-once it only frees the backlog slot, as in AMPS.
+        """Return the message to the queue for another member of the group (re-published to its topic, in a
+        partition another member owns when there is one, with ``subroute.deliveries`` and ``subroute.cancels``
+        raised; a grouped message stays in its partition), or dead-letter it once the app's max_cancels /
+        max_deliveries is reached. With at-most-once it only frees the backlog slot, as in AMPS.
 
         True means the client has taken the message back. If the broker refuses the copy or dead letter, the
         message stays outstanding (it keeps its backlog slot and its offset stays uncommitted) and later
         ``poll`` calls write it again with backoff (``stats.failed_writes``) until one write is acknowledged."""
-        if not self._release(message):
-            return False
-        self.stats.cancelled += 1
-        if self.semantics == AT_LEAST_ONCE:
-            self._fail(message, explicit=True)
-        return True
+        with self._lock:
+            if not self._release(message):
+                return False
+            self.stats.cancelled += 1
+            if self.semantics == AT_LEAST_ONCE:
+                self._fail(message, explicit=True, wait=WRITE_WAIT)
+            return True
 
     def expire(self, message: QueueMessage, reason: str = "rejected") -> bool:
         """Remove the message at once: to the dead-letter topic with ``reason`` (at-least-once only, as AMPS).
         A dead letter the broker refuses is written again on later polls, as for ``cancel``."""
-        if not self._release(message):
-            return False
-        if self.semantics == AT_LEAST_ONCE:
-            now_ms = _now_ms()
-            self._dead_letter(message, reason, event("expire", now_ms, **_where(message), reason=reason))
-        return True
+        with self._lock:
+            if not self._release(message):
+                return False
+            if self.semantics == AT_LEAST_ONCE:
+                now_ms = _now_ms()
+                self._dead_letter(
+                    message,
+                    reason,
+                    event("expire", now_ms, **_where(message), reason=reason),
+                    wait=WRITE_WAIT,
+                )
+            return True
 
     def commit(self) -> dict[TP, int]:
         """Commit the acknowledged prefix now (acks already commit asynchronously); the positions committed."""
         self._check_open()
-        return self._commit(asynchronous=False)
+        with self._lock:
+            return self._commit(asynchronous=False)
 
     def close(self) -> None:
         """Commit what is acknowledged and leave the group. Unacknowledged messages are not committed: with
@@ -361,12 +394,17 @@ class QueueConsumer:
         dead letter is still not acknowledged (writes under way get up to 10 s to finish first)."""
         if self._closed:
             return
-        try:
-            self._producer.flush(10)  # delivery reports of writes under way settle their messages
-            self._commit(asynchronous=False)
-        finally:
-            self._closed = True
-            self._consumer.close()
+        self._stopping.set()
+        self._wake.set()
+        if self._lease_thread is not None:
+            self._lease_thread.join(WRITE_WAIT)
+        with self._lock:
+            try:
+                self._producer.flush(10)  # delivery reports of writes under way settle their messages
+                self._commit(asynchronous=False)
+            finally:
+                self._closed = True
+                self._consumer.close()
 
     def __enter__(self) -> QueueConsumer:
         return self
@@ -398,20 +436,25 @@ class QueueConsumer:
     # --- delivery -----------------------------------------------------------------------------------------------
 
     def _fetch(self, wait: float) -> None:
-        self._resume_drained()
-        for raw in self._consumer.consume(500, timeout=wait):
-            error = raw.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
+        with self._lock:
+            self._resume_drained()
+        # Without the lock: the lease thread keeps running while this one waits for records. Rebalance callbacks
+        # served by consume() take the lock themselves.
+        fetched = self._consumer.consume(500, timeout=wait)
+        with self._lock:
+            for raw in fetched:
+                error = raw.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    if error.fatal():
+                        raise KafkaException(error)
+                    log.warning("consume error", extra={"error": str(error)})
                     continue
-                if error.fatal():
-                    raise KafkaException(error)
-                log.warning("consume error", extra={"error": str(error)})
-                continue
-            band = priority.band_of_topic(self._prefix, self.app, self.group, cast(str, raw.topic())) or 0
-            message = QueueMessage.of(raw, band)
-            self._take(message)
-        self._producer.poll(0)
+                band = priority.band_of_topic(self._prefix, self.app, self.group, cast(str, raw.topic())) or 0
+                message = QueueMessage.of(raw, band)
+                self._take(message)
+            self._producer.poll(0)
 
     def _take(self, message: QueueMessage) -> None:
         tp = (message.topic, message.partition)
@@ -459,11 +502,14 @@ class QueueConsumer:
             now_ms = _now_ms()
             if is_expired(self.app_config, message.headers, message.timestamp, now_ms):
                 # Settled (and committed) once its dead letter is acknowledged; until then it takes a slot.
-                self._dead_letter(message, "expired", event("expired", now_ms, **_where(message)))
+                self._dead_letter(
+                    message, "expired", event("expired", now_ms, **_where(message)), wait=WRITE_WAIT
+                )
                 continue
             self._outstanding.add(message.id, message, time.monotonic(), self.lease)
             if self.lease is not None:
                 message.lease_deadline = time.monotonic() + self.lease
+                self._wake.set()  # the lease thread may be sleeping until a later deadline
             self.stats.delivered += 1
             if self.semantics == AT_MOST_ONCE:
                 # Removed from the queue before the application sees it: a crash now loses it, never repeats it.
@@ -479,14 +525,43 @@ class QueueConsumer:
         self._outstanding.remove(message.id)
         return True
 
-    def _expire_leases(self) -> None:
+    def _expire_leases(self, *, wait: float) -> None:
         for message in self._outstanding.overdue(time.monotonic()):
             self._outstanding.remove(message.id)
             self.stats.lease_expired += 1
             if self.semantics == AT_LEAST_ONCE:
-                self._fail(message, explicit=False)
+                self._fail(message, explicit=False, wait=wait)
 
-    def _fail(self, message: QueueMessage, *, explicit: bool) -> None:
+    def _run_leases(self) -> None:
+        """The lease clock (AMPS: "AMPS tracks the amount of time since the message was sent to the subscriber"):
+        a lease runs out on time even while the application is busy with the message and not calling poll, and
+        the message is re-published for another member from this thread, so that member gets it meanwhile.
+
+        confluent-kafka's Producer may be used from several threads (librdkafka's produce is thread-safe), so this
+        thread writes the copy itself, without waiting for it (``wait=0``: the lock is never held for a broker
+        round trip here), and serves the delivery reports, which settle and commit the message. All bookkeeping
+        is done under ``self._lock``. The Consumer is only ever polled by the application's thread; this thread
+        only commits (asynchronously, which librdkafka allows from any thread)."""
+        while not self._stopping.is_set():
+            try:
+                with self._lock:
+                    if self._closed:
+                        return
+                    self._expire_leases(wait=0.0)
+                    self._retry_writes()
+                    self._producer.poll(0)  # delivery reports: settle (and commit) given-back messages
+                    next_deadline = self._outstanding.next_deadline()
+                    writing = len(self._settling) > 0
+            except Exception:  # never let the clock stop silently; poll() still runs the leases meanwhile
+                log.exception("the lease thread failed; trying again")
+                next_deadline, writing = None, True
+            wait = 1.0 if next_deadline is None else max(next_deadline - time.monotonic(), 0.0)
+            if writing:
+                wait = min(wait, 0.05)
+            self._wake.wait(wait)
+            self._wake.clear()
+
+    def _fail(self, message: QueueMessage, *, explicit: bool, wait: float) -> None:
         """A failed delivery (cancel or lease expiry): another attempt, or the dead-letter topic."""
         config = self.app_config
         outcome = after_failure(
@@ -505,28 +580,72 @@ class QueueConsumer:
             cancels=outcome.cancels,
         )
         if is_expired(config, message.headers, message.timestamp, now_ms):
-            self._dead_letter(message, "expired", failure)
+            self._dead_letter(message, "expired", failure, wait=wait)
             return
         if outcome.dead_letter_reason is not None:
-            self._dead_letter(message, outcome.dead_letter_reason, failure)
+            self._dead_letter(message, outcome.dead_letter_reason, failure, wait=wait)
             return
         headers = with_event(
             message.headers,
             failure,
             {names.DELIVERIES: str(outcome.deliveries).encode(), CANCELS: str(outcome.cancels).encode()},
         )
-        # Same topic and partition: the copy queues behind the message's group, keeping its key. Later messages
-        # of the group wait for the copy from now on, while it is being written too.
         group: GroupKey | None = None
         if self._grouped and message.key is not None:
+            # A grouped message stays in its partition, with its key: the member that holds the group delivers
+            # the copy, before the group's later messages, which wait for it from now on (while it is being
+            # written too). Qpid gives a group to one consumer at a time, and in Kafka a group's home is its
+            # partition: the router keeps writing the group's next messages there, so a copy moved to another
+            # member would be processed while this member goes on with the rest of the group. The group moves
+            # to another member with its partition (this member leaves, or stops polling and is removed).
             group = (message.topic, message.partition, message.key)
-        self._give_back(_GivenBack(message, message.topic, message.partition, headers, None, group))
+            partition = message.partition
+        else:
+            partition = self._copy_partition(message)
+        self._give_back(_GivenBack(message, message.topic, partition, headers, None, group), wait=wait)
 
-    def _dead_letter(self, message: QueueMessage, reason: str, cause: dict[str, object]) -> None:
+    def _copy_partition(self, message: QueueMessage) -> int:
+        """Where the copy of an ungrouped failed delivery goes: a partition of the same topic (group topic or
+        band) owned by another member, so that member gets it (AMPS: the message "is available to another
+        subscriber"), or its own partition when this member owns them all (``delivery.redelivery_partition``).
+
+        Why the group topic and not a retry topic: a copy on the group topic is counted in the group's lag, which
+        is the router's capacity and backlog measure (a retry topic would be invisible to it), keeps its band,
+        and needs no topic, subscription or assignment beyond the ones the group has. The other members'
+        partitions are known without asking the group coordinator: within a consumer group every partition is
+        assigned to exactly one member, so those not assigned here belong to the others."""
+        self._turn += 1
+        mine = {p for t, p in self._assigned if t == message.topic}
+        return redelivery_partition(message.partition, self._partition_count(message.topic), mine, self._turn)
+
+    def _partition_count(self, topic: str) -> int:
+        """The topic's partition count from the metadata, cached for ``PARTITIONS_TTL``; 0 when it cannot be
+        looked up (the copy then stays in its partition: never lost for want of metadata)."""
+        now = time.monotonic()
+        cached = self._partition_counts.get(topic)
+        if cached is not None and now - cached[1] < PARTITIONS_TTL:
+            return cached[0]
+        try:
+            metadata = self._producer.list_topics(topic, timeout=5)
+        except KafkaException as exc:
+            log.warning(
+                "could not look up the partitions of a topic", extra={"topic": topic, "error": str(exc)}
+            )
+            return cached[0] if cached is not None else 0
+        found = metadata.topics.get(topic)
+        if found is None or found.error is not None or not found.partitions:
+            return cached[0] if cached is not None else 0
+        count = len(found.partitions)
+        self._partition_counts[topic] = (count, now)
+        return count
+
+    def _dead_letter(
+        self, message: QueueMessage, reason: str, cause: dict[str, object], *, wait: float
+    ) -> None:
         headers = with_event(message.headers, cause)
         headers = dead_letter_headers(headers, reason, event("dead-letter", _now_ms(), reason=reason))
         dlq = names.dlq_topic(self._prefix, self.app)
-        self._give_back(_GivenBack(message, dlq, None, headers, reason))
+        self._give_back(_GivenBack(message, dlq, None, headers, reason), wait=wait)
 
     # --- given-back messages ------------------------------------------------------------------------------------
     #
@@ -539,11 +658,11 @@ class QueueConsumer:
     # lost). Only one write of a message is under way at a time and only its report settles it, so a message is
     # never settled twice.
 
-    def _give_back(self, given: _GivenBack) -> None:
+    def _give_back(self, given: _GivenBack, *, wait: float) -> None:
         self._settling.add(given.message.id, given, time.monotonic())
         if given.group is not None:
             self._holdback.expect_unwritten(given.group)
-        self._write(given, wait=WRITE_WAIT)
+        self._write(given, wait=wait)
 
     def _retry_writes(self) -> None:
         for _, given in self._settling.due(time.monotonic()):
@@ -650,6 +769,10 @@ class QueueConsumer:
         return positions
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        with self._lock:
+            self._assign(consumer, partitions)
+
+    def _assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._assigned.update((p.topic, p.partition) for p in partitions)
         if self._dedup is not None and partitions:
             try:
@@ -661,11 +784,13 @@ class QueueConsumer:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = {(p.topic, p.partition) for p in partitions}
-        self._commit(asynchronous=False, only=revoked)
-        self._drop(revoked)
+        with self._lock:
+            self._commit(asynchronous=False, only=revoked)
+            self._drop(revoked)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._drop({(p.topic, p.partition) for p in partitions})
+        with self._lock:
+            self._drop({(p.topic, p.partition) for p in partitions})
 
     def _drop(self, partitions: set[TP]) -> None:
         """Forget revoked partitions: their buffered records and unacknowledged messages belong to the next

@@ -16,6 +16,7 @@ from subroute.client.delivery import (
     Settling,
     after_failure,
     is_resent,
+    redelivery_partition,
     replace_headers,
     retry_delay,
     source_position,
@@ -294,3 +295,15 @@ def test_replace_headers_keeps_the_rest_in_order() -> None:
         ("b", None),
         (names.DELIVERIES, b"3"),
     ]
+
+
+def test_a_failed_delivery_goes_to_a_partition_of_another_member_in_turns() -> None:
+    # "the message is available to another subscriber": partitions this member does not own are the others'.
+    assert [redelivery_partition(1, 4, {1}, turn) for turn in range(4)] == [0, 2, 3, 0]
+    assert {redelivery_partition(0, 4, {0, 1}, turn) for turn in range(10)} == {2, 3}
+
+
+def test_a_member_that_owns_every_partition_gets_its_failed_delivery_back() -> None:
+    assert redelivery_partition(2, 3, {0, 1, 2}, 7) == 2  # alone in the group
+    assert redelivery_partition(0, 1, {0}, 1) == 0  # one partition: no other member can own one
+    assert redelivery_partition(1, 0, set(), 1) == 1  # partition count unknown: stays where it was
