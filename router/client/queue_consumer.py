@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -57,7 +57,8 @@ from subroute.client.delivery import (
     redelivery_partition,
     source_position,
 )
-from subroute.config.model import AppConfig
+from subroute.client.replace import REPLACED, Resubscription, routed_version
+from subroute.config.model import AppConfig, Config
 from subroute.kafka import io as kafka_io
 from subroute.ops.settings import Settings
 from subroute.routing import priority
@@ -130,6 +131,9 @@ class QueueStats:
     lease_expired: int = 0
     duplicates: int = 0
     dead_lettered: dict[str, int] = field(default_factory=dict)
+    replaced: int = (
+        0  # routed under a replaced subscription they no longer match: back through the pending topic
+    )
     failed_writes: int = 0  # writes of given-back messages (copies, dead letters) that failed and are retried
 
 
@@ -143,8 +147,9 @@ class _GivenBack:
     topic: str
     partition: int | None
     headers: Headers
-    dead_letter_reason: str | None  # None: a copy back to the queue
+    dead_letter_reason: str | None  # None: a copy back to the queue (or, ``replaced``, to the pending topic)
     group: GroupKey | None = None  # a grouped copy: the group's later messages wait for it
+    replaced: bool = False  # sent back to the app's pending topic for the router to route it again
 
 
 def _produce_sync(
@@ -210,7 +215,11 @@ class QueueConsumer:
     cancelled. ``dedup``: drop router redeliveries. ``max_buffered``: fetched, undelivered records per partition
     before the partition is paused. ``consumer_config``: librdkafka properties (e.g. ``session.timeout.ms``).
     ``app_config``: the app as configured, loaded by the caller (``subroute.config.store.read_app``): the client
-    reads no configuration itself.
+    reads no configuration itself. ``current_config``: a loader of the configuration in force (for instance
+    ``lambda: store.snapshot()[0]`` of a ``subroute.config.store.ConfigStore`` the caller runs); with it the
+    client applies AMPS's replace: a record routed under a group subscription that was replaced since, and that
+    does not match the group's current subscriptions, is not delivered but sent back through the app's pending
+    topic (reason ``replaced``) for the router to route under the current configuration (``client/replace.py``).
     """
 
     def __init__(
@@ -227,6 +236,7 @@ class QueueConsumer:
         max_buffered: int = 1000,
         consumer_config: Mapping[str, object] | None = None,
         app_config: AppConfig,
+        current_config: Callable[[], Config] | None = None,
     ) -> None:
         if semantics not in SEMANTICS:
             raise ValueError(f"semantics must be one of {SEMANTICS}, not {semantics!r}")
@@ -243,6 +253,8 @@ class QueueConsumer:
         self.max_buffered = max(1, max_buffered)
         self.app_config = app_config
         self.stats = QueueStats()
+        self._current_config = current_config
+        self._resubscription = Resubscription(app, group) if current_config is not None else None
         self._prefix = settings.topic_prefix
         self._grouped = self.app_config.group_by is not None
         self._tracker = AckTracker()
@@ -255,6 +267,7 @@ class QueueConsumer:
         self._assigned: set[TP] = set()
         self._paused: set[TP] = set()
         self._closed = False
+        self._replace_version = 0  # the config version of the last replace check (for the history event)
         self._partition_counts: dict[str, tuple[int, float]] = {}  # topic -> (partitions, looked up at)
         self._turn = 0  # spreads the copies of failed deliveries over the other members' partitions
         # The lease clock runs in its own thread (``_run_leases``), so every piece of state below is touched
@@ -506,6 +519,9 @@ class QueueConsumer:
                     message, "expired", event("expired", now_ms, **_where(message)), wait=WRITE_WAIT
                 )
                 continue
+            if not self._still_subscribed(message):
+                self._replace(message)  # settled (and committed) once the pending record is acknowledged
+                continue
             self._outstanding.add(message.id, message, time.monotonic(), self.lease)
             if self.lease is not None:
                 message.lease_deadline = time.monotonic() + self.lease
@@ -517,6 +533,39 @@ class QueueConsumer:
                 self._commit(asynchronous=False)
             return message
         return None
+
+    def _still_subscribed(self, message: QueueMessage) -> bool:
+        """AMPS replace: whether the group's subscriptions in force still take this record."""
+        if self._resubscription is None or self._current_config is None:
+            return True
+        try:
+            config = self._current_config()
+        except Exception as exc:  # the configuration is not known (not loaded yet): deliver as routed
+            log.warning("could not load the configuration in force", extra={"error": str(exc)})
+            return True
+        self._replace_version = config.version
+        return self._resubscription.matches(config, message.headers)
+
+    def _replace(self, message: QueueMessage) -> None:
+        """Back through the app's pending topic, reason ``replaced``. The record keeps the config version it was
+        routed under, which is older than the one in force, so the router takes it up at once (a parked record
+        is due under any newer version) and routes it under its current configuration; the router strips the
+        routing and reason headers then and marks it ``subroute.redriven: pending``. Counts of failed deliveries
+        are kept: a replace is no failure."""
+        now_ms = _now_ms()
+        headers = with_event(
+            message.headers,
+            event(
+                REPLACED,
+                now_ms,
+                **_where(message),
+                version=routed_version(message.headers),
+                current=self._replace_version,
+            ),
+            {names.DLQ_REASON: REPLACED.encode()},
+        )
+        pending = names.pending_topic(self._prefix, self.app)
+        self._give_back(_GivenBack(message, pending, None, headers, None, replaced=True), wait=WRITE_WAIT)
 
     def _release(self, message: QueueMessage) -> bool:
         self._check_open()
@@ -732,6 +781,8 @@ class QueueConsumer:
         if done.dead_letter_reason is not None:
             reason = done.dead_letter_reason
             self.stats.dead_lettered[reason] = self.stats.dead_lettered.get(reason, 0) + 1
+        if done.replaced:
+            self.stats.replaced += 1
         if done.group is not None:
             # The original stays uncommitted until the copy is settled, so a restart re-reads from it rather
             # than from after it. If the copy was fetched before this report, it is delivered now.
