@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -41,6 +42,7 @@ from subroute import names
 from subroute.client.dead_letters import dead_letter_headers, event, with_event
 from subroute.client.delivery import (
     CANCELS,
+    MOVED_FROM,
     TP,
     AckTracker,
     BandBuffer,
@@ -48,6 +50,8 @@ from subroute.client.delivery import (
     GroupHoldBack,
     GroupKey,
     Headers,
+    MovedCopies,
+    MovedCopy,
     Outstanding,
     Settling,
     after_failure,
@@ -55,6 +59,7 @@ from subroute.client.delivery import (
     int_header,
     is_resent,
     redelivery_partition,
+    replace_headers,
     source_position,
 )
 from subroute.client.replace import REPLACED, Resubscription, routed_version
@@ -74,6 +79,9 @@ SEMANTICS = (AT_LEAST_ONCE, AT_MOST_ONCE)
 # under way after that stays under way: its delivery report settles the message (or schedules a retry) during a
 # later poll().
 WRITE_WAIT = 30.0
+
+# How often the committed offsets of the partitions holding this member's moved grouped copies are read.
+MOVED_CHECK_INTERVAL = 0.5
 
 # How long the group topic's partition count is trusted before it is looked up again (partitions can be added).
 PARTITIONS_TTL = 30.0
@@ -150,6 +158,9 @@ class _GivenBack:
     dead_letter_reason: str | None  # None: a copy back to the queue (or, ``replaced``, to the pending topic)
     group: GroupKey | None = None  # a grouped copy: the group's later messages wait for it
     replaced: bool = False  # sent back to the app's pending topic for the router to route it again
+    moved: bool = (
+        False  # a grouped copy in another member's partition: the group waits until it is settled there
+    )
 
 
 def _produce_sync(
@@ -263,6 +274,8 @@ class QueueConsumer:
         self._buffer: BandBuffer[QueueMessage] = BandBuffer(len(priority.BANDS))
         self._outstanding: Outstanding[QueueMessage] = Outstanding()
         self._settling: Settling[_GivenBack] = Settling()
+        self._moved = MovedCopies()
+        self._moved_check = 0.0  # when (monotonic) the moved copies' partitions may be looked at again
         self._buffered: dict[TP, int] = {}
         self._assigned: set[TP] = set()
         self._paused: set[TP] = set()
@@ -322,6 +335,7 @@ class QueueConsumer:
         self._check_open()
         deadline = time.monotonic() + timeout
         while True:
+            self._check_moved()
             with self._lock:
                 self._expire_leases(wait=WRITE_WAIT)
                 self._retry_writes()
@@ -365,8 +379,8 @@ class QueueConsumer:
     def cancel(self, message: QueueMessage) -> bool:
         """Return the message to the queue for another member of the group (re-published to its topic, in a
         partition another member owns when there is one, with ``subroute.deliveries`` and ``subroute.cancels``
-        raised; a grouped message stays in its partition), or dead-letter it once the app's max_cancels /
-        max_deliveries is reached. With at-most-once it only frees the backlog slot, as in AMPS.
+        raised; a grouped message's later messages wait until that member settles it), or dead-letter it once
+        the app's max_cancels / max_deliveries is reached. With at-most-once it only frees the backlog slot, as in AMPS.
 
         True means the client has taken the message back. If the broker refuses the copy or dead letter, the
         message stays outstanding (it keeps its backlog slot and its offset stays uncommitted) and later
@@ -640,32 +654,46 @@ class QueueConsumer:
             {names.DELIVERIES: str(outcome.deliveries).encode(), CANCELS: str(outcome.cancels).encode()},
         )
         group: GroupKey | None = None
+        moved = False
         if self._grouped and message.key is not None:
-            # A grouped message stays in its partition, with its key: the member that holds the group delivers
-            # the copy, before the group's later messages, which wait for it from now on (while it is being
-            # written too). Qpid gives a group to one consumer at a time, and in Kafka a group's home is its
-            # partition: the router keeps writing the group's next messages there, so a copy moved to another
-            # member would be processed while this member goes on with the rest of the group. The group moves
-            # to another member with its partition (this member leaves, or stops polling and is removed).
+            # Qpid gives a group to one consumer at a time, in order. The group's later messages here wait from
+            # now on (while the copy is being written too) until the copy is settled: read back and delivered
+            # here first when it stays in this partition, or processed by the other member it went to
+            # (``_check_moved``), so the group is never processed by two members at once.
             group = (message.topic, message.partition, message.key)
-            partition = message.partition
+            if header_value(message.headers, MOVED_FROM) is not None:
+                # Moved here once already; its first holder waits for it to be settled in this partition. Moved
+                # again, and back to that holder's partition, it would queue behind the very messages that wait
+                # for it: it stays here, redelivered by this member.
+                partition = message.partition
+            else:
+                # One partition per group key (not in turns): two copies of one group go to the same member,
+                # in order.
+                partition = self._copy_partition(message, turn=zlib.crc32(message.key))
+            if partition != message.partition:
+                moved = True
+                headers = replace_headers(headers, {MOVED_FROM: names.source_of(*message.id).encode()})
         else:
             partition = self._copy_partition(message)
-        self._give_back(_GivenBack(message, message.topic, partition, headers, None, group), wait=wait)
+        given = _GivenBack(message, message.topic, partition, headers, None, group, moved=moved)
+        self._give_back(given, wait=wait)
 
-    def _copy_partition(self, message: QueueMessage) -> int:
-        """Where the copy of an ungrouped failed delivery goes: a partition of the same topic (group topic or
-        band) owned by another member, so that member gets it (AMPS: the message "is available to another
-        subscriber"), or its own partition when this member owns them all (``delivery.redelivery_partition``).
+    def _copy_partition(self, message: QueueMessage, turn: int | None = None) -> int:
+        """Where the copy of a failed delivery goes: a partition of the same topic (group topic or band) owned by
+        another member, so that member gets it (AMPS: the message "is available to another subscriber"), or its
+        own partition when this member owns them all (``delivery.redelivery_partition``). ``turn`` picks among
+        the other members' partitions (default: in turns, spreading the copies).
 
         Why the group topic and not a retry topic: a copy on the group topic is counted in the group's lag, which
         is the router's capacity and backlog measure (a retry topic would be invisible to it), keeps its band,
         and needs no topic, subscription or assignment beyond the ones the group has. The other members'
         partitions are known without asking the group coordinator: within a consumer group every partition is
         assigned to exactly one member, so those not assigned here belong to the others."""
-        self._turn += 1
+        if turn is None:
+            self._turn += 1
+            turn = self._turn
         mine = {p for t, p in self._assigned if t == message.topic}
-        return redelivery_partition(message.partition, self._partition_count(message.topic), mine, self._turn)
+        return redelivery_partition(message.partition, self._partition_count(message.topic), mine, turn)
 
     def _partition_count(self, topic: str) -> int:
         """The topic's partition count from the metadata, cached for ``PARTITIONS_TTL``; 0 when it cannot be
@@ -783,6 +811,12 @@ class QueueConsumer:
             self.stats.dead_lettered[reason] = self.stats.dead_lettered.get(reason, 0) + 1
         if done.replaced:
             self.stats.replaced += 1
+        if done.group is not None and done.moved:
+            # The original stays uncommitted, and its group held, until the member that got the copy settles it.
+            copy = (done.topic, cast(int, written.partition()))
+            self._holdback.written_elsewhere(done.group)
+            self._moved.add(MovedCopy(copy, cast(int, written.offset()), done.group, (tp, message.offset)))
+            return
         if done.group is not None:
             # The original stays uncommitted until the copy is settled, so a restart re-reads from it rather
             # than from after it. If the copy was fetched before this report, it is delivered now.
@@ -795,6 +829,36 @@ class QueueConsumer:
             return
         self._tracker.settle(tp, message.offset)
         self._commit(asynchronous=self.semantics == AT_LEAST_ONCE)
+
+    def _check_moved(self) -> None:
+        """Grouped copies moved to other members are settled when the group's committed offset of their
+        partition passes them (a member commits only what it has settled); then the original is settled and the
+        group's held messages are delivered here, in order. Runs on the polling thread (it reads the committed
+        offsets through the consumer), at most every ``MOVED_CHECK_INTERVAL``; outside the lock, as it waits for
+        the group coordinator."""
+        with self._lock:
+            now = time.monotonic()
+            if not self._moved or now < self._moved_check:
+                return
+            self._moved_check = now + MOVED_CHECK_INTERVAL
+            partitions = self._moved.partitions()
+        try:
+            found = self._consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=5)
+        except KafkaException as exc:
+            log.warning("could not read the group's committed offsets", extra={"error": str(exc)})
+            return
+        committed = {
+            (tp.topic, tp.partition): tp.offset for tp in found if tp.error is None and tp.offset >= 0
+        }
+        with self._lock:
+            for moved in self._moved.settled(committed):
+                self._tracker.settle(*moved.original)
+                released = self._holdback.settled_elsewhere(moved.group)
+                if released:
+                    tp = moved.original[0]
+                    self._buffer.push_front(released[0].band, released)
+                    self._buffered[tp] = self._buffered.get(tp, 0) + len(released)
+            self._commit(asynchronous=True)
 
     # --- offsets and the group ------------------------------------------------------------------------------------
 
@@ -852,6 +916,7 @@ class QueueConsumer:
             self._buffered.pop(tp, None)
             self._tracker.forget(tp)
             self._holdback.forget(*tp)
+            self._moved.forget(*tp)
             self._outstanding.drop_partition(*tp)
             self._settling.drop_partition(*tp)
             if self._dedup is not None:

@@ -1,9 +1,11 @@
 """One member of a consumer group as its own process, for the tests of redelivery to another member.
 
-``python -m tests.integration.queue_member BOOTSTRAP PREFIX APP GROUP``: a QueueConsumer that acknowledges every
-message it gets and writes one JSON line per event on stdout: ``{"assigned": [[topic, partition], ...]}`` when its
-assignment changes, ``{"value": ..., "partition": ..., "deliveries": ..., "cancels": ...}`` per message. It stops,
-closing the consumer (commit, leave the group), when its stdin is closed.
+``python -m tests.integration.queue_member BOOTSTRAP PREFIX APP GROUP [HOLD]``: a QueueConsumer that acknowledges
+every message it gets (after HOLD seconds, default 0) and writes one JSON line per event on stdout:
+``{"assigned": [[topic, partition], ...]}`` when its assignment changes, ``{"value": ..., "partition": ...,
+"deliveries": ..., "cancels": ...}`` per message, ``{"acked": value, "at": time.monotonic()}`` after each ack (the
+clock is the machine's, comparable across processes). It stops, closing the consumer (commit, leave the group),
+when its stdin is closed.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 
 from subroute.client import QueueConsumer
 from subroute.config.store import read_app
@@ -21,7 +24,8 @@ CONSUMER_CONFIG = {"session.timeout.ms": 6000}
 
 
 def main(argv: list[str]) -> int:
-    bootstrap, prefix, app, group = argv
+    bootstrap, prefix, app, group = argv[:4]
+    hold = float(argv[4]) if len(argv) > 4 else 0.0
     settings = Settings(bootstrap_servers=bootstrap, topic_prefix=prefix)
     stop = threading.Event()
 
@@ -50,7 +54,9 @@ def main(argv: list[str]) -> int:
                 "cancels": message.cancels,
             }
             print(json.dumps(line), flush=True)
+            time.sleep(hold)  # processing
             queue.ack(message)
+            print(json.dumps({"acked": value, "at": time.monotonic()}), flush=True)
     return 0
 
 

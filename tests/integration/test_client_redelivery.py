@@ -39,9 +39,14 @@ Event = dict[str, Any]
 class Member:
     """A QueueConsumer in another process (tests/integration/queue_member.py), read through its JSON lines."""
 
-    def __init__(self, env: Env, app: str, group: str) -> None:
+    def __init__(self, env: Env, app: str, group: str, hold: float = 0.0) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.integration.queue_member", env.bootstrap, env.prefix, app, group],
+            [
+                sys.executable,
+                "-m",
+                "tests.integration.queue_member",
+                *(env.bootstrap, env.prefix, app, group, str(hold)),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=ROOT,
@@ -87,18 +92,20 @@ class Member:
 
 
 @contextmanager
-def other_member(env: Env, app: str, group: str) -> Iterator[Member]:
-    member = Member(env, app, group)
+def other_member(env: Env, app: str, group: str, hold: float = 0.0) -> Iterator[Member]:
+    member = Member(env, app, group, hold)
     try:
         yield member
     finally:
         member.stop()
 
 
-def join_beside(member: Member, env: Env, **options: Any) -> QueueConsumer:
+def join_beside(
+    member: Member, env: Env, app: str = "Jobs", group: str = "workers", **options: Any
+) -> QueueConsumer:
     """A member in this process, joined beside ``member`` once the group is balanced: one partition each."""
     member.wait_for(lambda e: len(e.get("assigned", [])) == 2)  # alone in the group: both partitions
-    here = queue(env, "Jobs", "workers", **options)
+    here = queue(env, app, group, **options)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert here.poll(0.2) is None  # nothing was written yet
@@ -109,13 +116,13 @@ def join_beside(member: Member, env: Env, **options: Any) -> QueueConsumer:
     return here
 
 
-def committed_soon(env: Env, partition: int, expected: int = 1) -> int:
+def committed_soon(
+    env: Env, partition: int, expected: int = 1, app: str = "Jobs", group: str = "workers"
+) -> int:
     """The group's committed offset on ``partition``, waiting up to 15 s for ``expected`` (commits after a
     copy is acknowledged are asynchronous)."""
     deadline = time.monotonic() + 15
-    while (
-        position := committed(env, "Jobs", "workers", partition)
-    ) != expected and time.monotonic() < deadline:
+    while (position := committed(env, app, group, partition)) != expected and time.monotonic() < deadline:
         time.sleep(0.2)
     return position
 
@@ -164,5 +171,48 @@ def test_a_lease_runs_out_while_its_holder_is_busy_and_another_member_gets_the_m
             assert here.stats.lease_expired == 1
             assert not here.ack(slow)  # too late: the lease was revoked
             assert committed_soon(env, mine) == 1  # by the lease thread, once the copy was acknowledged
+        finally:
+            here.close()
+
+
+SHOP = """
+apps:
+  shop:
+    inputs: [INPUT]
+    partitions: 2
+    properties: {Cart: string}
+    group_by: Cart
+    groups:
+      carts: {}
+"""
+
+
+def test_a_cancelled_grouped_message_goes_to_another_member_and_its_group_waits_for_it(kafka, unique) -> None:
+    # Seed 002's cart, across two members: "add" is cancelled here and goes to the other member; "remove" must
+    # not be processed before the other member has processed "add" (one consumer at a time per group), while
+    # another cart goes on here ("distinct message groups would not block each other").
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert apply(env, SHOP) == 0
+    with other_member(env, "shop", "carts", hold=2.0) as other:
+        here = join_beside(other, env, "shop", "carts")
+        try:
+            [(_topic, mine)] = here.assignment
+            put(env, "shop", "carts", [("A add", 1), ("A remove", 2)], key=b"A", partition=mine)
+            put(env, "shop", "carts", [("B add", 3)], key=b"B", partition=mine)
+            add = take(here)
+            assert text(add) == "A add"
+            assert here.cancel(add)
+            got = other.wait_for(lambda e: e.get("value") == "A add")
+            assert got["partition"] != mine and (got["deliveries"], got["cancels"]) == (1, 1)
+            other_cart = take(here)
+            assert text(other_cart) == "B add"
+            assert here.ack(other_cart)
+            remove = take(here)  # once the other member has acknowledged "add" (it takes 2 s)
+            received = time.monotonic()
+            assert text(remove) == "A remove"
+            acked = other.wait_for(lambda e: e.get("acked") == "A add")
+            assert acked["at"] < received
+            assert here.ack(remove)
+            assert committed_soon(env, mine, 3, "shop", "carts") == 3  # "add" settled by its copy
         finally:
             here.close()
