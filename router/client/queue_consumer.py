@@ -576,7 +576,7 @@ class QueueConsumer:
                 version=routed_version(message.headers),
                 current=self._replace_version,
             ),
-            {names.DLQ_REASON: REPLACED.encode()},
+            {names.PENDING_REASON: REPLACED.encode()},
         )
         pending = names.pending_topic(self._prefix, self.app)
         self._give_back(_GivenBack(message, pending, None, headers, None, replaced=True), wait=WRITE_WAIT)

@@ -25,7 +25,9 @@ from subroute.client.delivery import header_value
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.routing.properties import PropertyValue, decode_headers
 
-REPLACED = "replaced"  # the reason on the pending record (``subroute.dlq-reason``, as the router's parking)
+# The reason on the pending record (``subroute.pending-reason``). Not one of the router's waiting reasons, so the
+# router takes the record as one that matched nothing under its version: due under any newer version.
+REPLACED = "replaced"
 
 
 def routed_version(headers: Sequence[tuple[str, bytes | None]] | None) -> int | None:

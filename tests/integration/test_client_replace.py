@@ -19,6 +19,7 @@ apps:
   shop:
     inputs: [INPUT]
     properties: {Size: int}
+    presence: ignored  # no consumer of small is attached while the router routes
     groups:
       workers:
         subscriptions:
@@ -51,7 +52,7 @@ def test_after_a_replace_only_messages_matching_the_new_subscription_are_deliver
 
     [parked] = read(env, names.pending_topic(env.prefix, "shop"))
     assert parked.value() == b"m0"
-    assert header(parked, names.DLQ_REASON) == "replaced"
+    assert header(parked, names.PENDING_REASON) == "replaced"
     assert [e["event"] for e in history_of(parked.headers())] == ["replaced"]
 
     run_worker(env)  # the router routes it again, under the version in force: to small
