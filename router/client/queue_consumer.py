@@ -1,9 +1,10 @@
 """The consumer client: AMPS queue verbs (ack, cancel, expire, leases, backlog) for the consumers of a group topic.
 
 This is the one place of the client that talks to Kafka; the bookkeeping lives in ``subroute.client.delivery`` (pure) and
-the dead-letter format in ``subroute.client.dead_letters``. See ``docs/queue-semantics.md`` for the guarantees.
+the dead-letter format in ``subroute.client.dead_letters``, the replace check in ``subroute.client.replace``. See
+``docs/queue-semantics.md`` for the guarantees.
 
-Use it from one thread::
+Use it from one thread (with a ``lease`` the client runs a lease thread of its own besides, ``_run_leases``)::
 
     billing = read_app(settings, "billing")            # subroute.config.store: the app as configured
     with QueueConsumer(settings, "billing", "general", app_config=billing, max_backlog=2, lease=30) as queue:
