@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from subroute import names
-from subroute.client.delivery import CANCELS, Headers, header_value, replace_headers
+from subroute.client.delivery import CANCELS, MOVED_FROM, Headers, header_value, replace_headers
 from subroute.routing import priority
 
 REASON_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
@@ -55,12 +55,19 @@ def dead_letter_headers(
 
 
 def redrive_headers(headers: Sequence[tuple[str, bytes | None]] | None, at_ms: int, topic: str) -> Headers:
-    """Back to a group: delivery and cancel counts reset, reason dropped, marked ``subroute.redriven: dlq``."""
+    """Back to a group: delivery and cancel counts reset, reason and move mark dropped, marked
+    ``subroute.redriven: dlq``."""
     reason = header_value(headers, names.DLQ_REASON)
     return with_event(
         headers,
         event("redrive", at_ms, to=topic, reason=reason),
-        {names.DLQ_REASON: None, names.DELIVERIES: None, CANCELS: None, names.REDRIVEN: DLQ_REDRIVE_MARK},
+        {
+            names.DLQ_REASON: None,
+            names.DELIVERIES: None,
+            CANCELS: None,
+            MOVED_FROM: None,
+            names.REDRIVEN: DLQ_REDRIVE_MARK,
+        },
     )
 
 

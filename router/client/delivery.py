@@ -2,17 +2,19 @@
 
 * ``AckTracker``: which offsets of a partition are settled; the commit position is the contiguous settled prefix.
 * ``DuplicateFilter``: router redeliveries recognised by their ``subroute.source``.
-* ``GroupHoldBack``: later messages of a message group wait until the re-published copy of a cancelled one arrives.
+* ``GroupHoldBack``: later messages of a message group wait until the re-published copy of a cancelled one arrives
+  (or, when the copy went to another member, until that member has settled it: ``MovedCopies``).
 * ``BandBuffer``: fetched records per priority band, highest band first.
 * ``Outstanding``: delivered, unacknowledged messages and their lease deadlines.
 * ``Settling``: messages given back (cancel, expire, lease) until their copy or dead letter is acknowledged.
 * ``after_failure``: AMPS's MaxCancels / MaxDeliveries decision for a failed delivery.
+* ``redelivery_partition``: where a failed delivery's copy goes so that another member of the group gets it.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -24,6 +26,9 @@ Headers = list[tuple[str, bytes | None]]
 
 # Cancels of this message so far (AMPS MaxCancels counts them apart from deliveries).
 CANCELS = "subroute.cancels"
+# On a grouped copy written to another member's partition: "topic/partition/offset" of the message it copies.
+# Such a copy stays where it is if it fails again (see QueueConsumer._fail).
+MOVED_FROM = "subroute.moved-from"
 
 
 # --- headers ------------------------------------------------------------------------------------------------------
@@ -212,11 +217,12 @@ GroupKey = tuple[str, int, bytes]  # (topic, partition, message-group id)
 class _Hold(Generic[T]):
     expected: set[int] = field(default_factory=set)  # offsets of copies written, not read back yet
     unwritten: int = 0  # copies being written: their offsets are not known yet
+    moved: int = 0  # copies written to another member's partition, not settled there yet
     held: list[tuple[int, T]] = field(default_factory=list)  # (offset, item), in fetch order
 
     @property
     def waiting(self) -> bool:
-        return bool(self.expected) or self.unwritten > 0
+        return bool(self.expected) or self.unwritten > 0 or self.moved > 0
 
 
 class GroupHoldBack(Generic[T]):
@@ -257,6 +263,27 @@ class GroupHoldBack(Generic[T]):
         del self._holds[key]
         return [*arrived, *(item for _, item in hold.held)]
 
+    def written_elsewhere(self, key: GroupKey) -> None:
+        """The copy announced by ``expect_unwritten`` was written to another member's partition: the group
+        waits until ``settled_elsewhere``."""
+        hold = self._holds.get(key)
+        if hold is None or hold.unwritten <= 0:
+            return  # the partition was revoked meanwhile
+        hold.unwritten -= 1
+        hold.moved += 1
+
+    def settled_elsewhere(self, key: GroupKey) -> list[T]:
+        """A copy written elsewhere was settled by the member that got it: the held messages, in order, when
+        the group waits for nothing else (else nothing)."""
+        hold = self._holds.get(key)
+        if hold is None or hold.moved <= 0:
+            return []
+        hold.moved -= 1
+        if hold.waiting:
+            return []
+        del self._holds[key]
+        return [item for _, item in hold.held]
+
     def is_held(self, key: GroupKey) -> bool:
         return key in self._holds
 
@@ -283,6 +310,50 @@ class GroupHoldBack(Generic[T]):
         for key in [k for k in self._holds if k[0] == topic and k[1] == partition]:
             dropped.extend(item for _, item in self._holds.pop(key).held)
         return dropped
+
+
+@dataclass(frozen=True)
+class MovedCopy:
+    """A grouped message's copy written to another member's partition, and what waits for it."""
+
+    copy: TP
+    copy_offset: int
+    group: GroupKey  # the group held here until the copy is settled
+    original: tuple[TP, int]  # stays unsettled (uncommitted) until then
+
+
+class MovedCopies:
+    """Grouped copies this member wrote to other members' partitions, until those members settle them.
+
+    A member settles a record by committing past it; the consumer group's committed offsets can be read by
+    every member, so this member learns that the copy was processed from the committed offset of the copy's
+    partition (``settled``), with no message between the members."""
+
+    def __init__(self) -> None:
+        self._copies: list[MovedCopy] = []
+
+    def add(self, moved: MovedCopy) -> None:
+        self._copies.append(moved)
+
+    def partitions(self) -> set[TP]:
+        return {m.copy for m in self._copies}
+
+    def settled(self, committed: dict[TP, int]) -> list[MovedCopy]:
+        """The copies whose partition's committed offset passed them (removed), in the order they were written."""
+        done: list[MovedCopy] = []
+        kept: list[MovedCopy] = []
+        for moved in self._copies:
+            passed = moved.copy in committed and committed[moved.copy] > moved.copy_offset
+            (done if passed else kept).append(moved)
+        self._copies = kept
+        return done
+
+    def forget(self, topic: str, partition: int) -> None:
+        """This member lost the originals' partition: the next owner delivers them again."""
+        self._copies = [m for m in self._copies if m.original[0] != (topic, partition)]
+
+    def __len__(self) -> int:
+        return len(self._copies)
 
 
 # --- priority bands -----------------------------------------------------------------------------------------------
@@ -491,3 +562,23 @@ def after_failure(
     elif max_deliveries and deliveries >= max_deliveries:
         reason = "max-deliveries"
     return FailureOutcome(deliveries, cancels, reason)
+
+
+# --- redelivery to another member ---------------------------------------------------------------------------------
+
+
+def redelivery_partition(partition: int, partitions: int, mine: Collection[int], turn: int) -> int:
+    """The partition of a topic with ``partitions`` partitions that the copy of a failed delivery from
+    ``partition`` is written to, so that another member of the consumer group gets it (AMPS: the message "is
+    available to another subscriber").
+
+    Within a Kafka consumer group every partition of a subscribed topic is assigned to exactly one member, so a
+    partition this member does not own (``mine``) belongs to another member (or, during a rebalance, is about to).
+    The copy goes to one of those, in turns (``turn``) so that repeated failures spread over the other members.
+    When this member owns every partition (it is the only member, or the topic has one partition) there is no
+    other member to give it to, and the copy goes back to ``partition``, as before.
+    """
+    others = [p for p in range(partitions) if p not in mine]
+    if not others:
+        return partition
+    return others[turn % len(others)]

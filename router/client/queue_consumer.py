@@ -1,9 +1,10 @@
 """The consumer client: AMPS queue verbs (ack, cancel, expire, leases, backlog) for the consumers of a group topic.
 
 This is the one place of the client that talks to Kafka; the bookkeeping lives in ``subroute.client.delivery`` (pure) and
-the dead-letter format in ``subroute.client.dead_letters``. See ``docs/queue-semantics.md`` for the guarantees.
+the dead-letter format in ``subroute.client.dead_letters``, the replace check in ``subroute.client.replace``. See
+``docs/queue-semantics.md`` for the guarantees.
 
-Use it from one thread::
+Use it from one thread (with a ``lease`` the client runs a lease thread of its own besides, ``_run_leases``)::
 
     billing = read_app(settings, "billing")            # subroute.config.store: the app as configured
     with QueueConsumer(settings, "billing", "general", app_config=billing, max_backlog=2, lease=30) as queue:
@@ -21,8 +22,10 @@ Use it from one thread::
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Iterator, Mapping
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -40,6 +43,7 @@ from subroute import names
 from subroute.client.dead_letters import dead_letter_headers, event, with_event
 from subroute.client.delivery import (
     CANCELS,
+    MOVED_FROM,
     TP,
     AckTracker,
     BandBuffer,
@@ -47,15 +51,20 @@ from subroute.client.delivery import (
     GroupHoldBack,
     GroupKey,
     Headers,
+    MovedCopies,
+    MovedCopy,
     Outstanding,
     Settling,
     after_failure,
     header_value,
     int_header,
     is_resent,
+    redelivery_partition,
+    replace_headers,
     source_position,
 )
-from subroute.config.model import AppConfig
+from subroute.client.replace import REPLACED, Resubscription, routed_version
+from subroute.config.model import AppConfig, Config
 from subroute.kafka import io as kafka_io
 from subroute.ops.settings import Settings
 from subroute.routing import priority
@@ -71,6 +80,12 @@ SEMANTICS = (AT_LEAST_ONCE, AT_MOST_ONCE)
 # under way after that stays under way: its delivery report settles the message (or schedules a retry) during a
 # later poll().
 WRITE_WAIT = 30.0
+
+# How often the committed offsets of the partitions holding this member's moved grouped copies are read.
+MOVED_CHECK_INTERVAL = 0.5
+
+# How long the group topic's partition count is trusted before it is looked up again (partitions can be added).
+PARTITIONS_TTL = 30.0
 
 
 class QueueError(RuntimeError):
@@ -125,20 +140,28 @@ class QueueStats:
     lease_expired: int = 0
     duplicates: int = 0
     dead_lettered: dict[str, int] = field(default_factory=dict)
+    replaced: int = (
+        0  # routed under a replaced subscription they no longer match: back through the pending topic
+    )
     failed_writes: int = 0  # writes of given-back messages (copies, dead letters) that failed and are retried
 
 
 @dataclass(slots=True, eq=False)
 class _GivenBack:
-    """A message the application gave back and the one record that settles it: a copy on its own topic and
-    partition, or a dead letter. Decided once, when it is given back; every retry writes the same record."""
+    """A message the application gave back and the one record that settles it: a copy on its own topic (in a
+    partition of another member when there is one, see ``_copy_partition``), or a dead letter. Decided once, when
+    it is given back; every retry writes the same record."""
 
     message: QueueMessage
     topic: str
     partition: int | None
     headers: Headers
-    dead_letter_reason: str | None  # None: a copy back to the queue
+    dead_letter_reason: str | None  # None: a copy back to the queue (or, ``replaced``, to the pending topic)
     group: GroupKey | None = None  # a grouped copy: the group's later messages wait for it
+    replaced: bool = False  # sent back to the app's pending topic for the router to route it again
+    moved: bool = (
+        False  # a grouped copy in another member's partition: the group waits until it is settled there
+    )
 
 
 def _produce_sync(
@@ -204,7 +227,11 @@ class QueueConsumer:
     cancelled. ``dedup``: drop router redeliveries. ``max_buffered``: fetched, undelivered records per partition
     before the partition is paused. ``consumer_config``: librdkafka properties (e.g. ``session.timeout.ms``).
     ``app_config``: the app as configured, loaded by the caller (``subroute.config.store.read_app``): the client
-    reads no configuration itself.
+    reads no configuration itself. ``current_config``: a loader of the configuration in force (for instance
+    ``lambda: store.snapshot()[0]`` of a ``subroute.config.store.ConfigStore`` the caller runs); with it the
+    client applies AMPS's replace: a record routed under a group subscription that was replaced since, and that
+    does not match the group's current subscriptions, is not delivered but sent back through the app's pending
+    topic (reason ``replaced``) for the router to route under the current configuration (``client/replace.py``).
     """
 
     def __init__(
@@ -221,6 +248,7 @@ class QueueConsumer:
         max_buffered: int = 1000,
         consumer_config: Mapping[str, object] | None = None,
         app_config: AppConfig,
+        current_config: Callable[[], Config] | None = None,
     ) -> None:
         if semantics not in SEMANTICS:
             raise ValueError(f"semantics must be one of {SEMANTICS}, not {semantics!r}")
@@ -237,6 +265,8 @@ class QueueConsumer:
         self.max_buffered = max(1, max_buffered)
         self.app_config = app_config
         self.stats = QueueStats()
+        self._current_config = current_config
+        self._resubscription = Resubscription(app, group) if current_config is not None else None
         self._prefix = settings.topic_prefix
         self._grouped = self.app_config.group_by is not None
         self._tracker = AckTracker()
@@ -245,10 +275,22 @@ class QueueConsumer:
         self._buffer: BandBuffer[QueueMessage] = BandBuffer(len(priority.BANDS))
         self._outstanding: Outstanding[QueueMessage] = Outstanding()
         self._settling: Settling[_GivenBack] = Settling()
+        self._moved = MovedCopies()
+        self._moved_check = 0.0  # when (monotonic) the moved copies' partitions may be looked at again
         self._buffered: dict[TP, int] = {}
         self._assigned: set[TP] = set()
         self._paused: set[TP] = set()
         self._closed = False
+        self._replace_version = 0  # the config version of the last replace check (for the history event)
+        self._partition_counts: dict[str, tuple[int, float]] = {}  # topic -> (partitions, looked up at)
+        self._turn = 0  # spreads the copies of failed deliveries over the other members' partitions
+        # The lease clock runs in its own thread (``_run_leases``), so every piece of state below is touched
+        # under this lock: by the application's thread in the verbs, by the lease thread, and by the rebalance
+        # callbacks and delivery reports, which run in whichever of the two threads serves the client.
+        self._lock = threading.RLock()
+        self._stopping = threading.Event()
+        self._wake = threading.Event()  # a new lease deadline: the lease thread recomputes when to wake
+        self._lease_thread: threading.Thread | None = None
         self._group_id = names.consumer_group_id(self._prefix, app, group)
         self._consumer_overrides = dict(consumer_config or {})
         self._producer = kafka_io.producer(settings)
@@ -278,35 +320,44 @@ class QueueConsumer:
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
+        if lease is not None:
+            self._lease_thread = threading.Thread(
+                target=self._run_leases, name=f"subroute-lease-{app}-{group}", daemon=True
+            )
+            self._lease_thread.start()
 
     # --- the verbs ----------------------------------------------------------------------------------------------
 
     def poll(self, timeout: float = 1.0) -> QueueMessage | None:
         """The next message, or None when none can be delivered within ``timeout`` (the backlog is full, or the
-        queue is empty). Call it regularly even with a full backlog: it keeps the group membership alive and
-        runs the leases."""
+        queue is empty). Call it regularly even with a full backlog: it keeps the group membership alive (Kafka
+        breaks the lease of a member that stops polling, as AMPS does for a disconnected subscriber). Leases run
+        out without it, on the lease thread."""
         self._check_open()
         deadline = time.monotonic() + timeout
         while True:
-            self._expire_leases()
-            self._retry_writes()
-            if self._backlog() < self.max_backlog:
-                message = self._deliver_next()
-                if message is not None:
-                    return message
-            now = time.monotonic()
-            remaining = deadline - now
-            wait = min(max(remaining, 0.0), 0.5)
-            for next_time in (self._outstanding.next_deadline(), self._settling.next_due()):
-                if next_time is not None:
-                    wait = min(wait, max(next_time - now, 0.0))
-            self._fetch(wait)
-            if remaining <= 0:
-                self._expire_leases()
+            self._check_moved()
+            with self._lock:
+                self._expire_leases(wait=WRITE_WAIT)
                 self._retry_writes()
                 if self._backlog() < self.max_backlog:
-                    return self._deliver_next()
-                return None
+                    message = self._deliver_next()
+                    if message is not None:
+                        return message
+                now = time.monotonic()
+                remaining = deadline - now
+                wait = min(max(remaining, 0.0), 0.5)
+                for next_time in (self._outstanding.next_deadline(), self._settling.next_due()):
+                    if next_time is not None:
+                        wait = min(wait, max(next_time - now, 0.0))
+            self._fetch(wait)
+            if remaining <= 0:
+                with self._lock:
+                    self._expire_leases(wait=WRITE_WAIT)
+                    self._retry_writes()
+                    if self._backlog() < self.max_backlog:
+                        return self._deliver_next()
+                    return None
 
     def __iter__(self) -> Iterator[QueueMessage]:
         while not self._closed:
@@ -317,43 +368,53 @@ class QueueConsumer:
     def ack(self, message: QueueMessage) -> bool:
         """Processed: removed from the queue. False when the message is no longer held by this consumer (its
         lease ran out, its partition was reassigned, or it was already settled)."""
-        if not self._release(message):
-            return False
-        self.stats.acked += 1
-        if self.semantics == AT_LEAST_ONCE:
-            self._tracker.settle((message.topic, message.partition), message.offset)
-            self._commit(asynchronous=True)
-        return True
+        with self._lock:
+            if not self._release(message):
+                return False
+            self.stats.acked += 1
+            if self.semantics == AT_LEAST_ONCE:
+                self._tracker.settle((message.topic, message.partition), message.offset)
+                self._commit(asynchronous=True)
+            return True
 
     def cancel(self, message: QueueMessage) -> bool:
-        """Return the message to the queue (re-published to its topic and partition with ``subroute.deliveries``
-        and ``subroute.cancels`` raised), or dead-letter it once the app's max_cancels / max_deliveries is
-        reached. With at-most-once it only frees the backlog slot, as in AMPS.
+        """Return the message to the queue for another member of the group (re-published to its topic, in a
+        partition another member owns when there is one, with ``subroute.deliveries`` and ``subroute.cancels``
+        raised; a grouped message's later messages wait until that member settles it), or dead-letter it once
+        the app's max_cancels / max_deliveries is reached. With at-most-once it only frees the backlog slot, as in AMPS.
 
         True means the client has taken the message back. If the broker refuses the copy or dead letter, the
         message stays outstanding (it keeps its backlog slot and its offset stays uncommitted) and later
         ``poll`` calls write it again with backoff (``stats.failed_writes``) until one write is acknowledged."""
-        if not self._release(message):
-            return False
-        self.stats.cancelled += 1
-        if self.semantics == AT_LEAST_ONCE:
-            self._fail(message, explicit=True)
-        return True
+        with self._lock:
+            if not self._release(message):
+                return False
+            self.stats.cancelled += 1
+            if self.semantics == AT_LEAST_ONCE:
+                self._fail(message, explicit=True, wait=WRITE_WAIT)
+            return True
 
     def expire(self, message: QueueMessage, reason: str = "rejected") -> bool:
         """Remove the message at once: to the dead-letter topic with ``reason`` (at-least-once only, as AMPS).
         A dead letter the broker refuses is written again on later polls, as for ``cancel``."""
-        if not self._release(message):
-            return False
-        if self.semantics == AT_LEAST_ONCE:
-            now_ms = _now_ms()
-            self._dead_letter(message, reason, event("expire", now_ms, **_where(message), reason=reason))
-        return True
+        with self._lock:
+            if not self._release(message):
+                return False
+            if self.semantics == AT_LEAST_ONCE:
+                now_ms = _now_ms()
+                self._dead_letter(
+                    message,
+                    reason,
+                    event("expire", now_ms, **_where(message), reason=reason),
+                    wait=WRITE_WAIT,
+                )
+            return True
 
     def commit(self) -> dict[TP, int]:
         """Commit the acknowledged prefix now (acks already commit asynchronously); the positions committed."""
         self._check_open()
-        return self._commit(asynchronous=False)
+        with self._lock:
+            return self._commit(asynchronous=False)
 
     def close(self) -> None:
         """Commit what is acknowledged and leave the group. Unacknowledged messages are not committed: with
@@ -361,12 +422,17 @@ class QueueConsumer:
         dead letter is still not acknowledged (writes under way get up to 10 s to finish first)."""
         if self._closed:
             return
-        try:
-            self._producer.flush(10)  # delivery reports of writes under way settle their messages
-            self._commit(asynchronous=False)
-        finally:
-            self._closed = True
-            self._consumer.close()
+        self._stopping.set()
+        self._wake.set()
+        if self._lease_thread is not None:
+            self._lease_thread.join(WRITE_WAIT)
+        with self._lock:
+            try:
+                self._producer.flush(10)  # delivery reports of writes under way settle their messages
+                self._commit(asynchronous=False)
+            finally:
+                self._closed = True
+                self._consumer.close()
 
     def __enter__(self) -> QueueConsumer:
         return self
@@ -398,20 +464,25 @@ class QueueConsumer:
     # --- delivery -----------------------------------------------------------------------------------------------
 
     def _fetch(self, wait: float) -> None:
-        self._resume_drained()
-        for raw in self._consumer.consume(500, timeout=wait):
-            error = raw.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
+        with self._lock:
+            self._resume_drained()
+        # Without the lock: the lease thread keeps running while this one waits for records. Rebalance callbacks
+        # served by consume() take the lock themselves.
+        fetched = self._consumer.consume(500, timeout=wait)
+        with self._lock:
+            for raw in fetched:
+                error = raw.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    if error.fatal():
+                        raise KafkaException(error)
+                    log.warning("consume error", extra={"error": str(error)})
                     continue
-                if error.fatal():
-                    raise KafkaException(error)
-                log.warning("consume error", extra={"error": str(error)})
-                continue
-            band = priority.band_of_topic(self._prefix, self.app, self.group, cast(str, raw.topic())) or 0
-            message = QueueMessage.of(raw, band)
-            self._take(message)
-        self._producer.poll(0)
+                band = priority.band_of_topic(self._prefix, self.app, self.group, cast(str, raw.topic())) or 0
+                message = QueueMessage.of(raw, band)
+                self._take(message)
+            self._producer.poll(0)
 
     def _take(self, message: QueueMessage) -> None:
         tp = (message.topic, message.partition)
@@ -459,11 +530,17 @@ class QueueConsumer:
             now_ms = _now_ms()
             if is_expired(self.app_config, message.headers, message.timestamp, now_ms):
                 # Settled (and committed) once its dead letter is acknowledged; until then it takes a slot.
-                self._dead_letter(message, "expired", event("expired", now_ms, **_where(message)))
+                self._dead_letter(
+                    message, "expired", event("expired", now_ms, **_where(message)), wait=WRITE_WAIT
+                )
+                continue
+            if not self._still_subscribed(message):
+                self._replace(message)  # settled (and committed) once the pending record is acknowledged
                 continue
             self._outstanding.add(message.id, message, time.monotonic(), self.lease)
             if self.lease is not None:
                 message.lease_deadline = time.monotonic() + self.lease
+                self._wake.set()  # the lease thread may be sleeping until a later deadline
             self.stats.delivered += 1
             if self.semantics == AT_MOST_ONCE:
                 # Removed from the queue before the application sees it: a crash now loses it, never repeats it.
@@ -472,6 +549,39 @@ class QueueConsumer:
             return message
         return None
 
+    def _still_subscribed(self, message: QueueMessage) -> bool:
+        """AMPS replace: whether the group's subscriptions in force still take this record."""
+        if self._resubscription is None or self._current_config is None:
+            return True
+        try:
+            config = self._current_config()
+        except Exception as exc:  # the configuration is not known (not loaded yet): deliver as routed
+            log.warning("could not load the configuration in force", extra={"error": str(exc)})
+            return True
+        self._replace_version = config.version
+        return self._resubscription.matches(config, message.headers)
+
+    def _replace(self, message: QueueMessage) -> None:
+        """Back through the app's pending topic, reason ``replaced``. The record keeps the config version it was
+        routed under, which is older than the one in force, so the router takes it up at once (a parked record
+        is due under any newer version) and routes it under its current configuration; the router strips the
+        routing and reason headers then and marks it ``subroute.redriven: pending``. Counts of failed deliveries
+        are kept: a replace is no failure."""
+        now_ms = _now_ms()
+        headers = with_event(
+            message.headers,
+            event(
+                REPLACED,
+                now_ms,
+                **_where(message),
+                version=routed_version(message.headers),
+                current=self._replace_version,
+            ),
+            {names.PENDING_REASON: REPLACED.encode()},
+        )
+        pending = names.pending_topic(self._prefix, self.app)
+        self._give_back(_GivenBack(message, pending, None, headers, None, replaced=True), wait=WRITE_WAIT)
+
     def _release(self, message: QueueMessage) -> bool:
         self._check_open()
         if self._outstanding.get(message.id) is not message:
@@ -479,14 +589,43 @@ class QueueConsumer:
         self._outstanding.remove(message.id)
         return True
 
-    def _expire_leases(self) -> None:
+    def _expire_leases(self, *, wait: float) -> None:
         for message in self._outstanding.overdue(time.monotonic()):
             self._outstanding.remove(message.id)
             self.stats.lease_expired += 1
             if self.semantics == AT_LEAST_ONCE:
-                self._fail(message, explicit=False)
+                self._fail(message, explicit=False, wait=wait)
 
-    def _fail(self, message: QueueMessage, *, explicit: bool) -> None:
+    def _run_leases(self) -> None:
+        """The lease clock (AMPS: "AMPS tracks the amount of time since the message was sent to the subscriber"):
+        a lease runs out on time even while the application is busy with the message and not calling poll, and
+        the message is re-published for another member from this thread, so that member gets it meanwhile.
+
+        confluent-kafka's Producer may be used from several threads (librdkafka's produce is thread-safe), so this
+        thread writes the copy itself, without waiting for it (``wait=0``: the lock is never held for a broker
+        round trip here), and serves the delivery reports, which settle and commit the message. All bookkeeping
+        is done under ``self._lock``. The Consumer is only ever polled by the application's thread; this thread
+        only commits (asynchronously, which librdkafka allows from any thread)."""
+        while not self._stopping.is_set():
+            try:
+                with self._lock:
+                    if self._closed:
+                        return
+                    self._expire_leases(wait=0.0)
+                    self._retry_writes()
+                    self._producer.poll(0)  # delivery reports: settle (and commit) given-back messages
+                    next_deadline = self._outstanding.next_deadline()
+                    writing = len(self._settling) > 0
+            except Exception:  # never let the clock stop silently; poll() still runs the leases meanwhile
+                log.exception("the lease thread failed; trying again")
+                next_deadline, writing = None, True
+            wait = 1.0 if next_deadline is None else max(next_deadline - time.monotonic(), 0.0)
+            if writing:
+                wait = min(wait, 0.05)
+            self._wake.wait(wait)
+            self._wake.clear()
+
+    def _fail(self, message: QueueMessage, *, explicit: bool, wait: float) -> None:
         """A failed delivery (cancel or lease expiry): another attempt, or the dead-letter topic."""
         config = self.app_config
         outcome = after_failure(
@@ -505,28 +644,86 @@ class QueueConsumer:
             cancels=outcome.cancels,
         )
         if is_expired(config, message.headers, message.timestamp, now_ms):
-            self._dead_letter(message, "expired", failure)
+            self._dead_letter(message, "expired", failure, wait=wait)
             return
         if outcome.dead_letter_reason is not None:
-            self._dead_letter(message, outcome.dead_letter_reason, failure)
+            self._dead_letter(message, outcome.dead_letter_reason, failure, wait=wait)
             return
         headers = with_event(
             message.headers,
             failure,
             {names.DELIVERIES: str(outcome.deliveries).encode(), CANCELS: str(outcome.cancels).encode()},
         )
-        # Same topic and partition: the copy queues behind the message's group, keeping its key. Later messages
-        # of the group wait for the copy from now on, while it is being written too.
         group: GroupKey | None = None
+        moved = False
         if self._grouped and message.key is not None:
+            # Qpid gives a group to one consumer at a time, in order. The group's later messages here wait from
+            # now on (while the copy is being written too) until the copy is settled: read back and delivered
+            # here first when it stays in this partition, or processed by the other member it went to
+            # (``_check_moved``), so the group is never processed by two members at once.
             group = (message.topic, message.partition, message.key)
-        self._give_back(_GivenBack(message, message.topic, message.partition, headers, None, group))
+            if header_value(message.headers, MOVED_FROM) is not None:
+                # Moved here once already; its first holder waits for it to be settled in this partition. Moved
+                # again, and back to that holder's partition, it would queue behind the very messages that wait
+                # for it: it stays here, redelivered by this member.
+                partition = message.partition
+            else:
+                # One partition per group key (not in turns): two copies of one group go to the same member,
+                # in order.
+                partition = self._copy_partition(message, turn=zlib.crc32(message.key))
+            if partition != message.partition:
+                moved = True
+                headers = replace_headers(headers, {MOVED_FROM: names.source_of(*message.id).encode()})
+        else:
+            partition = self._copy_partition(message)
+        given = _GivenBack(message, message.topic, partition, headers, None, group, moved=moved)
+        self._give_back(given, wait=wait)
 
-    def _dead_letter(self, message: QueueMessage, reason: str, cause: dict[str, object]) -> None:
+    def _copy_partition(self, message: QueueMessage, turn: int | None = None) -> int:
+        """Where the copy of a failed delivery goes: a partition of the same topic (group topic or band) owned by
+        another member, so that member gets it (AMPS: the message "is available to another subscriber"), or its
+        own partition when this member owns them all (``delivery.redelivery_partition``). ``turn`` picks among
+        the other members' partitions (default: in turns, spreading the copies).
+
+        Why the group topic and not a retry topic: a copy on the group topic is counted in the group's lag, which
+        is the router's capacity and backlog measure (a retry topic would be invisible to it), keeps its band,
+        and needs no topic, subscription or assignment beyond the ones the group has. The other members'
+        partitions are known without asking the group coordinator: within a consumer group every partition is
+        assigned to exactly one member, so those not assigned here belong to the others."""
+        if turn is None:
+            self._turn += 1
+            turn = self._turn
+        mine = {p for t, p in self._assigned if t == message.topic}
+        return redelivery_partition(message.partition, self._partition_count(message.topic), mine, turn)
+
+    def _partition_count(self, topic: str) -> int:
+        """The topic's partition count from the metadata, cached for ``PARTITIONS_TTL``; 0 when it cannot be
+        looked up (the copy then stays in its partition: never lost for want of metadata)."""
+        now = time.monotonic()
+        cached = self._partition_counts.get(topic)
+        if cached is not None and now - cached[1] < PARTITIONS_TTL:
+            return cached[0]
+        try:
+            metadata = self._producer.list_topics(topic, timeout=5)
+        except KafkaException as exc:
+            log.warning(
+                "could not look up the partitions of a topic", extra={"topic": topic, "error": str(exc)}
+            )
+            return cached[0] if cached is not None else 0
+        found = metadata.topics.get(topic)
+        if found is None or found.error is not None or not found.partitions:
+            return cached[0] if cached is not None else 0
+        count = len(found.partitions)
+        self._partition_counts[topic] = (count, now)
+        return count
+
+    def _dead_letter(
+        self, message: QueueMessage, reason: str, cause: dict[str, object], *, wait: float
+    ) -> None:
         headers = with_event(message.headers, cause)
         headers = dead_letter_headers(headers, reason, event("dead-letter", _now_ms(), reason=reason))
         dlq = names.dlq_topic(self._prefix, self.app)
-        self._give_back(_GivenBack(message, dlq, None, headers, reason))
+        self._give_back(_GivenBack(message, dlq, None, headers, reason), wait=wait)
 
     # --- given-back messages ------------------------------------------------------------------------------------
     #
@@ -539,11 +736,11 @@ class QueueConsumer:
     # lost). Only one write of a message is under way at a time and only its report settles it, so a message is
     # never settled twice.
 
-    def _give_back(self, given: _GivenBack) -> None:
+    def _give_back(self, given: _GivenBack, *, wait: float) -> None:
         self._settling.add(given.message.id, given, time.monotonic())
         if given.group is not None:
             self._holdback.expect_unwritten(given.group)
-        self._write(given, wait=WRITE_WAIT)
+        self._write(given, wait=wait)
 
     def _retry_writes(self) -> None:
         for _, given in self._settling.due(time.monotonic()):
@@ -613,6 +810,14 @@ class QueueConsumer:
         if done.dead_letter_reason is not None:
             reason = done.dead_letter_reason
             self.stats.dead_lettered[reason] = self.stats.dead_lettered.get(reason, 0) + 1
+        if done.replaced:
+            self.stats.replaced += 1
+        if done.group is not None and done.moved:
+            # The original stays uncommitted, and its group held, until the member that got the copy settles it.
+            copy = (done.topic, cast(int, written.partition()))
+            self._holdback.written_elsewhere(done.group)
+            self._moved.add(MovedCopy(copy, cast(int, written.offset()), done.group, (tp, message.offset)))
+            return
         if done.group is not None:
             # The original stays uncommitted until the copy is settled, so a restart re-reads from it rather
             # than from after it. If the copy was fetched before this report, it is delivered now.
@@ -625,6 +830,36 @@ class QueueConsumer:
             return
         self._tracker.settle(tp, message.offset)
         self._commit(asynchronous=self.semantics == AT_LEAST_ONCE)
+
+    def _check_moved(self) -> None:
+        """Grouped copies moved to other members are settled when the group's committed offset of their
+        partition passes them (a member commits only what it has settled); then the original is settled and the
+        group's held messages are delivered here, in order. Runs on the polling thread (it reads the committed
+        offsets through the consumer), at most every ``MOVED_CHECK_INTERVAL``; outside the lock, as it waits for
+        the group coordinator."""
+        with self._lock:
+            now = time.monotonic()
+            if not self._moved or now < self._moved_check:
+                return
+            self._moved_check = now + MOVED_CHECK_INTERVAL
+            partitions = self._moved.partitions()
+        try:
+            found = self._consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=5)
+        except KafkaException as exc:
+            log.warning("could not read the group's committed offsets", extra={"error": str(exc)})
+            return
+        committed = {
+            (tp.topic, tp.partition): tp.offset for tp in found if tp.error is None and tp.offset >= 0
+        }
+        with self._lock:
+            for moved in self._moved.settled(committed):
+                self._tracker.settle(*moved.original)
+                released = self._holdback.settled_elsewhere(moved.group)
+                if released:
+                    tp = moved.original[0]
+                    self._buffer.push_front(released[0].band, released)
+                    self._buffered[tp] = self._buffered.get(tp, 0) + len(released)
+            self._commit(asynchronous=True)
 
     # --- offsets and the group ------------------------------------------------------------------------------------
 
@@ -650,6 +885,10 @@ class QueueConsumer:
         return positions
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        with self._lock:
+            self._assign(consumer, partitions)
+
+    def _assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._assigned.update((p.topic, p.partition) for p in partitions)
         if self._dedup is not None and partitions:
             try:
@@ -661,11 +900,13 @@ class QueueConsumer:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = {(p.topic, p.partition) for p in partitions}
-        self._commit(asynchronous=False, only=revoked)
-        self._drop(revoked)
+        with self._lock:
+            self._commit(asynchronous=False, only=revoked)
+            self._drop(revoked)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._drop({(p.topic, p.partition) for p in partitions})
+        with self._lock:
+            self._drop({(p.topic, p.partition) for p in partitions})
 
     def _drop(self, partitions: set[TP]) -> None:
         """Forget revoked partitions: their buffered records and unacknowledged messages belong to the next
@@ -676,6 +917,7 @@ class QueueConsumer:
             self._buffered.pop(tp, None)
             self._tracker.forget(tp)
             self._holdback.forget(*tp)
+            self._moved.forget(*tp)
             self._outstanding.drop_partition(*tp)
             self._settling.drop_partition(*tp)
             if self._dedup is not None:

@@ -34,8 +34,10 @@ def put(
     key: bytes | None = None,
     headers: Sequence[tuple[str, bytes]] = (),
     timestamp: int = 0,
+    partition: int = 0,
 ) -> None:
-    """Write records as the router would: ``(value, source offset or None)`` each, with the routing headers."""
+    """Write records as the router would: ``(value, source offset or None)`` each, with the routing headers, to
+    ``partition`` of the group topic (or ``topic``)."""
     producer = Producer(env.settings.client_config({"linger.ms": 5, "enable.idempotence": True}))
     for value, source in records:
         routing = [(names.APP, app.encode()), (names.GROUP, group.encode())]
@@ -44,7 +46,7 @@ def put(
         kwargs: dict[str, Any] = {"value": value.encode(), "key": key, "headers": [*routing, *headers]}
         if timestamp:
             kwargs["timestamp"] = timestamp
-        producer.produce(topic or env.topic(app, group), partition=0, **kwargs)
+        producer.produce(topic or env.topic(app, group), partition=partition, **kwargs)
     producer.flush(30)
 
 

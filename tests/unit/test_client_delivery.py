@@ -12,10 +12,13 @@ from subroute.client.delivery import (
     BandBuffer,
     DuplicateFilter,
     GroupHoldBack,
+    MovedCopies,
+    MovedCopy,
     Outstanding,
     Settling,
     after_failure,
     is_resent,
+    redelivery_partition,
     replace_headers,
     retry_delay,
     source_position,
@@ -294,3 +297,44 @@ def test_replace_headers_keeps_the_rest_in_order() -> None:
         ("b", None),
         (names.DELIVERIES, b"3"),
     ]
+
+
+def test_a_failed_delivery_goes_to_a_partition_of_another_member_in_turns() -> None:
+    # "the message is available to another subscriber": partitions this member does not own are the others'.
+    assert [redelivery_partition(1, 4, {1}, turn) for turn in range(4)] == [0, 2, 3, 0]
+    assert {redelivery_partition(0, 4, {0, 1}, turn) for turn in range(10)} == {2, 3}
+
+
+def test_a_member_that_owns_every_partition_gets_its_failed_delivery_back() -> None:
+    assert redelivery_partition(2, 3, {0, 1, 2}, 7) == 2  # alone in the group
+    assert redelivery_partition(0, 1, {0}, 1) == 0  # one partition: no other member can own one
+    assert redelivery_partition(1, 0, set(), 1) == 1  # partition count unknown: stays where it was
+
+
+def test_a_group_whose_copy_went_to_another_member_waits_until_that_member_settles_it() -> None:
+    # Seed 002, one consumer at a time per group: A-1 is cancelled and its copy goes to another member's
+    # partition 1; A-2 waits here until the other member has processed the copy, then goes on here.
+    hold: GroupHoldBack[str] = GroupHoldBack()
+    moved = MovedCopies()
+    cart_a, cart_b = ("cart", 0, b"A"), ("cart", 0, b"B")
+    hold.expect_unwritten(cart_a)
+    assert hold.route(cart_a, 2, "A-2") == (None, [])
+    hold.written_elsewhere(cart_a)
+    moved.add(MovedCopy(("cart", 1), 40, cart_a, (("cart", 0), 1)))
+    assert hold.route(cart_b, 3, "B-1") == ("B-1", [])  # other groups go on
+    assert hold.route(cart_a, 4, "A-3") == (None, [])
+    assert moved.partitions() == {("cart", 1)}
+    assert moved.settled({("cart", 1): 40}) == []  # the other member has not committed past the copy yet
+    [done] = moved.settled({("cart", 1): 41})
+    assert done.original == (("cart", 0), 1) and len(moved) == 0
+    assert hold.settled_elsewhere(done.group) == ["A-2", "A-3"]
+    assert not hold.is_held(cart_a)
+    assert hold.settled_elsewhere(cart_a) == []  # once only
+
+
+def test_moved_copies_of_a_lost_partition_are_forgotten() -> None:
+    moved = MovedCopies()
+    moved.add(MovedCopy(("cart", 1), 40, ("cart", 0, b"A"), (("cart", 0), 1)))
+    moved.add(MovedCopy(("cart", 0), 7, ("cart", 2, b"C"), (("cart", 2), 3)))
+    moved.forget("cart", 0)
+    assert moved.partitions() == {("cart", 0)}

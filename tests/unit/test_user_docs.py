@@ -12,7 +12,7 @@ import yaml
 
 from subroute import names
 from subroute.cli.main import build_parser
-from subroute.client.delivery import CANCELS
+from subroute.client.delivery import CANCELS, MOVED_FROM
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -33,7 +33,7 @@ def _record_headers() -> set[str]:
         if name.isupper() and isinstance(value, str) and re.fullmatch(r"subroute\.[a-z-]+", value)
     }
     # a key, not a header
-    return (constants - {names.DEFAULT_MESSAGE_GROUP}) | {CANCELS}
+    return (constants - {names.DEFAULT_MESSAGE_GROUP}) | {CANCELS, MOVED_FROM}  # the client's own
 
 
 def test_the_header_contract_names_every_header_and_only_those() -> None:
