@@ -62,6 +62,11 @@ def test_a_destination_that_refuses_records_blocks_nothing_else(kafka, unique) -
 
 
 def test_a_destination_topic_deleted_under_the_worker_is_created_again_with_its_layout(kafka, unique) -> None:
+    if kafka.is_tansu:
+        pytest.skip(
+            "Tansu acknowledges writes to a deleted topic (offset 0) and keeps none of them: the deletion cannot be "
+            "seen by a producer there (docs/brokers.md)"
+        )
     env = make_env(kafka.bootstrap_servers, unique, partitions=3)
     wide = names.group_topic(env.prefix, "shop", "wide")
     assert apply(env, CONFIG) == 0
