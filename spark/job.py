@@ -69,7 +69,7 @@ class JobConfig:
 
 def source_options(config: JobConfig) -> dict[str, str]:
     """Options both Kafka formats understand: Spark's names, client properties under ``kafka.``."""
-    options = {f"kafka.{key}": str(value) for key, value in config.settings.client_config().items()}
+    options = {f"kafka.{key}": value for key, value in config.settings.client_properties().items()}
     options["includeHeaders"] = "true"
     options["startingOffsets"] = config.starting_offsets
     if config.topics:

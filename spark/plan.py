@@ -312,7 +312,7 @@ def route_records(
 
 
 def _client_config(settings: Settings) -> dict[str, str]:
-    return {key: str(value) for key, value in settings.client_config().items()}
+    return settings.client_properties()
 
 
 def _existing_topics(settings: Settings) -> list[str]:

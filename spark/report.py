@@ -75,7 +75,7 @@ def landed_stats(spark: SparkSession, output: str) -> list[GroupStats]:
 
 def topic_sizes(settings: Settings, topics: list[str]) -> dict[str, int]:
     """Records each topic holds now; topics that do not exist are left out."""
-    consumer = kafka_source.consumer_for({k: str(v) for k, v in settings.client_config().items()})
+    consumer = kafka_source.consumer_for(settings.client_properties())
     try:
         existing = consumer.list_topics(timeout=10).topics
         partitions = [(t, p) for t in topics if t in existing for p in existing[t].partitions]
@@ -91,7 +91,7 @@ def topic_sizes(settings: Settings, topics: list[str]) -> dict[str, int]:
 
 def _apps_with_topics(settings: Settings) -> set[str]:
     """Apps that have a pending or dead-letter topic under the prefix, landed or not."""
-    consumer = kafka_source.consumer_for({k: str(v) for k, v in settings.client_config().items()})
+    consumer = kafka_source.consumer_for(settings.client_properties())
     try:
         topics = consumer.list_topics(timeout=10).topics
     finally:
