@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from subroute.cli import exits
+from subroute.cli import exits, output
 from subroute.config.codec import ConfigValue, key_of
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.validation import ConfigError, validate_group, validate_state
@@ -542,6 +542,44 @@ def format_plan(result: PlanResult) -> str:
     return "\n".join(lines)
 
 
+def plan_document(result: PlanResult) -> dict[str, Any]:
+    """The plan as plain data (``plan -o json|yaml``): every fact ``format_plan`` prints."""
+    return {
+        "current_version": result.current_version,
+        "config_topic": result.config_topic,
+        "proposed": result.proposed,
+        "prune": result.prune,
+        "dropped_groups": list(result.dropped_groups),
+        "since_ms": result.since_ms,
+        "limit": result.limit,
+        "evaluate_at": result.evaluate_at,
+        "source_format": result.source_format,
+        "records": result.records,
+        "topics": dict(result.topics),
+        "missing_topics": list(result.missing_topics),
+        "apps": {
+            app: {
+                "records": sum(table.values()),
+                "moved": result.moved(app),
+                "transitions": [{"from": old, "to": new, "records": n} for (old, new), n in table.items()],
+            }
+            for app, table in result.tables.items()
+        },
+        "unmatched": result.unmatched,
+        "examples": [
+            {
+                "topic": e.topic,
+                "partition": e.partition,
+                "offset": e.offset,
+                "apps": list(e.apps),
+                "headers": [[k, None if v is None else _show_header_value(v)] for k, v in e.headers],
+            }
+            for e in result.examples
+        ],
+        "written": False,
+    }
+
+
 # --- the command --------------------------------------------------------------------------------------------
 
 
@@ -582,6 +620,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--source", choices=("auto", "kafka", "python"), default="auto", help="Kafka source")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    output.add_output_argument(parser)
 
 
 def print_errors(errors: Sequence[ConfigError]) -> None:
@@ -653,5 +692,5 @@ def plan_from_args(args: argparse.Namespace) -> int:
     result.proposed = args.file
     result.prune = args.prune
     result.dropped_groups = dropped
-    print(format_plan(result), flush=True)
+    output.emit(args.output, plan_document(result), lambda: format_plan(result))
     return EXIT_OK

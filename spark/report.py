@@ -121,6 +121,32 @@ def build_report(spark: SparkSession, output: str, settings: Settings) -> Report
     )
 
 
+def report_document(report: Report) -> dict[str, object]:
+    """The report as plain data (``spark report -o json|yaml``): every figure ``format_report`` shows."""
+    apps = sorted(set(report.pending) | set(report.dead_letters))
+    return {
+        "groups": [
+            {
+                "app": g.app,
+                "group": g.group,
+                "messages": g.messages,
+                "latency_ms": {
+                    f"p{round(p * 100)}": v for p, v in zip(PERCENTILES, g.latency_ms, strict=True)
+                },
+            }
+            for g in report.groups
+        ],
+        "apps": [
+            {
+                "app": app,
+                "pending": report.pending.get(app, 0),
+                "dead_letters": report.dead_letters.get(app, 0),
+            }
+            for app in apps
+        ],
+    }
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 

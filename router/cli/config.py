@@ -7,12 +7,11 @@ Exit codes: 0 done (``diff``: no differences), 1 ``diff`` found differences or a
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from subroute.cli import exits
+from subroute.cli import exits, output
 from subroute.config.codec import ConfigValue, app_key, encode, group_key
 from subroute.config.diff import DELETED, Change, diff, kept, render
 from subroute.config.model import AppConfig, Config
@@ -88,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="N",
         help="partitions of apps without `partitions:`",
     )
-    topics.add_argument("-o", "--output", choices=("text", "json", "strimzi"), default="text")
+    output.add_output_argument(topics, formats=(*output.FORMATS, "strimzi"))
     topics.add_argument(
         "--strimzi-cluster",
         default="my-cluster",
@@ -98,8 +97,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_common_arguments(topics)
     topics.set_defaults(func=topics_command)
 
-    get = commands.add_parser("get", help="print the configuration in force")
-    get.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    get = commands.add_parser(
+        "get",
+        help="print the configuration in force",
+        description="-o yaml (default) prints the file `config apply -f` takes back; -o json the version, the "
+        "config topic and the same configuration; -o table one line per group.",
+    )
+    output.add_output_argument(get, default=output.YAML)
     get.set_defaults(func=get_command)
 
     diff_parser = commands.add_parser(
@@ -172,21 +176,25 @@ def topics_command(args: argparse.Namespace) -> int:
     ]
     if args.output == "strimzi":
         print(dump_yaml_documents(topic_resources(specs, args.strimzi_cluster)), end="")
-    elif args.output == "json":
-        rows = [
-            {
-                "name": s.name,
-                "partitions": s.partitions,
-                "replication_factor": s.replication_factor,
-                "config": dict(s.config),
-            }
-            for s in specs
-        ]
-        print(json.dumps(rows, indent=2))
-    else:
+        return EXIT_OK
+    rows = [
+        {
+            "name": s.name,
+            "partitions": s.partitions,
+            "replication_factor": s.replication_factor,
+            "config": dict(s.config),
+        }
+        for s in specs
+    ]
+
+    def table() -> str:
+        lines = []
         for spec in specs:
             settings_text = " ".join(f"{k}={v}" for k, v in sorted(spec.config.items()))
-            print(f"{spec.name} {spec.partitions} {settings_text}".rstrip())
+            lines.append(f"{spec.name} {spec.partitions} {settings_text}".rstrip())
+        return "\n".join(lines)
+
+    output.emit(args.output, rows, table)
     return EXIT_OK
 
 
@@ -210,11 +218,12 @@ def get_command(args: argparse.Namespace) -> int:
     def run(settings: Settings) -> int:
         config = read_config(settings)
         document = config_to_document(config)  # configuration only: never settings or client properties
-        if args.output == "json":
-            print(json.dumps(document, indent=2))
-        else:
+        if args.output == output.YAML:  # what `config apply -f` takes back
             print(f"# config version {config.version} from {settings.config_topic}")
             print(dump_yaml(document), end="")
+            return EXIT_OK
+        whole = {"version": config.version, "config_topic": settings.config_topic, "config": document}
+        output.emit(args.output, whole, lambda: _config_table(config))
         return EXIT_OK
 
     return _guarded(run, args)
@@ -254,6 +263,20 @@ def delete_group_command(args: argparse.Namespace) -> int:
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
+
+
+def _config_table(config: Config) -> str:
+    rows: list[tuple[object, ...]] = []
+    for app in sorted(config.apps):
+        groups = config.groups_of(app)
+        inputs = ",".join(config.apps[app].inputs)
+        if not groups:
+            rows.append((app, inputs, "-", None, None, None))
+        for group in groups:
+            for sub in group.effective_subscriptions:
+                rows.append((app, inputs, group.name, sub.priority, sub.max_unconfirmed, sub.label))
+    header = ("app", "inputs", "group", "priority", "max_unconfirmed", "expression")
+    return f"config version {config.version}\n" + output.render_table(header, rows)
 
 
 def _guarded(run: Callable[[Settings], int], args: argparse.Namespace) -> int:

@@ -35,6 +35,7 @@ def add_global_arguments(parser: argparse.ArgumentParser, *, top: bool = False) 
         parser.add_argument(
             "--log-level",
             dest=prefix + "log_level",
+            metavar="LEVEL",
             type=env_checked(ENV_LOG_LEVEL, choices=LOG_LEVELS, convert=str.upper),
             help=f"one of {', '.join(LOG_LEVELS)} (env {ENV_LOG_LEVEL}; default: the worker INFO, other commands "
             "WARNING, and librdkafka's log only with -v or --log-level)",

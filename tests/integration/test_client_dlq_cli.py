@@ -12,6 +12,7 @@ import time
 from collections import Counter
 
 import pytest
+import yaml
 
 from subroute import names
 from subroute.cli import main as cli
@@ -57,9 +58,17 @@ def test_dead_letters_listed_shown_and_redriven_once(kafka, unique, capsys) -> N
     document = json.loads(capsys.readouterr().out)
     assert document["reasons"]["rejected"] == {"dead_letters": 2, "redriven": 0, "waiting": 2}
     assert document["total"] == {"dead_letters": 3, "redriven": 0, "waiting": 3}
+    assert cli(["dlq", "list", "Jobs", "-o", "yaml", *env.common()]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == document
 
-    assert cli(["dlq", "show", "Jobs", "--reason", "rejected", "--limit", "1", *env.common()]) == 0
-    [shown] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert cli(["dlq", "show", "Jobs", "--reason", "rejected", "--limit", "2", *env.common()]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:3] == ["partition", "offset", "reason"] and len(table) == 3
+    assert "'bad-1'" in table[1] and "rejected" in table[1]
+    assert cli(["dlq", "show", "Jobs", "-o", "yaml", "--limit", "1", *env.common()]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["dead_letters"][0]["offset"] == 0
+    assert cli(["dlq", "show", "Jobs", "--reason", "rejected", "--limit", "1", "-o", "json", *env.common()]) == 0
+    [shown] = json.loads(capsys.readouterr().out)["dead_letters"]
     assert (shown["value"]["text"], shown["reason"], shown["group"]) == ("bad-1", "rejected", "workers")
     assert shown["source"] == f"{env.input}/0/1"
     assert [e["event"] for e in shown["history"]] == ["expire", "dead-letter"]

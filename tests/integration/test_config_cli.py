@@ -210,7 +210,19 @@ def test_get_prints_what_apply_wrote(corner: Corner, capsys: pytest.CaptureFixtu
     assert as_yaml.startswith("# config version 10 ")
     assert parse_yaml(as_yaml).values == parse_yaml(corner.text(CONFIG)).values
     assert corner.run("config", "get", "-o", "json") == 0
-    assert json.loads(capsys.readouterr().out) == config_to_document(read_config(corner.settings))
+    whole = json.loads(capsys.readouterr().out)
+    config = read_config(corner.settings)
+    assert whole == {
+        "version": config.version,
+        "config_topic": corner.settings.config_topic,
+        "config": config_to_document(config),
+    }
+    assert corner.run("config", "get", "-o", "table") == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0] == f"config version {config.version}"
+    assert table[1].split() == ["app", "inputs", "group", "priority", "max_unconfirmed", "expression"]
+    general = next(line for line in table if " general " in line)
+    assert general.split()[:5] == ["billing", corner.input, "general", "5", "1000"]
     # What get prints can be applied again as it is.
     assert corner.run("config", "diff", "-f", corner.file(as_yaml, "got.yaml")) == 0
 
@@ -378,6 +390,22 @@ def test_apply_refuses_an_input_that_reads_subroutes_own_topics(
     assert hand.flush(10) == 0
     with pytest.raises(ConfigVersionRefused, match="selects subroute's own topic"):
         read_config(corner.settings)
+
+
+def test_explain_prints_table_json_and_yaml(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
+    assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
+    capsys.readouterr()
+    argv = ("explain", "--app", "billing", "--header", "CustomerId=0", "--header", "OrderType=EXPRESS")
+    assert corner.run(*argv, "-o", "json") == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["config_version"] == read_config(corner.settings).version
+    [billing] = document["apps"]
+    assert (billing["app"], billing["destination"]) == ("billing", "vip")
+    assert corner.run(*argv, "-o", "yaml") == 0
+    assert yaml.safe_load(capsys.readouterr().out) == document
+    assert corner.run(*argv) == 0  # table (the default): for people
+    text = capsys.readouterr().out
+    assert text.startswith(f"config version {document['config_version']}\n") and "billing" in text
 
 
 @pytest.mark.parametrize(
