@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     from subroute.cli import explain as explain_cli
     from subroute.cli import expr as expr_cli
     from subroute.cli import queue as queue_cli
+    from subroute.cli import status as status_cli
     from subroute.cli import worker as worker_cli
     from subroute.spark import cli as spark_cli  # imports pyspark only when a spark command runs
 
@@ -31,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"subroute {metadata.version('subroute')}")
     add_global_arguments(parser, top=True)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (config_cli, worker_cli, explain_cli, expr_cli, queue_cli, spark_cli, dev_cli):
+    for module in (config_cli, worker_cli, status_cli, explain_cli, expr_cli, queue_cli, spark_cli, dev_cli):
         module.register(subparsers)
     for leaf in leaf_parsers(parser):
         add_global_arguments(leaf)

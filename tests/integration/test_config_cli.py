@@ -414,8 +414,9 @@ def test_explain_prints_table_json_and_yaml(corner: Corner, capsys: pytest.Captu
         ["config", "diff", "-f", "FILE"],
         ["dlq", "list", "billing"],
         ["explain", "--app", "billing", "--header", "CustomerId=1"],
+        ["status"],
     ],
-    ids=["config-diff", "dlq-list", "explain"],
+    ids=["config-diff", "dlq-list", "explain", "status"],
 )
 def test_every_command_reports_an_unreachable_broker_as_exit_3(
     command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -86,7 +86,9 @@ def test_a_bad_kafka_config_file_is_refused_with_its_line(tmp_path: Path) -> Non
     with pytest.raises(SettingsError, match=r"bad.properties:2: wants KEY=VALUE"):
         Settings.from_args(parsed(["--kafka-config-file", str(bad), "config", "get"]), environ={})
     with pytest.raises(SettingsError, match="No such file"):
-        Settings.from_args(parsed(["config", "get", "--kafka-config-file", str(tmp_path / "none")]), environ={})
+        Settings.from_args(
+            parsed(["config", "get", "--kafka-config-file", str(tmp_path / "none")]), environ={}
+        )
 
 
 def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:

@@ -21,7 +21,7 @@ DATA_COMMANDS = [
     ["plan", "-f", "x.yaml"],
     ["dlq", "list", "A"],
     ["dlq", "show", "A"],
-    # ["status"],
+    ["status"],
 ]
 
 
