@@ -121,6 +121,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     delete_group.add_argument("app")
     delete_group.add_argument("group")
     delete_group.set_defaults(func=delete_group_command)
+    for parser in (delete_app, delete_group):
+        parser.add_argument(
+            "--dry-run", action="store_true", help="show what would be deleted, write nothing"
+        )
 
     for parser in (apply, get, diff_parser, delete_app, delete_group):
         add_common_arguments(parser)
@@ -230,15 +234,27 @@ def get_command(args: argparse.Namespace) -> int:
 
 
 def delete_app_command(args: argparse.Namespace) -> int:
+    def keys_of(settings: Settings, values: Mapping[str, ConfigValue]) -> list[str] | None:
+        prefix = group_key(args.app, "")
+        keys = sorted(k for k in values if k.startswith(prefix))
+        if app_key(args.app) not in values and not keys:
+            print(f"subroute: there is no app {args.app!r} in {settings.config_topic}", file=sys.stderr)
+            return None
+        return [*keys, app_key(args.app)]  # one change: readers see the app and its groups go together
+
     def run(settings: Settings) -> int:
-        with ConfigWriter(settings) as writer:
-            values = writer.read().values()
-            prefix = group_key(args.app, "")
-            keys = sorted(k for k in values if k.startswith(prefix))
-            if app_key(args.app) not in values and not keys:
-                print(f"subroute: there is no app {args.app!r} in {settings.config_topic}", file=sys.stderr)
+        if args.dry_run:  # reads only: must not take the writer id (that would fence an apply running now)
+            keys = keys_of(settings, read_state(settings).values())
+            if keys is None:
                 return EXIT_INVALID
-            keys.append(app_key(args.app))  # one change: readers see the app and its groups go together
+            for key in keys:
+                print(f"- {key}")
+            print(f"dry run: would delete app {args.app} and {len(keys) - 1} group(s); nothing written")
+            return EXIT_OK
+        with ConfigWriter(settings) as writer:
+            keys = keys_of(settings, writer.read().values())
+            if keys is None:
+                return EXIT_INVALID
             writer.write([(key, None, []) for key in keys])
         print(
             f"deleted app {args.app} and {len(keys) - 1} group(s); its topics are kept "
@@ -250,12 +266,21 @@ def delete_app_command(args: argparse.Namespace) -> int:
 
 
 def delete_group_command(args: argparse.Namespace) -> int:
+    key = group_key(args.app, args.group)
+
     def run(settings: Settings) -> int:
-        with ConfigWriter(settings) as writer:
-            if group_key(args.app, args.group) not in writer.read().values():
+        if args.dry_run:
+            if key not in read_state(settings).values():
                 print(f"subroute: app {args.app!r} has no group {args.group!r}", file=sys.stderr)
                 return EXIT_INVALID
-            writer.write([(group_key(args.app, args.group), None, [])])
+            print(f"- {key}")
+            print(f"dry run: would delete group {args.group} of app {args.app}; nothing written")
+            return EXIT_OK
+        with ConfigWriter(settings) as writer:
+            if key not in writer.read().values():
+                print(f"subroute: app {args.app!r} has no group {args.group!r}", file=sys.stderr)
+                return EXIT_INVALID
+            writer.write([(key, None, [])])
         print(f"deleted group {args.group} of app {args.app}; its topic is kept")
         return EXIT_OK
 

@@ -47,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     redrive.add_argument("app", metavar="APP")
     redrive.add_argument("--reason", help="only dead letters with this reason")
+    redrive.add_argument(
+        "--dry-run", action="store_true", help="count what would be sent where, and write nothing"
+    )
     add_common_arguments(redrive)
     redrive.set_defaults(func=_redrive)
 
@@ -179,7 +182,7 @@ def _redrive(args: argparse.Namespace) -> int:
         print(f"redrive {args.app}: {done}", file=sys.stderr, flush=True)
 
     try:
-        sent = redrive(settings, args.app, groups, args.reason, progress=progress)
+        sent = redrive(settings, args.app, groups, args.reason, progress=progress, dry_run=args.dry_run)
     except QueueError as exc:  # Kafka refused a batch: the batches before it are done, run it again
         print(f"subroute: {exc}", file=sys.stderr)
         return exits.KAFKA
@@ -187,7 +190,12 @@ def _redrive(args: argparse.Namespace) -> int:
     for target in sorted(sent):
         print(f"  {sent[target]:>8} -> {target}")
     what = f" with reason {args.reason}" if args.reason else ""
-    print(f"redriven {sum(sent.values())} dead letter(s){what} of {args.app}")
+    if args.dry_run:
+        print(
+            f"dry run: would redrive {sum(sent.values())} dead letter(s){what} of {args.app}; nothing written"
+        )
+    else:
+        print(f"redriven {sum(sent.values())} dead letter(s){what} of {args.app}")
     return exits.OK
 
 

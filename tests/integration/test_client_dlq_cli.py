@@ -67,14 +67,32 @@ def test_dead_letters_listed_shown_and_redriven_once(kafka, unique, capsys) -> N
     assert "'bad-1'" in table[1] and "rejected" in table[1]
     assert cli(["dlq", "show", "Jobs", "-o", "yaml", "--limit", "1", *env.common()]) == 0
     assert yaml.safe_load(capsys.readouterr().out)["dead_letters"][0]["offset"] == 0
-    assert cli(["dlq", "show", "Jobs", "--reason", "rejected", "--limit", "1", "-o", "json", *env.common()]) == 0
+    assert (
+        cli(["dlq", "show", "Jobs", "--reason", "rejected", "--limit", "1", "-o", "json", *env.common()]) == 0
+    )
     [shown] = json.loads(capsys.readouterr().out)["dead_letters"]
     assert (shown["value"]["text"], shown["reason"], shown["group"]) == ("bad-1", "rejected", "workers")
     assert shown["source"] == f"{env.input}/0/1"
     assert [e["event"] for e in shown["history"]] == ["expire", "dead-letter"]
 
+    # --dry-run: where they would go, and nothing written: no copy, no redrive position committed
+    group_topic = env.topic("Jobs", "workers")
+    before = len(read(env, group_topic))
+    assert cli(["dlq", "redrive", "Jobs", "--dry-run", *env.common()]) == 0
+    out = capsys.readouterr().out
+    assert f"       3 -> {group_topic}" in out
+    assert "dry run: would redrive 3 dead letter(s) of Jobs; nothing written" in out
+    assert len(read(env, group_topic)) == before
+    assert cli(["dlq", "redrive", "Jobs", "--reason", "max-cancels", "--dry-run", *env.common()]) == 0
+    assert "would redrive 1 dead letter(s) with reason max-cancels" in capsys.readouterr().out
+    assert cli(["dlq", "list", "Jobs", "-o", "json", *env.common()]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == {"dead_letters": 3, "redriven": 0, "waiting": 3}
+
     assert cli(["dlq", "redrive", "Jobs", "--reason", "max-cancels", *env.common()]) == 0
     assert "redriven 1 dead letter(s) with reason max-cancels" in capsys.readouterr().out
+    assert len(read(env, group_topic)) == before + 1
+    assert cli(["dlq", "redrive", "Jobs", "--dry-run", *env.common()]) == 0  # the one redriven is not counted
+    assert "would redrive 2 dead letter(s) of Jobs" in capsys.readouterr().out
     assert cli(["dlq", "redrive", "Jobs", "--reason", "max-cancels", *env.common()]) == 0  # not repeated
     assert "redriven 0" in capsys.readouterr().out
     assert cli(["dlq", "redrive", "Jobs", *env.common()]) == 0  # the rest; the one above is not sent again
@@ -227,3 +245,4 @@ def test_redrive_memory_does_not_grow_with_the_dead_letter_topic(kafka, unique) 
     assert large - small < 40_000, (
         f"peak RSS grew by {small} kB for 2 MB of dead letters, {large} kB for 80 MB"
     )
+

@@ -235,6 +235,26 @@ def test_get_never_prints_secrets(corner: Corner, capsys: pytest.CaptureFixture[
     assert "hunter2" not in captured.out + captured.err
 
 
+def test_delete_dry_run_shows_the_keys_and_writes_nothing(
+    corner: Corner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
+    records, config = corner.records(), read_config(corner.settings)
+    capsys.readouterr()
+    assert corner.run("config", "delete", "group", "billing", "audit", "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert f"- {group_key('billing', 'audit')}\n" in out
+    assert "dry run: would delete group audit of app billing; nothing written" in out
+    assert corner.run("config", "delete", "app", "billing", "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert all(f"- {k}\n" in out for k in (app_key("billing"), group_key("billing", "vip")))
+    assert "dry run: would delete app billing and 3 group(s); nothing written" in out
+    assert corner.run("config", "delete", "app", "nope", "--dry-run") == 2
+    assert corner.run("config", "delete", "group", "billing", "nope", "--dry-run") == 2
+    assert corner.records() == records
+    assert read_config(corner.settings) == config
+
+
 def test_delete_tombstones_an_app_and_its_groups(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
     assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
     assert corner.run("config", "delete", "group", "billing", "audit") == 0
