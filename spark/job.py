@@ -233,14 +233,22 @@ def start(
 
 def run(spark: SparkSession, config: JobConfig, timeout: float | None = None) -> RunResult:
     """Run until the available data is landed (availableNow), or until ``timeout`` / Ctrl-C otherwise."""
+    from subroute.spark.progress import SparkProgress
+
     sink = BatchSink(config)
     began = time.monotonic()
     query, source_format = start(spark, config, sink)
+
+    # on a terminal, a bar: the running stages' tasks, and the rows and micro-batches landed so far
+    def figures() -> dict[str, object]:
+        return {"rows": sink.rows, "batches": sink.batches}
+
     try:
-        if timeout is None:
-            query.awaitTermination()
-        elif not query.awaitTermination(round(timeout)):
-            query.stop()
+        with SparkProgress(spark, "spark run", figures=figures):
+            if timeout is None:
+                query.awaitTermination()
+            elif not query.awaitTermination(round(timeout)):
+                query.stop()
     except KeyboardInterrupt:
         query.stop()
     return RunResult(source_format, sink.rows, sink.batches, time.monotonic() - began, sink.committed)

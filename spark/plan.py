@@ -670,19 +670,22 @@ def plan_from_args(args: argparse.Namespace) -> int:
         from subroute.spark.session import build_session
 
         session = build_session(master=args.master, app_name="subroute-plan")
+    from subroute.spark.progress import SparkProgress
+
     try:
-        result = compute_plan(
-            session,
-            settings,
-            current,
-            proposed,
-            inputs=tuple(args.input or ()),
-            since_ms=since_ms,
-            limit=args.limit,
-            evaluate_at=args.evaluate_at,
-            examples=args.examples,
-            source=args.source,
-        )
+        with SparkProgress(session, "plan"):  # a bar on a terminal only
+            result = compute_plan(
+                session,
+                settings,
+                current,
+                proposed,
+                inputs=tuple(args.input or ()),
+                since_ms=since_ms,
+                limit=args.limit,
+                evaluate_at=args.evaluate_at,
+                examples=args.examples,
+                source=args.source,
+            )
     except (KafkaException, TimeoutError) as exc:
         print(f"subroute: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -32,7 +32,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"subroute {metadata.version('subroute')}")
     add_global_arguments(parser, top=True)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (config_cli, worker_cli, status_cli, explain_cli, expr_cli, queue_cli, spark_cli, dev_cli):
+    for module in (
+        config_cli,
+        worker_cli,
+        status_cli,
+        explain_cli,
+        expr_cli,
+        queue_cli,
+        spark_cli,
+        dev_cli,
+    ):
         module.register(subparsers)
     for leaf in leaf_parsers(parser):
         add_global_arguments(leaf)

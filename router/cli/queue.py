@@ -10,6 +10,7 @@ from typing import Any
 
 from subroute import names
 from subroute.cli import exits, output
+from subroute.cli.progress import Bar
 from subroute.client import QueueError, publish
 from subroute.client.dead_letters import history_of
 from subroute.client.delivery import CANCELS, header_value, int_header
@@ -175,14 +176,19 @@ def _redrive(args: argparse.Namespace) -> int:
         return exits.INVALID
     groups = [g.name for g in config.groups_of(args.app)]
     last = RedriveProgress()
+    bar = Bar(f"redrive {args.app}", unit="letter")  # a terminal gets a bar, a pipe a line per batch
 
     def progress(done: RedriveProgress) -> None:
         nonlocal last
         last = done
-        print(f"redrive {args.app}: {done}", file=sys.stderr, flush=True)
+        if bar.enabled:
+            bar.update(done.read, redriven=done.redriven, skipped=done.skipped)
+        else:
+            print(f"redrive {args.app}: {done}", file=sys.stderr, flush=True)
 
     try:
-        sent = redrive(settings, args.app, groups, args.reason, progress=progress, dry_run=args.dry_run)
+        with bar:
+            sent = redrive(settings, args.app, groups, args.reason, progress=progress, dry_run=args.dry_run)
     except QueueError as exc:  # Kafka refused a batch: the batches before it are done, run it again
         print(f"subroute: {exc}", file=sys.stderr)
         return exits.KAFKA

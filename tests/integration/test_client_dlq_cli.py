@@ -246,3 +246,51 @@ def test_redrive_memory_does_not_grow_with_the_dead_letter_topic(kafka, unique) 
         f"peak RSS grew by {small} kB for 2 MB of dead letters, {large} kB for 80 MB"
     )
 
+
+def _redrive_with_stderr_on_a_terminal(env: Env, *argv: str) -> tuple[int, str, str]:
+    """Run ``dlq redrive`` with stderr on a pseudo-terminal (stdout a pipe): (exit code, stdout, stderr)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "subroute.cli", "dlq", "redrive", *argv, *env.common()],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        cwd=ROOT,
+    )
+    os.close(follower)
+    chunks: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed: the command is done
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    out, _ = process.communicate(timeout=120)
+    os.close(leader)
+    return process.returncode, out.decode(), b"".join(chunks).decode(errors="replace")
+
+
+def test_redrive_shows_a_bar_on_a_terminal_and_lines_in_a_pipe(kafka, unique) -> None:
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert apply(env, JOBS) == 0
+    put_dead_letters(env, "Jobs", "workers", 2500)
+    code, out, err = _redrive_with_stderr_on_a_terminal(env, "Jobs", "--dry-run")
+    assert code == 0, err
+    assert "would redrive 2500 dead letter(s)" in out
+    assert "redrive Jobs:" in err and "letter" in err and "\r" in err  # tqdm's bar, redrawn in place
+    assert "2500 read" not in err.replace("done: 2500 read", "")  # no line per batch on a terminal
+    piped = subprocess.run(
+        [sys.executable, "-m", "subroute.cli", "dlq", "redrive", "Jobs", "--dry-run", *env.common()],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert piped.returncode == 0
+    assert "\r" not in piped.stderr
+    assert (
+        "redrive Jobs: 1000 read, 1000 redriven, 0 skipped" in piped.stderr.splitlines()
+    )  # a line per batch

@@ -55,6 +55,11 @@ def test_status_document() -> None:
     assert (group["members"], group["lag"], group["max_unconfirmed"], group["full"]) == (1, 4, 3, True)
     assert group["topics"] == ["p.A.g", "p.A.g.p9"] and group["clients"] == ["c1"]
     one, two = document["router"]["workers"]
-    assert (one["config_version"], one["config_versions"], one["current"], one["backlog"]) == (8, [7, 8], True, 0)
+    assert (one["config_version"], one["config_versions"], one["current"], one["backlog"]) == (
+        8,
+        [7, 8],
+        True,
+        0,
+    )
     assert (two["config_version"], two["current"], two["backlog"]) == (7, False, 10)
     assert document["config_version"] == 8 and document["config_topic"] == "p.config"
