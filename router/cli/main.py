@@ -15,6 +15,7 @@ from subroute.ops.settings import SettingsError
 
 def build_parser() -> argparse.ArgumentParser:
     # Imported here so `subroute --help` stays quick and each command module owns its own flags.
+    from subroute.cli import completion as completion_cli
     from subroute.cli import config as config_cli
     from subroute.cli import dev as dev_cli
     from subroute.cli import explain as explain_cli
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         queue_cli,
         spark_cli,
         dev_cli,
+        completion_cli,
     ):
         module.register(subparsers)
     for leaf in leaf_parsers(parser):
@@ -61,6 +63,10 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    if argv is None:  # a shell asking for completions (subroute completion SHELL) is answered here
+        from subroute.cli.completion import complete
+
+        complete(parser)
     args = parse(parser, argv)
     try:
         code: int = args.func(args)

@@ -34,7 +34,7 @@ def add_output_argument(
             raise argparse.ArgumentTypeError(f"{raw!r}: expected one of {', '.join(formats)}")
         return value
 
-    parser.add_argument(
+    action = parser.add_argument(
         *flags,
         dest=dest,
         type=parse,
@@ -42,6 +42,7 @@ def add_output_argument(
         metavar="{" + ",".join(formats) + "}",
         help=f"output format (default {default})",
     )
+    action.completer = lambda **_: formats  # type: ignore[attr-defined]  # what shell completion offers
 
 
 def plain(document: Any) -> Any:
