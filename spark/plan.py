@@ -45,7 +45,7 @@ from subroute.cli import exits, output
 from subroute.config.codec import ConfigValue, key_of
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.validation import ConfigError, validate_group, validate_state
-from subroute.config.yaml import load_yaml_file
+from subroute.config.yaml import load_yaml_source
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
 from subroute.routing.decisions import Action, Decision, Lag, MessageView, Router, build_table
 from subroute.topic_patterns import input_matches
@@ -122,7 +122,7 @@ def config_values(config: Config) -> dict[str, ConfigValue]:
 
 def load_proposed(path: str) -> tuple[dict[str, ConfigValue], list[ConfigError]]:
     """The file's desired state and every shape and validation error (expression errors carry a caret)."""
-    parsed = load_yaml_file(path)
+    parsed = load_yaml_source(path)
     errors = parsed.errors + validate_state(parsed.values.values())
     return parsed.values, errors
 
@@ -585,7 +585,13 @@ def plan_document(result: PlanResult) -> dict[str, Any]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
-    parser.add_argument("-f", "--file", required=True, help="the proposed subscriptions YAML file")
+    parser.add_argument(
+        "-f",
+        "--file",
+        required=True,
+        metavar="FILE|DIR|-",
+        help="the proposed subscriptions YAML: a file, a directory of YAML files, or - for stdin",
+    )
     parser.add_argument(
         "--input",
         action="append",

@@ -25,11 +25,12 @@ from subroute.config.store import (
 from subroute.config.validation import ConfigError, subscription_count, validate_state
 from subroute.config.writer import ConcurrentChange, ConfigRecord, ConfigWriter
 from subroute.config.yaml import (
+    STDIN,
     ParsedConfig,
     config_to_document,
     dump_yaml,
     dump_yaml_documents,
-    load_yaml_file,
+    load_yaml_source,
 )
 from subroute.kafka import io as kafka_io
 from subroute.kafka.topics import TopicPolicy, app_topics, largest_input, topic_resources
@@ -37,6 +38,10 @@ from subroute.ops.settings import Settings, SettingsError, add_common_arguments
 from subroute.topic_patterns import input_matches
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_INVALID, EXIT_FAILED = exits.OK, exits.DIFFERENT, exits.INVALID, exits.KAFKA
+FILE_HELP = (
+    "the subscriptions YAML: a file, a directory of YAML files (one configuration together, as if one file "
+    "listed all their apps), or - for standard input"
+)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,7 +53,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     commands = config.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
 
     apply = commands.add_parser("apply", help="validate a YAML file, show the diff, write what changed")
-    apply.add_argument("-f", "--file", required=True, help="the subscriptions YAML file")
+    apply.add_argument(
+        "-f",
+        "--file",
+        required=True,
+        metavar="FILE|DIR|-",
+        help=FILE_HELP,
+    )
     apply.add_argument(
         "--prune", action="store_true", help="also delete apps and groups the file does not name"
     )
@@ -62,7 +73,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "that needs the broker: no connection is made. Without --prune, apply also checks the file together "
         "with the records it keeps, which only the config topic knows.",
     )
-    check.add_argument("-f", "--file", required=True, help="the subscriptions YAML file")
+    check.add_argument(
+        "-f",
+        "--file",
+        required=True,
+        metavar="FILE|DIR|-",
+        help=FILE_HELP,
+    )
     check.add_argument(
         "--topic-prefix",
         default=None,
@@ -79,7 +96,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--group-retention-ms apply). An app without `partitions:` is sized like its largest input, which "
         "only the broker knows: give --input-partitions.",
     )
-    topics.add_argument("-f", "--file", required=True, help="the subscriptions YAML file")
+    topics.add_argument(
+        "-f",
+        "--file",
+        required=True,
+        metavar="FILE|DIR|-",
+        help=FILE_HELP,
+    )
     topics.add_argument(
         "--input-partitions",
         type=int,
@@ -109,7 +132,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     diff_parser = commands.add_parser(
         "diff", help="show what 'apply --prune -f FILE' would change (exit 1 when something would)"
     )
-    diff_parser.add_argument("-f", "--file", required=True, help="the subscriptions YAML file")
+    diff_parser.add_argument(
+        "-f",
+        "--file",
+        required=True,
+        metavar="FILE|DIR|-",
+        help=FILE_HELP,
+    )
     diff_parser.set_defaults(func=diff_command)
 
     delete = commands.add_parser("delete", help="delete an app (with its groups) or one group")
@@ -146,17 +175,18 @@ def validate_command(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"subroute: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    parsed: ParsedConfig = load_yaml_file(args.file)
+    parsed: ParsedConfig = load_yaml_source(args.file)
+    name = "<stdin>" if args.file == STDIN else args.file
     errors = parsed.errors or validate_state(parsed.values.values(), prefix=prefix)
     if errors:
         for error in errors:
             print(f"error: {error}", file=sys.stderr)
-        print(f"{len(errors)} error(s) in {args.file}", file=sys.stderr)
+        print(f"{len(errors)} error(s) in {name}", file=sys.stderr)
         return EXIT_INVALID
     values = list(parsed.values.values())
     apps = sum(1 for v in values if isinstance(v, AppConfig))
     subscriptions = sum(subscription_count(values).values())
-    print(f"{args.file}: valid ({apps} app(s), {len(values) - apps} group(s), {subscriptions} expression(s))")
+    print(f"{name}: valid ({apps} app(s), {len(values) - apps} group(s), {subscriptions} expression(s))")
     return EXIT_OK
 
 
@@ -336,7 +366,7 @@ def print_errors(errors: Iterable[ConfigError]) -> None:
 
 def _load_desired(path: str) -> dict[str, ConfigValue] | None:
     """The file's desired state, or None after printing every shape and validation error."""
-    parsed: ParsedConfig = load_yaml_file(path)
+    parsed: ParsedConfig = load_yaml_source(path)
     errors = parsed.errors + validate_state(parsed.values.values())
     if errors:
         print_errors(errors)
