@@ -3,6 +3,8 @@ lines (``dlq redrive`` prints one per batch), never a bar's carriage returns."""
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 from types import TracebackType
 from typing import IO, Any
@@ -18,6 +20,13 @@ def on_terminal(stream: IO[str] | None = None) -> bool:
         return False
 
 
+def _columns(stream: IO[str]) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return 0
+
+
 class Bar:
     """A bar counting ``unit``s toward ``total`` (None: unknown, a counter with a rate), or nothing off a
     terminal. ``update(done, **figures)`` sets the count and shows the figures beside it."""
@@ -26,13 +35,18 @@ class Bar:
         self, description: str, *, unit: str, total: int | None = None, stream: IO[str] | None = None
     ):
         self.enabled = on_terminal(stream)
+        target = sys.stderr if stream is None else stream
+        # a terminal that reports no size (a bare pseudo-terminal) gets 80x24: tqdm would hide its bar there
+        sized = _columns(target) > 0
         self._bar: tqdm[Any] | None = (
             tqdm(
                 total=total,
                 desc=description,
                 unit=unit,
-                file=sys.stderr if stream is None else stream,
-                dynamic_ncols=True,
+                file=target,
+                dynamic_ncols=sized,
+                ncols=None if sized else 80,
+                nrows=None if sized else 24,
                 leave=False,
             )
             if self.enabled
