@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from subroute import names
+from subroute.kafka.io import admin_client
 from subroute.ops.settings import Settings, add_common_arguments, parse_key_values
 from subroute.spark import avro, commits, kafka_source
 from subroute.spark.flags import add_job_arguments
@@ -147,7 +148,7 @@ class BatchSink:
     @property
     def admin(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient(self.config.settings.client_config())
+            self._admin = admin_client(self.config.settings)
         return self._admin
 
     def _marker(self, spark: SparkSession, batch_id: int) -> tuple[Any, Any]:

@@ -103,8 +103,16 @@ def test_a_missing_kafka_config_file_is_one_line_and_exit_2(tmp_path: Path) -> N
     assert result.stderr.startswith("subroute: --kafka-config-file ") and result.stderr.count("\n") == 1
 
 
-def test_an_unreachable_broker_is_one_line_not_librdkafkas_log() -> None:
-    result = run_cli("dlq", "list", "X", "-b", CLOSED)
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "subscriptions.yaml")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["dlq", "list", "X"], ["config", "apply", "-f", EXAMPLE]],  # a consumer first; an admin client first
+    ids=["dlq-list", "config-apply"],
+)
+def test_an_unreachable_broker_is_one_line_not_librdkafkas_log(command: list[str]) -> None:
+    result = run_cli(*command, "-b", CLOSED)
     assert result.returncode == 3, result.stderr
     assert result.stderr.count("\n") == 1, result.stderr[:2000]
     assert result.stderr.startswith(f"subroute: Kafka at {CLOSED}: ")
