@@ -1,5 +1,6 @@
 """``subroute status``: per app and group, who is consuming (live members of the group's consumer group), how
-much is unconfirmed (lag on the group topic and its priority bands .p1-.p9) against ``max_unconfirmed``, what
+much is unconfirmed (lag on the group topic and its priority bands .p1-.p9) against its limit (the smallest
+``max_unconfirmed`` of its subscriptions, as the ``subroute_group_max_unconfirmed`` gauge), what
 waits on the pending and dead-letter topics; per router worker, the config version in force.
 
 A worker's config version is read from its offset commits: each commit's metadata carries the version the
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from subroute import names
-from subroute.config.model import Config, GroupConfig
+from subroute.config.model import Config
 from subroute.kafka import io as kafka_io
 from subroute.kafka.groups import (
     Commit,
@@ -26,21 +27,11 @@ from subroute.kafka.groups import (
     topic_offsets,
 )
 from subroute.ops.settings import Settings
+from subroute.routing.capacity import group_limits
 from subroute.routing.priority import band_topics
 from subroute.worker.checkpoint import version_of
 
 Offsets = Mapping[Partition, tuple[int, int]]  # (log start, end)
-
-
-def group_limit(group: GroupConfig) -> int | None:
-    """The most a group's subscriptions let it hold unconfirmed: the highest max_unconfirmed, None (unbounded)
-    when one subscription has none."""
-    limits = [s.max_unconfirmed for s in group.effective_subscriptions]
-    return (
-        None
-        if any(limit is None for limit in limits)
-        else max(limit for limit in limits if limit is not None)
-    )
 
 
 def lag(topics: list[str], commits: Mapping[Partition, Commit], offsets: Offsets) -> int:
@@ -66,6 +57,7 @@ def build(
     offsets: Offsets,
 ) -> dict[str, Any]:
     """The status document from what Kafka said (pure: tested without a broker)."""
+    limits = group_limits(config)  # as the subroute_group_max_unconfirmed gauge and its alert
     app_rows = []
     for app in apps:
         group_rows = []
@@ -74,7 +66,7 @@ def build(
             topics = band_topics(prefix, app, group.name)
             description = groups.get(group_id, GroupDescription(group_id, "dead", ()))
             unconfirmed = lag(topics, commits.get(group_id, {}), offsets)
-            limit = group_limit(group)
+            limit = limits.get((app, group.name))
             group_rows.append(
                 {
                     "group": group.name,

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.kafka.groups import Commit, GroupDescription, Member
-from subroute.ops.status import build, group_limit
+from subroute.ops.status import build
 from subroute.worker.checkpoint import version_metadata
-
-
-def test_group_limit_is_the_highest_bound_or_none_when_one_subscription_is_unbounded() -> None:
-    assert group_limit(GroupConfig("a", "g")) is None
-    bounded = (SubscriptionConfig("x", max_unconfirmed=5), SubscriptionConfig("y", max_unconfirmed=9))
-    assert group_limit(GroupConfig("a", "g", bounded)) == 9
-    assert group_limit(GroupConfig("a", "g", (*bounded, SubscriptionConfig("z")))) is None
 
 
 def test_status_document() -> None:
     config = Config(
         apps={"A": AppConfig("A", ("in",))},
-        groups={("A", "g"): GroupConfig("A", "g", (SubscriptionConfig("x", max_unconfirmed=3),))},
+        groups={
+            ("A", "g"): GroupConfig(
+                "A",
+                "g",
+                (SubscriptionConfig("x", max_unconfirmed=3), SubscriptionConfig("y", max_unconfirmed=9)),
+            )
+        },
         version=8,
     )
     offsets = {
