@@ -83,7 +83,7 @@ def configure_logging(args: argparse.Namespace, *, json_lines: bool) -> None:
     level = log_level(args, default="INFO" if json_lines else "WARNING")
     if json_lines:
         logs.configure(level)
-    else:
+    elif explicit:  # asked for: plain lines at that level; otherwise Python's logging is left as it is
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("subroute: %(levelname)s %(name)s: %(message)s"))
         root = logging.getLogger()
