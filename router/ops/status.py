@@ -73,6 +73,13 @@ def build(
                     "consumer_group": group_id,
                     "state": description.state,
                     "members": len(description.members),
+                    # as routing reads presence: None when the broker says the group is live but lists nobody
+                    # (it does not report membership: Tansu)
+                    "present": True
+                    if description.members
+                    else None
+                    if description.state == "stable"
+                    else False,
                     "clients": sorted({m.client_id for m in description.members}),
                     "lag": unconfirmed,
                     "max_unconfirmed": limit,
@@ -83,6 +90,7 @@ def build(
         app_rows.append(
             {
                 "app": app,
+                "presence": config.apps[app].presence,
                 "pending": held(names.pending_topic(prefix, app), offsets),
                 "dead_letters": held(names.dlq_topic(prefix, app), offsets),
                 "groups": group_rows,

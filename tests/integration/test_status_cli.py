@@ -28,6 +28,7 @@ apps:
     inputs: [INPUT]
     properties: {Kind: string, Urgency: int}
     priority: Urgency
+    presence: ignored  # route to the groups before their consumers attach
     groups:
       fast:
         subscriptions:
@@ -112,6 +113,7 @@ def test_status_shows_presence_lag_parked_records_and_worker_versions(
     assert (fast["lag"], fast["max_unconfirmed"], fast["full"]) == (3, 10, False)
     assert f"{env.topic('Shop', 'fast')}.p5" in fast["topics"]
     assert (slow["members"], slow["lag"], slow["max_unconfirmed"], slow["full"]) == (0, 1, None, False)
+    assert (fast["present"], slow["present"]) == (True, False)
 
     code, table = table_out
     assert code == 0 and f"config version {version}" in table

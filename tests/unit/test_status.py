@@ -51,7 +51,8 @@ def test_status_document() -> None:
     [app] = document["apps"]
     assert (app["pending"], app["dead_letters"]) == (5, 2)
     [group] = app["groups"]
-    assert (group["members"], group["lag"], group["max_unconfirmed"], group["full"]) == (1, 4, 3, True)
+    assert (group["members"], group["present"], group["lag"], group["max_unconfirmed"]) == (1, True, 4, 3)
+    assert group["full"] is True and app["presence"] == "required"
     assert group["topics"] == ["p.A.g", "p.A.g.p9"] and group["clients"] == ["c1"]
     one, two = document["router"]["workers"]
     assert (one["config_version"], one["config_versions"], one["current"], one["backlog"]) == (

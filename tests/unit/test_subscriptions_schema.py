@@ -11,6 +11,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
+from subroute.config.model import DIALECTS, FAIRNESS_MODELS, PRESENCE_MODES, PROPERTY_TYPES
 from subroute.config.yaml import APP_KEYS, GROUP_KEYS, SUBSCRIPTION_KEYS, load_yaml_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,9 +32,13 @@ def errors(validator: Draft202012Validator, document: Any) -> list[str]:
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(document)]
 
 
-def test_the_schema_names_exactly_the_keys_the_parser_takes() -> None:
+def test_the_schema_names_exactly_the_keys_and_choices_the_parser_takes() -> None:
     defs = json.loads(SCHEMA.read_text())["$defs"]
     assert set(defs["app"]["properties"]) == set(APP_KEYS)
+    app = defs["app"]["properties"]
+    assert (app["dialect"]["enum"], app["fairness"]["enum"]) == (list(DIALECTS), list(FAIRNESS_MODELS))
+    assert app["presence"]["enum"] == list(PRESENCE_MODES)
+    assert app["properties"]["additionalProperties"]["enum"] == list(PROPERTY_TYPES)
     assert set(defs["group"]["properties"]) == set(GROUP_KEYS)
     assert set(defs["subscription"]["properties"]) == set(SUBSCRIPTION_KEYS)
 
