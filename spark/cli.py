@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from subroute.cli import output
 from subroute.ops.settings import Settings, add_common_arguments
 from subroute.spark.flags import add_job_arguments
 
@@ -30,6 +31,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_common_arguments(report)
     report.add_argument("--output", required=True, metavar="DIR", help="the job's Parquet root")
+    # --output is the Parquet root here (as for `spark run`): the format is -o / --format
+    output.add_output_argument(report, flags=("-o", "--format"), dest="format")
     report.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     report.set_defaults(func=_report)
 
@@ -96,7 +99,8 @@ def _report(args: argparse.Namespace) -> int:
     settings = Settings.from_args(args)
     spark = build_session(master=args.master)
     try:
-        print(report.format_report(report.build_report(spark, args.output.rstrip("/"), settings)), flush=True)
+        result = report.build_report(spark, args.output.rstrip("/"), settings)
+        output.emit(args.format, report.report_document(result), lambda: report.format_report(result))
     finally:
         spark.stop()
     return 0

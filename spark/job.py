@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from subroute import names
+from subroute.kafka.io import admin_client
 from subroute.ops.settings import Settings, add_common_arguments, parse_key_values
 from subroute.spark import avro, commits, kafka_source
 from subroute.spark.flags import add_job_arguments
@@ -69,7 +70,7 @@ class JobConfig:
 
 def source_options(config: JobConfig) -> dict[str, str]:
     """Options both Kafka formats understand: Spark's names, client properties under ``kafka.``."""
-    options = {f"kafka.{key}": str(value) for key, value in config.settings.client_config().items()}
+    options = {f"kafka.{key}": value for key, value in config.settings.client_properties().items()}
     options["includeHeaders"] = "true"
     options["startingOffsets"] = config.starting_offsets
     if config.topics:
@@ -147,7 +148,7 @@ class BatchSink:
     @property
     def admin(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient(self.config.settings.client_config())
+            self._admin = admin_client(self.config.settings)
         return self._admin
 
     def _marker(self, spark: SparkSession, batch_id: int) -> tuple[Any, Any]:
@@ -233,14 +234,22 @@ def start(
 
 def run(spark: SparkSession, config: JobConfig, timeout: float | None = None) -> RunResult:
     """Run until the available data is landed (availableNow), or until ``timeout`` / Ctrl-C otherwise."""
+    from subroute.spark.progress import SparkProgress
+
     sink = BatchSink(config)
     began = time.monotonic()
     query, source_format = start(spark, config, sink)
+
+    # on a terminal, a bar: the running stages' tasks, and the rows and micro-batches landed so far
+    def figures() -> dict[str, object]:
+        return {"rows": sink.rows, "batches": sink.batches}
+
     try:
-        if timeout is None:
-            query.awaitTermination()
-        elif not query.awaitTermination(round(timeout)):
-            query.stop()
+        with SparkProgress(spark, "spark run", figures=figures):
+            if timeout is None:
+                query.awaitTermination()
+            elif not query.awaitTermination(round(timeout)):
+                query.stop()
     except KeyboardInterrupt:
         query.stop()
     return RunResult(source_format, sink.rows, sink.batches, time.monotonic() - began, sink.committed)

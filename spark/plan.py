@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from subroute.cli import exits
+from subroute.cli import exits, output
 from subroute.config.codec import ConfigValue, key_of
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.validation import ConfigError, validate_group, validate_state
-from subroute.config.yaml import load_yaml_file
+from subroute.config.yaml import load_yaml_source
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
 from subroute.routing.decisions import Action, Decision, Lag, MessageView, Router, build_table
 from subroute.topic_patterns import input_matches
@@ -122,7 +122,7 @@ def config_values(config: Config) -> dict[str, ConfigValue]:
 
 def load_proposed(path: str) -> tuple[dict[str, ConfigValue], list[ConfigError]]:
     """The file's desired state and every shape and validation error (expression errors carry a caret)."""
-    parsed = load_yaml_file(path)
+    parsed = load_yaml_source(path)
     errors = parsed.errors + validate_state(parsed.values.values())
     return parsed.values, errors
 
@@ -312,7 +312,7 @@ def route_records(
 
 
 def _client_config(settings: Settings) -> dict[str, str]:
-    return {key: str(value) for key, value in settings.client_config().items()}
+    return settings.client_properties()
 
 
 def _existing_topics(settings: Settings) -> list[str]:
@@ -542,12 +542,56 @@ def format_plan(result: PlanResult) -> str:
     return "\n".join(lines)
 
 
+def plan_document(result: PlanResult) -> dict[str, Any]:
+    """The plan as plain data (``plan -o json|yaml``): every fact ``format_plan`` prints."""
+    return {
+        "current_version": result.current_version,
+        "config_topic": result.config_topic,
+        "proposed": result.proposed,
+        "prune": result.prune,
+        "dropped_groups": list(result.dropped_groups),
+        "since_ms": result.since_ms,
+        "limit": result.limit,
+        "evaluate_at": result.evaluate_at,
+        "source_format": result.source_format,
+        "records": result.records,
+        "topics": dict(result.topics),
+        "missing_topics": list(result.missing_topics),
+        "apps": {
+            app: {
+                "records": sum(table.values()),
+                "moved": result.moved(app),
+                "transitions": [{"from": old, "to": new, "records": n} for (old, new), n in table.items()],
+            }
+            for app, table in result.tables.items()
+        },
+        "unmatched": result.unmatched,
+        "examples": [
+            {
+                "topic": e.topic,
+                "partition": e.partition,
+                "offset": e.offset,
+                "apps": list(e.apps),
+                "headers": [[k, None if v is None else _show_header_value(v)] for k, v in e.headers],
+            }
+            for e in result.examples
+        ],
+        "written": False,
+    }
+
+
 # --- the command --------------------------------------------------------------------------------------------
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
-    parser.add_argument("-f", "--file", required=True, help="the proposed subscriptions YAML file")
+    parser.add_argument(
+        "-f",
+        "--file",
+        required=True,
+        metavar="FILE|DIR|-",
+        help="the proposed subscriptions YAML: a file, a directory of YAML files, or - for stdin",
+    )
     parser.add_argument(
         "--input",
         action="append",
@@ -582,6 +626,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--source", choices=("auto", "kafka", "python"), default="auto", help="Kafka source")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    output.add_output_argument(parser)
 
 
 def print_errors(errors: Sequence[ConfigError]) -> None:
@@ -631,19 +676,22 @@ def plan_from_args(args: argparse.Namespace) -> int:
         from subroute.spark.session import build_session
 
         session = build_session(master=args.master, app_name="subroute-plan")
+    from subroute.spark.progress import SparkProgress
+
     try:
-        result = compute_plan(
-            session,
-            settings,
-            current,
-            proposed,
-            inputs=tuple(args.input or ()),
-            since_ms=since_ms,
-            limit=args.limit,
-            evaluate_at=args.evaluate_at,
-            examples=args.examples,
-            source=args.source,
-        )
+        with SparkProgress(session, "plan"):  # a bar on a terminal only
+            result = compute_plan(
+                session,
+                settings,
+                current,
+                proposed,
+                inputs=tuple(args.input or ()),
+                since_ms=since_ms,
+                limit=args.limit,
+                evaluate_at=args.evaluate_at,
+                examples=args.examples,
+                source=args.source,
+            )
     except (KafkaException, TimeoutError) as exc:
         print(f"subroute: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -653,5 +701,5 @@ def plan_from_args(args: argparse.Namespace) -> int:
     result.proposed = args.file
     result.prune = args.prune
     result.dropped_groups = dropped
-    print(format_plan(result), flush=True)
+    output.emit(args.output, plan_document(result), lambda: format_plan(result))
     return EXIT_OK

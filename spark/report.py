@@ -75,7 +75,7 @@ def landed_stats(spark: SparkSession, output: str) -> list[GroupStats]:
 
 def topic_sizes(settings: Settings, topics: list[str]) -> dict[str, int]:
     """Records each topic holds now; topics that do not exist are left out."""
-    consumer = kafka_source.consumer_for({k: str(v) for k, v in settings.client_config().items()})
+    consumer = kafka_source.consumer_for(settings.client_properties())
     try:
         existing = consumer.list_topics(timeout=10).topics
         partitions = [(t, p) for t in topics if t in existing for p in existing[t].partitions]
@@ -91,7 +91,7 @@ def topic_sizes(settings: Settings, topics: list[str]) -> dict[str, int]:
 
 def _apps_with_topics(settings: Settings) -> set[str]:
     """Apps that have a pending or dead-letter topic under the prefix, landed or not."""
-    consumer = kafka_source.consumer_for({k: str(v) for k, v in settings.client_config().items()})
+    consumer = kafka_source.consumer_for(settings.client_properties())
     try:
         topics = consumer.list_topics(timeout=10).topics
     finally:
@@ -119,6 +119,32 @@ def build_report(spark: SparkSession, output: str, settings: Settings) -> Report
         {app: sizes.get(topic, 0) for app, topic in pending_topics.items()},
         {app: sizes.get(topic, 0) for app, topic in dlq_topics.items()},
     )
+
+
+def report_document(report: Report) -> dict[str, object]:
+    """The report as plain data (``spark report -o json|yaml``): every figure ``format_report`` shows."""
+    apps = sorted(set(report.pending) | set(report.dead_letters))
+    return {
+        "groups": [
+            {
+                "app": g.app,
+                "group": g.group,
+                "messages": g.messages,
+                "latency_ms": {
+                    f"p{round(p * 100)}": v for p, v in zip(PERCENTILES, g.latency_ms, strict=True)
+                },
+            }
+            for g in report.groups
+        ],
+        "apps": [
+            {
+                "app": app,
+                "pending": report.pending.get(app, 0),
+                "dead_letters": report.dead_letters.get(app, 0),
+            }
+            for app in apps
+        ],
+    }
 
 
 def _ms(value: float | None) -> str:

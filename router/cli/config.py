@@ -7,12 +7,11 @@ Exit codes: 0 done (``diff``: no differences), 1 ``diff`` found differences or a
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from subroute.cli import exits
+from subroute.cli import exits, output
 from subroute.config.codec import ConfigValue, app_key, encode, group_key
 from subroute.config.diff import DELETED, Change, diff, kept, render
 from subroute.config.model import AppConfig, Config
@@ -26,11 +25,12 @@ from subroute.config.store import (
 from subroute.config.validation import ConfigError, subscription_count, validate_state
 from subroute.config.writer import ConcurrentChange, ConfigRecord, ConfigWriter
 from subroute.config.yaml import (
+    STDIN,
     ParsedConfig,
     config_to_document,
     dump_yaml,
     dump_yaml_documents,
-    load_yaml_file,
+    load_yaml_source,
 )
 from subroute.kafka import io as kafka_io
 from subroute.kafka.topics import TopicPolicy, app_topics, largest_input, topic_resources
@@ -38,6 +38,10 @@ from subroute.ops.settings import Settings, SettingsError, add_common_arguments
 from subroute.topic_patterns import input_matches
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_INVALID, EXIT_FAILED = exits.OK, exits.DIFFERENT, exits.INVALID, exits.KAFKA
+FILE_HELP = (
+    "the subscriptions YAML: a file, a directory of YAML files (one configuration together, as if one file "
+    "listed all their apps), or - for standard input"
+)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,7 +53,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     commands = config.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
 
     apply = commands.add_parser("apply", help="validate a YAML file, show the diff, write what changed")
-    apply.add_argument("-f", "--file", required=True, help="the subscriptions YAML file")
+    apply.add_argument(
+        "-f",
+        "--file",
+        required=True,
+        metavar="FILE|DIR|-",
+        help=FILE_HELP,
+    )
     apply.add_argument(
         "--prune", action="store_true", help="also delete apps and groups the file does not name"
     )
@@ -63,7 +73,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "that needs the broker: no connection is made. Without --prune, apply also checks the file together "
         "with the records it keeps, which only the config topic knows.",
     )
-    check.add_argument("-f", "--file", required=True, help="the subscriptions YAML file")
+    check.add_argument(
+        "-f",
+        "--file",
+        required=True,
+        metavar="FILE|DIR|-",
+        help=FILE_HELP,
+    )
     check.add_argument(
         "--topic-prefix",
         default=None,
@@ -80,7 +96,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--group-retention-ms apply). An app without `partitions:` is sized like its largest input, which "
         "only the broker knows: give --input-partitions.",
     )
-    topics.add_argument("-f", "--file", required=True, help="the subscriptions YAML file")
+    topics.add_argument(
+        "-f",
+        "--file",
+        required=True,
+        metavar="FILE|DIR|-",
+        help=FILE_HELP,
+    )
     topics.add_argument(
         "--input-partitions",
         type=int,
@@ -88,7 +110,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="N",
         help="partitions of apps without `partitions:`",
     )
-    topics.add_argument("-o", "--output", choices=("text", "json", "strimzi"), default="text")
+    output.add_output_argument(topics, formats=(*output.FORMATS, "strimzi"))
     topics.add_argument(
         "--strimzi-cluster",
         default="my-cluster",
@@ -98,14 +120,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_common_arguments(topics)
     topics.set_defaults(func=topics_command)
 
-    get = commands.add_parser("get", help="print the configuration in force")
-    get.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    get = commands.add_parser(
+        "get",
+        help="print the configuration in force",
+        description="-o yaml (default) prints the file `config apply -f` takes back; -o json the version, the "
+        "config topic and the same configuration; -o table one line per group.",
+    )
+    output.add_output_argument(get, default=output.YAML)
     get.set_defaults(func=get_command)
 
     diff_parser = commands.add_parser(
         "diff", help="show what 'apply --prune -f FILE' would change (exit 1 when something would)"
     )
-    diff_parser.add_argument("-f", "--file", required=True, help="the subscriptions YAML file")
+    diff_parser.add_argument(
+        "-f",
+        "--file",
+        required=True,
+        metavar="FILE|DIR|-",
+        help=FILE_HELP,
+    )
     diff_parser.set_defaults(func=diff_command)
 
     delete = commands.add_parser("delete", help="delete an app (with its groups) or one group")
@@ -117,6 +150,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     delete_group.add_argument("app")
     delete_group.add_argument("group")
     delete_group.set_defaults(func=delete_group_command)
+    for parser in (delete_app, delete_group):
+        parser.add_argument(
+            "--dry-run", action="store_true", help="show what would be deleted, write nothing"
+        )
 
     for parser in (apply, get, diff_parser, delete_app, delete_group):
         add_common_arguments(parser)
@@ -138,17 +175,18 @@ def validate_command(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"subroute: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    parsed: ParsedConfig = load_yaml_file(args.file)
+    parsed: ParsedConfig = load_yaml_source(args.file)
+    name = "<stdin>" if args.file == STDIN else args.file
     errors = parsed.errors or validate_state(parsed.values.values(), prefix=prefix)
     if errors:
         for error in errors:
             print(f"error: {error}", file=sys.stderr)
-        print(f"{len(errors)} error(s) in {args.file}", file=sys.stderr)
+        print(f"{len(errors)} error(s) in {name}", file=sys.stderr)
         return EXIT_INVALID
     values = list(parsed.values.values())
     apps = sum(1 for v in values if isinstance(v, AppConfig))
     subscriptions = sum(subscription_count(values).values())
-    print(f"{args.file}: valid ({apps} app(s), {len(values) - apps} group(s), {subscriptions} expression(s))")
+    print(f"{name}: valid ({apps} app(s), {len(values) - apps} group(s), {subscriptions} expression(s))")
     return EXIT_OK
 
 
@@ -172,21 +210,25 @@ def topics_command(args: argparse.Namespace) -> int:
     ]
     if args.output == "strimzi":
         print(dump_yaml_documents(topic_resources(specs, args.strimzi_cluster)), end="")
-    elif args.output == "json":
-        rows = [
-            {
-                "name": s.name,
-                "partitions": s.partitions,
-                "replication_factor": s.replication_factor,
-                "config": dict(s.config),
-            }
-            for s in specs
-        ]
-        print(json.dumps(rows, indent=2))
-    else:
+        return EXIT_OK
+    rows = [
+        {
+            "name": s.name,
+            "partitions": s.partitions,
+            "replication_factor": s.replication_factor,
+            "config": dict(s.config),
+        }
+        for s in specs
+    ]
+
+    def table() -> str:
+        lines = []
         for spec in specs:
             settings_text = " ".join(f"{k}={v}" for k, v in sorted(spec.config.items()))
-            print(f"{spec.name} {spec.partitions} {settings_text}".rstrip())
+            lines.append(f"{spec.name} {spec.partitions} {settings_text}".rstrip())
+        return "\n".join(lines)
+
+    output.emit(args.output, rows, table)
     return EXIT_OK
 
 
@@ -210,26 +252,39 @@ def get_command(args: argparse.Namespace) -> int:
     def run(settings: Settings) -> int:
         config = read_config(settings)
         document = config_to_document(config)  # configuration only: never settings or client properties
-        if args.output == "json":
-            print(json.dumps(document, indent=2))
-        else:
+        if args.output == output.YAML:  # what `config apply -f` takes back
             print(f"# config version {config.version} from {settings.config_topic}")
             print(dump_yaml(document), end="")
+            return EXIT_OK
+        whole = {"version": config.version, "config_topic": settings.config_topic, "config": document}
+        output.emit(args.output, whole, lambda: _config_table(config))
         return EXIT_OK
 
     return _guarded(run, args)
 
 
 def delete_app_command(args: argparse.Namespace) -> int:
+    def keys_of(settings: Settings, values: Mapping[str, ConfigValue]) -> list[str] | None:
+        prefix = group_key(args.app, "")
+        keys = sorted(k for k in values if k.startswith(prefix))
+        if app_key(args.app) not in values and not keys:
+            print(f"subroute: there is no app {args.app!r} in {settings.config_topic}", file=sys.stderr)
+            return None
+        return [*keys, app_key(args.app)]  # one change: readers see the app and its groups go together
+
     def run(settings: Settings) -> int:
-        with ConfigWriter(settings) as writer:
-            values = writer.read().values()
-            prefix = group_key(args.app, "")
-            keys = sorted(k for k in values if k.startswith(prefix))
-            if app_key(args.app) not in values and not keys:
-                print(f"subroute: there is no app {args.app!r} in {settings.config_topic}", file=sys.stderr)
+        if args.dry_run:  # reads only: must not take the writer id (that would fence an apply running now)
+            keys = keys_of(settings, read_state(settings).values())
+            if keys is None:
                 return EXIT_INVALID
-            keys.append(app_key(args.app))  # one change: readers see the app and its groups go together
+            for key in keys:
+                print(f"- {key}")
+            print(f"dry run: would delete app {args.app} and {len(keys) - 1} group(s); nothing written")
+            return EXIT_OK
+        with ConfigWriter(settings) as writer:
+            keys = keys_of(settings, writer.read().values())
+            if keys is None:
+                return EXIT_INVALID
             writer.write([(key, None, []) for key in keys])
         print(
             f"deleted app {args.app} and {len(keys) - 1} group(s); its topics are kept "
@@ -241,12 +296,21 @@ def delete_app_command(args: argparse.Namespace) -> int:
 
 
 def delete_group_command(args: argparse.Namespace) -> int:
+    key = group_key(args.app, args.group)
+
     def run(settings: Settings) -> int:
-        with ConfigWriter(settings) as writer:
-            if group_key(args.app, args.group) not in writer.read().values():
+        if args.dry_run:
+            if key not in read_state(settings).values():
                 print(f"subroute: app {args.app!r} has no group {args.group!r}", file=sys.stderr)
                 return EXIT_INVALID
-            writer.write([(group_key(args.app, args.group), None, [])])
+            print(f"- {key}")
+            print(f"dry run: would delete group {args.group} of app {args.app}; nothing written")
+            return EXIT_OK
+        with ConfigWriter(settings) as writer:
+            if key not in writer.read().values():
+                print(f"subroute: app {args.app!r} has no group {args.group!r}", file=sys.stderr)
+                return EXIT_INVALID
+            writer.write([(key, None, [])])
         print(f"deleted group {args.group} of app {args.app}; its topic is kept")
         return EXIT_OK
 
@@ -254,6 +318,20 @@ def delete_group_command(args: argparse.Namespace) -> int:
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
+
+
+def _config_table(config: Config) -> str:
+    rows: list[tuple[object, ...]] = []
+    for app in sorted(config.apps):
+        groups = config.groups_of(app)
+        inputs = ",".join(config.apps[app].inputs)
+        if not groups:
+            rows.append((app, inputs, "-", None, None, None))
+        for group in groups:
+            for sub in group.effective_subscriptions:
+                rows.append((app, inputs, group.name, sub.priority, sub.max_unconfirmed, sub.label))
+    header = ("app", "inputs", "group", "priority", "max_unconfirmed", "expression")
+    return f"config version {config.version}\n" + output.render_table(header, rows)
 
 
 def _guarded(run: Callable[[Settings], int], args: argparse.Namespace) -> int:
@@ -288,7 +366,7 @@ def print_errors(errors: Iterable[ConfigError]) -> None:
 
 def _load_desired(path: str) -> dict[str, ConfigValue] | None:
     """The file's desired state, or None after printing every shape and validation error."""
-    parsed: ParsedConfig = load_yaml_file(path)
+    parsed: ParsedConfig = load_yaml_source(path)
     errors = parsed.errors + validate_state(parsed.values.values())
     if errors:
         print_errors(errors)

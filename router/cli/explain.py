@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from typing import cast
 
+from subroute.cli import output
 from subroute.config.store import read_config
 from subroute.kafka import io as kafka_io
 from subroute.kafka.io import Headers
@@ -28,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--topic", help="input topic of a stored message (or of the headers given)")
     parser.add_argument("--partition", type=int)
     parser.add_argument("--offset", type=int)
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    output.add_output_argument(parser)
     parser.set_defaults(func=_run)
 
 
@@ -61,11 +60,8 @@ def _run(args: argparse.Namespace) -> int:
     lag = _measure(monitor, settings)
     only = args.app
     report = explain(table, message, lag, int(time.time() * 1000), app=only if only else None)
-    if args.output == "json":
-        print(json.dumps(to_document(report, config.version)))
-        return 0
-    sys.stdout.write(f"config version {config.version}\n")
-    sys.stdout.write(render(report))
+    document = to_document(report, config.version)
+    output.emit(args.output, document, lambda: f"config version {config.version}\n{render(report)}")
     return 0
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 import sys
 from typing import Any
 
 from subroute import names
-from subroute.cli import exits
+from subroute.cli import exits, output
+from subroute.cli.progress import Bar
 from subroute.client import QueueError, publish
 from subroute.client.dead_letters import history_of
 from subroute.client.delivery import CANCELS, header_value, int_header
@@ -26,16 +26,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     listing = actions.add_parser("list", help="dead letters of APP counted by reason")
     listing.add_argument("app", metavar="APP")
-    listing.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    output.add_output_argument(listing)
     add_common_arguments(listing)
     listing.set_defaults(func=_list)
 
-    show = actions.add_parser("show", help="dead letters of APP, one JSON object per line")
+    show = actions.add_parser(
+        "show",
+        help="dead letters of APP: a table, or every field (key, value, headers' history) with -o json|yaml",
+    )
     show.add_argument("app", metavar="APP")
     show.add_argument(
         "--reason", help="only this reason (max-cancels, max-deliveries, expired, rejected, ...)"
     )
     show.add_argument("--limit", type=int, default=20, help="at most this many (default 20; 0: all)")
+    output.add_output_argument(show)
     add_common_arguments(show)
     show.set_defaults(func=_show)
 
@@ -44,6 +48,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     redrive.add_argument("app", metavar="APP")
     redrive.add_argument("--reason", help="only dead letters with this reason")
+    redrive.add_argument(
+        "--dry-run", action="store_true", help="count what would be sent where, and write nothing"
+    )
     add_common_arguments(redrive)
     redrive.set_defaults(func=_redrive)
 
@@ -82,16 +89,18 @@ def _list(args: argparse.Namespace) -> int:
             counts[1] += dead_letters.state.redriven(letter)
     total = sum(c[0] for c in by_reason.values())
     redriven_total = sum(c[1] for c in by_reason.values())
-    if args.output == "json":
-        reasons = {r: {"dead_letters": t, "redriven": d, "waiting": t - d} for r, (t, d) in by_reason.items()}
-        total_counts = {"dead_letters": total, "redriven": redriven_total, "waiting": total - redriven_total}
-        print(json.dumps({"app": args.app, "reasons": dict(sorted(reasons.items())), "total": total_counts}))
-        return exits.OK
-    print(f"{'reason':<20} {'dead letters':>12} {'redriven':>9} {'waiting':>8}")
-    for reason in sorted(by_reason):
-        count, redriven = by_reason[reason]
-        print(f"{reason:<20} {count:>12} {redriven:>9} {count - redriven:>8}")
-    print(f"{'total':<20} {total:>12} {redriven_total:>9} {total - redriven_total:>8}")
+    reasons = {
+        r: {"dead_letters": t, "redriven": d, "waiting": t - d} for r, (t, d) in sorted(by_reason.items())
+    }
+    total_counts = {"dead_letters": total, "redriven": redriven_total, "waiting": total - redriven_total}
+    document = {"app": args.app, "reasons": reasons, "total": total_counts}
+
+    def table() -> str:
+        rows = [(r, c["dead_letters"], c["redriven"], c["waiting"]) for r, c in [*reasons.items()]]
+        rows.append(("total", total, redriven_total, total - redriven_total))
+        return output.render_table(("reason", "dead letters", "redriven", "waiting"), rows)
+
+    output.emit(args.output, document, table)
     return exits.OK
 
 
@@ -108,16 +117,39 @@ def _show(args: argparse.Namespace) -> int:
     settings = Settings.from_args(args)
     if _configured(settings, args.app) is None:
         return exits.INVALID
-    shown = 0
+    shown: list[dict[str, Any]] = []
     with DeadLetterTopic(settings, args.app) as dead_letters:
         for letter in dead_letters.letters(from_start=True):
             if args.reason and letter.reason != args.reason:
                 continue
-            if args.limit and shown >= args.limit:
+            if args.limit and len(shown) >= args.limit:
                 break
-            shown += 1
-            print(json.dumps(_shown(letter, dead_letters.state.redriven(letter)), separators=(",", ":")))
+            shown.append(_shown(letter, dead_letters.state.redriven(letter)))
+
+    def table() -> str:
+        header = ("partition", "offset", "reason", "group", "deliveries", "redriven", "value")
+        rows = [
+            (
+                s["partition"],
+                s["offset"],
+                s["reason"],
+                s["group"],
+                s["deliveries"],
+                s["redriven"],
+                _brief(s["value"]),
+            )
+            for s in shown
+        ]
+        return output.render_table(header, rows)
+
+    output.emit(args.output, {"app": args.app, "dead_letters": shown}, table)
     return exits.OK
+
+
+def _brief(value: dict[str, Any], width: int = 40) -> str:
+    text = value.get("text")
+    shown = f"base64:{value['base64']}" if text is None and "base64" in value else repr(text) if text else "-"
+    return shown if len(shown) <= width else shown[: width - 3] + "..."
 
 
 def _shown(letter: DeadLetter, redriven: bool) -> dict[str, Any]:
@@ -144,14 +176,19 @@ def _redrive(args: argparse.Namespace) -> int:
         return exits.INVALID
     groups = [g.name for g in config.groups_of(args.app)]
     last = RedriveProgress()
+    bar = Bar(f"redrive {args.app}", unit="letter")  # a terminal gets a bar, a pipe a line per batch
 
     def progress(done: RedriveProgress) -> None:
         nonlocal last
         last = done
-        print(f"redrive {args.app}: {done}", file=sys.stderr, flush=True)
+        if bar.enabled:
+            bar.update(done.read, redriven=done.redriven, skipped=done.skipped)
+        else:
+            print(f"redrive {args.app}: {done}", file=sys.stderr, flush=True)
 
     try:
-        sent = redrive(settings, args.app, groups, args.reason, progress=progress)
+        with bar:
+            sent = redrive(settings, args.app, groups, args.reason, progress=progress, dry_run=args.dry_run)
     except QueueError as exc:  # Kafka refused a batch: the batches before it are done, run it again
         print(f"subroute: {exc}", file=sys.stderr)
         return exits.KAFKA
@@ -159,7 +196,12 @@ def _redrive(args: argparse.Namespace) -> int:
     for target in sorted(sent):
         print(f"  {sent[target]:>8} -> {target}")
     what = f" with reason {args.reason}" if args.reason else ""
-    print(f"redriven {sum(sent.values())} dead letter(s){what} of {args.app}")
+    if args.dry_run:
+        print(
+            f"dry run: would redrive {sum(sent.values())} dead letter(s){what} of {args.app}; nothing written"
+        )
+    else:
+        print(f"redriven {sum(sent.values())} dead letter(s){what} of {args.app}")
     return exits.OK
 
 

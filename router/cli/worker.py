@@ -8,7 +8,6 @@ import os
 import signal
 from types import FrameType
 
-from subroute.ops import logs
 from subroute.ops.http import serve
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings, add_common_arguments, env_checked
@@ -16,8 +15,6 @@ from subroute.worker.loop import AT_LEAST_ONCE, GUARANTEES, Worker, WorkerOption
 from subroute.worker.window import DEFAULT_COMMIT_MS, DEFAULT_COMMIT_RECORDS, CommitInterval
 
 log = logging.getLogger(__name__)
-
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -80,17 +77,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how often the consumer groups' membership is read for apps with presence: required; 0 counts "
         "every group as present (env SUBROUTE_PRESENCE_REFRESH_SECONDS)",
     )
-    worker.add_argument(
-        "--log-level",
-        type=env_checked("SUBROUTE_LOG_LEVEL", choices=LOG_LEVELS, convert=str.upper),
-        default=os.environ.get("SUBROUTE_LOG_LEVEL", "INFO"),
-        help=f"one of {', '.join(LOG_LEVELS)} (env SUBROUTE_LOG_LEVEL)",
-    )
     worker.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    logs.configure(args.log_level)
+    # logging (JSON lines, --log-level / SUBROUTE_LOG_LEVEL, default INFO) is set up by subroute.cli.main
     settings = Settings.from_args(args)
     options = WorkerOptions(
         guarantee=args.guarantee,

@@ -212,9 +212,14 @@ def redrive(
     groups: Sequence[str],
     reason: str | None = None,
     progress: Callable[[RedriveProgress], None] | None = None,
+    *,
+    dry_run: bool = False,
 ) -> dict[str, int]:
     """Send the dead letters of ``app`` not redriven yet (of ``reason`` only, when given) back to their group
     topics with the delivery count reset: records per target topic.
+
+    ``dry_run``: read them and count where each would go, and write nothing: no producer (its transactional id
+    would fence a redrive running now), no copy, no commit.
 
     Batch by batch, each one transaction with the redrive position (``progress`` is called after each). If a
     batch fails (QueueError), nothing of it is committed; the batches before it are, and running the redrive
@@ -231,6 +236,19 @@ def redrive(
             if reason is not None:
                 position = max(position, state.by_reason[reason].get(partition, 0))
             starts[partition] = position or OFFSET_BEGINNING
+        if dry_run:
+            for batch in dead_letters.batches(starts):
+                for letter in batch:
+                    if state.redriven(letter) or (reason is not None and letter.reason != reason):
+                        done.skipped += 1
+                        continue
+                    target = redrive_target(prefix, app, letter.headers, list(groups))
+                    sent[target] = sent.get(target, 0) + 1
+                    done.redriven += 1
+                done.read += len(batch)
+                if progress is not None:
+                    progress(done)
+            return sent
         producer = kafka_io.producer(
             settings,
             **{

@@ -31,10 +31,11 @@ Groups take their position in the file as their ``order``.
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
@@ -168,6 +169,47 @@ def load_yaml_file(path: str | Path) -> ParsedConfig:
     except (OSError, UnicodeDecodeError) as exc:
         return ParsedConfig(errors=[ConfigError(str(path), f"cannot read the file: {exc}")])
     return parse_yaml(text, str(path))
+
+
+STDIN = "-"
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def yaml_files(directory: Path) -> list[Path]:
+    """The YAML files directly in ``directory`` (not below it; hidden files skipped), by name."""
+    return sorted(
+        p
+        for p in directory.iterdir()
+        if p.suffix in YAML_SUFFIXES and p.is_file() and not p.name.startswith(".")
+    )
+
+
+def load_yaml_source(source: str, stdin: TextIO | None = None) -> ParsedConfig:
+    """What ``-f`` names: a file, ``-`` (standard input), or a directory whose YAML files are one configuration
+    together (each names its own apps; an app named in two files is an error, as two definitions would be)."""
+    if source == STDIN:
+        try:
+            return parse_yaml((stdin or sys.stdin).read(), "<stdin>")
+        except UnicodeDecodeError as exc:
+            return ParsedConfig(errors=[ConfigError("<stdin>", f"cannot read standard input: {exc}")])
+    path = Path(source)
+    if not path.is_dir():
+        return load_yaml_file(path)
+    files = yaml_files(path)
+    if not files:
+        return ParsedConfig(errors=[ConfigError(source, "no .yaml or .yml file in this directory")])
+    merged = ParsedConfig()
+    owner: dict[str, Path] = {}
+    for file in files:
+        parsed = load_yaml_file(file)
+        merged.errors.extend(parsed.errors)
+        for key, value in parsed.values.items():
+            if key in owner:
+                merged.errors.append(ConfigError(key, f"defined in both {owner[key]} and {file}"))
+                continue
+            owner[key] = file
+            merged.values[key] = value
+    return merged
 
 
 class _Shape:

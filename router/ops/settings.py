@@ -8,6 +8,7 @@ own names: ``--kafka-config security.protocol=SASL_SSL`` or ``SUBROUTE_KAFKA_SEC
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,9 @@ ENV_PARKED_RETENTION = "SUBROUTE_PARKED_RETENTION_MS"
 ENV_GROUP_RETENTION = "SUBROUTE_GROUP_RETENTION_MS"
 ENV_REPLICATION = "SUBROUTE_TOPIC_REPLICATION_FACTOR"
 DEFAULT_BOOTSTRAP = "localhost:9092"
+# librdkafka's own log goes through Python logging under this name (confluent-kafka's ``logger`` key), never
+# straight to stderr from its threads: the CLI keeps it quiet unless -v, the worker logs it as JSON.
+LIBRDKAFKA_LOGGER = "subroute.librdkafka"
 
 # Substrings of librdkafka property names whose values must never be printed, logged or exported.
 _SECRET_MARKERS = ("password", "secret", "sasl.username", "key.pem", "keystore", "token", "private")
@@ -63,6 +67,29 @@ class SettingsError(ValueError):
     """A flag or environment variable has a value that cannot be used."""
 
 
+def read_properties_file(path: str) -> dict[str, str]:
+    """A Java-style properties file of librdkafka settings (as kcat -F reads): ``key=value`` (or ``key: value``)
+    per line; blank lines and lines starting ``#`` or ``!`` are skipped; a later key wins."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except OSError as exc:
+        raise SettingsError(f"--kafka-config-file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise SettingsError(f"--kafka-config-file {path}: not UTF-8 text") from None
+    properties: dict[str, str] = {}
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text[0] in "#!":
+            continue
+        cut = min((i for i in (text.find("="), text.find(":")) if i >= 0), default=-1)
+        key = text[:cut].strip() if cut > 0 else ""
+        if not key:
+            raise SettingsError(f"--kafka-config-file {path}:{number}: wants KEY=VALUE, got {text[:60]!r}")
+        properties[key] = text[cut + 1 :].strip()
+    return properties
+
+
 @dataclass(frozen=True)
 class Settings:
     bootstrap_servers: str = DEFAULT_BOOTSTRAP
@@ -74,6 +101,8 @@ class Settings:
     group_retention_ms: int | None = None
     # replication factor of every topic subroute creates; -1 is the broker's default.replication.factor.
     replication_factor: int = -1
+    # where librdkafka's log goes (confluent-kafka's ``logger``); None: librdkafka's default, stderr
+    client_logger: logging.Logger | None = field(default=None, compare=False)
 
     def client_config(
         self,
@@ -85,7 +114,13 @@ class Settings:
         config.update(defaults or {})
         config.update(self.kafka_config)
         config.update(overrides or {})
+        if self.client_logger is not None:
+            config["logger"] = self.client_logger
         return config
+
+    def client_properties(self) -> dict[str, str]:
+        """The librdkafka properties alone, as text (for Spark's Kafka source): no Python logger."""
+        return {key: str(value) for key, value in self.client_config().items() if key != "logger"}
 
     @property
     def config_topic(self) -> str:
@@ -101,6 +136,10 @@ class Settings:
     def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
         kafka_config = kafka_config_from_env(env)
+        # environment < --kafka-config-file < --kafka-config: what is spelled out on the command line wins
+        properties_file = getattr(args, "kafka_config_file", None)
+        if properties_file:
+            kafka_config.update(read_properties_file(properties_file))
         kafka_config.update(parse_key_values(getattr(args, "kafka_config", None), "--kafka-config"))
         bootstrap = getattr(args, "bootstrap_servers", None) or env.get(ENV_BOOTSTRAP) or DEFAULT_BOOTSTRAP
         prefix = getattr(args, "topic_prefix", None) or env.get(ENV_PREFIX) or names.DEFAULT_TOPIC_PREFIX
@@ -134,6 +173,7 @@ class Settings:
             parked_retention_ms=-1 if parked is None else parked,
             group_retention_ms=group,
             replication_factor=-1 if replication is None else replication,
+            client_logger=logging.getLogger(LIBRDKAFKA_LOGGER),
         )
 
 
@@ -166,39 +206,72 @@ def env_checked(
     return parse
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags every command takes."""
-    parser.add_argument(
+COMMON_DESTS = (
+    "bootstrap_servers",
+    "topic_prefix",
+    "parked_retention_ms",
+    "group_retention_ms",
+    "replication_factor",
+    "kafka_config",
+    "kafka_config_file",
+)
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, *, dest_prefix: str = "") -> None:
+    """Flags every command takes. A flag the parser already has (a command's own) is left to it; ``dest_prefix``
+    keeps the values given before the subcommand apart from those after it (``subroute.cli.main`` merges them)."""
+
+    def add(*flags: str, dest: str, **kwargs: Any) -> None:
+        if not any(flag in parser._option_string_actions for flag in flags):
+            parser.add_argument(*flags, dest=dest_prefix + dest, **kwargs)
+
+    add(
+        "-b",
         "--bootstrap-servers",
+        "--bootstrap-server",
+        dest="bootstrap_servers",
         metavar="HOSTS",
         help=f"Kafka bootstrap servers (env {ENV_BOOTSTRAP}, default {DEFAULT_BOOTSTRAP})",
     )
-    parser.add_argument(
+    add(
         "--topic-prefix",
+        dest="topic_prefix",
         metavar="PREFIX",
         help=f"prefix of every subroute topic (env {ENV_PREFIX}, default {names.DEFAULT_TOPIC_PREFIX})",
     )
-    parser.add_argument(
+    add(
         "--parked-retention-ms",
+        dest="parked_retention_ms",
         metavar="MS",
         help=f"retention.ms of the pending and dead-letter topics subroute creates (env {ENV_PARKED_RETENTION}, "
         "default -1: unlimited; existing topics are left as they are)",
     )
-    parser.add_argument(
+    add(
         "--group-retention-ms",
+        dest="group_retention_ms",
         metavar="MS",
         help=f"retention.ms of the group and band topics subroute creates (env {ENV_GROUP_RETENTION}, default: "
         "the broker's; -1: unlimited)",
     )
-    parser.add_argument(
+    add(
         "--replication-factor",
+        dest="replication_factor",
         metavar="N",
         help=f"replication factor of the topics subroute creates (env {ENV_REPLICATION}, default -1: the broker's "
         "default.replication.factor)",
     )
-    parser.add_argument(
+    add(
         "--kafka-config",
+        dest="kafka_config",
         action="append",
         metavar="KEY=VALUE",
-        help="librdkafka property, repeatable (env SUBROUTE_KAFKA_<NAME>, e.g. SUBROUTE_KAFKA_SASL_MECHANISM)",
+        help="librdkafka property, repeatable; wins over --kafka-config-file and the environment "
+        "(env SUBROUTE_KAFKA_<NAME>, e.g. SUBROUTE_KAFKA_SASL_MECHANISM)",
+    )
+    add(
+        "--kafka-config-file",
+        dest="kafka_config_file",
+        metavar="FILE",
+        help="a properties file of librdkafka settings, one KEY=VALUE a line, # comments (as kcat -F); "
+        "wins over the environment",
     )

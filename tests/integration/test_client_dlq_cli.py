@@ -12,6 +12,7 @@ import time
 from collections import Counter
 
 import pytest
+import yaml
 
 from subroute import names
 from subroute.cli import main as cli
@@ -57,15 +58,41 @@ def test_dead_letters_listed_shown_and_redriven_once(kafka, unique, capsys) -> N
     document = json.loads(capsys.readouterr().out)
     assert document["reasons"]["rejected"] == {"dead_letters": 2, "redriven": 0, "waiting": 2}
     assert document["total"] == {"dead_letters": 3, "redriven": 0, "waiting": 3}
+    assert cli(["dlq", "list", "Jobs", "-o", "yaml", *env.common()]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == document
 
-    assert cli(["dlq", "show", "Jobs", "--reason", "rejected", "--limit", "1", *env.common()]) == 0
-    [shown] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert cli(["dlq", "show", "Jobs", "--reason", "rejected", "--limit", "2", *env.common()]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:3] == ["partition", "offset", "reason"] and len(table) == 3
+    assert "'bad-1'" in table[1] and "rejected" in table[1]
+    assert cli(["dlq", "show", "Jobs", "-o", "yaml", "--limit", "1", *env.common()]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["dead_letters"][0]["offset"] == 0
+    assert (
+        cli(["dlq", "show", "Jobs", "--reason", "rejected", "--limit", "1", "-o", "json", *env.common()]) == 0
+    )
+    [shown] = json.loads(capsys.readouterr().out)["dead_letters"]
     assert (shown["value"]["text"], shown["reason"], shown["group"]) == ("bad-1", "rejected", "workers")
     assert shown["source"] == f"{env.input}/0/1"
     assert [e["event"] for e in shown["history"]] == ["expire", "dead-letter"]
 
+    # --dry-run: where they would go, and nothing written: no copy, no redrive position committed
+    group_topic = env.topic("Jobs", "workers")
+    before = len(read(env, group_topic))
+    assert cli(["dlq", "redrive", "Jobs", "--dry-run", *env.common()]) == 0
+    out = capsys.readouterr().out
+    assert f"       3 -> {group_topic}" in out
+    assert "dry run: would redrive 3 dead letter(s) of Jobs; nothing written" in out
+    assert len(read(env, group_topic)) == before
+    assert cli(["dlq", "redrive", "Jobs", "--reason", "max-cancels", "--dry-run", *env.common()]) == 0
+    assert "would redrive 1 dead letter(s) with reason max-cancels" in capsys.readouterr().out
+    assert cli(["dlq", "list", "Jobs", "-o", "json", *env.common()]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == {"dead_letters": 3, "redriven": 0, "waiting": 3}
+
     assert cli(["dlq", "redrive", "Jobs", "--reason", "max-cancels", *env.common()]) == 0
     assert "redriven 1 dead letter(s) with reason max-cancels" in capsys.readouterr().out
+    assert len(read(env, group_topic)) == before + 1
+    assert cli(["dlq", "redrive", "Jobs", "--dry-run", *env.common()]) == 0  # the one redriven is not counted
+    assert "would redrive 2 dead letter(s) of Jobs" in capsys.readouterr().out
     assert cli(["dlq", "redrive", "Jobs", "--reason", "max-cancels", *env.common()]) == 0  # not repeated
     assert "redriven 0" in capsys.readouterr().out
     assert cli(["dlq", "redrive", "Jobs", *env.common()]) == 0  # the rest; the one above is not sent again
@@ -218,3 +245,52 @@ def test_redrive_memory_does_not_grow_with_the_dead_letter_topic(kafka, unique) 
     assert large - small < 40_000, (
         f"peak RSS grew by {small} kB for 2 MB of dead letters, {large} kB for 80 MB"
     )
+
+
+def _redrive_with_stderr_on_a_terminal(env: Env, *argv: str) -> tuple[int, str, str]:
+    """Run ``dlq redrive`` with stderr on a pseudo-terminal (stdout a pipe): (exit code, stdout, stderr)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "subroute.cli", "dlq", "redrive", *argv, *env.common()],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        cwd=ROOT,
+    )
+    os.close(follower)
+    chunks: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed: the command is done
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    out, _ = process.communicate(timeout=120)
+    os.close(leader)
+    return process.returncode, out.decode(), b"".join(chunks).decode(errors="replace")
+
+
+def test_redrive_shows_a_bar_on_a_terminal_and_lines_in_a_pipe(kafka, unique) -> None:
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert apply(env, JOBS) == 0
+    put_dead_letters(env, "Jobs", "workers", 2500)
+    code, out, err = _redrive_with_stderr_on_a_terminal(env, "Jobs", "--dry-run")
+    assert code == 0, err
+    assert "would redrive 2500 dead letter(s)" in out
+    assert "redrive Jobs:" in err and "letter" in err and "\r" in err  # tqdm's bar, redrawn in place
+    assert "2500 read" not in err.replace("done: 2500 read", "")  # no line per batch on a terminal
+    piped = subprocess.run(
+        [sys.executable, "-m", "subroute.cli", "dlq", "redrive", "Jobs", "--dry-run", *env.common()],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert piped.returncode == 0
+    assert "\r" not in piped.stderr
+    assert (
+        "redrive Jobs: 1000 read, 1000 redriven, 0 skipped" in piped.stderr.splitlines()
+    )  # a line per batch

@@ -210,7 +210,19 @@ def test_get_prints_what_apply_wrote(corner: Corner, capsys: pytest.CaptureFixtu
     assert as_yaml.startswith("# config version 10 ")
     assert parse_yaml(as_yaml).values == parse_yaml(corner.text(CONFIG)).values
     assert corner.run("config", "get", "-o", "json") == 0
-    assert json.loads(capsys.readouterr().out) == config_to_document(read_config(corner.settings))
+    whole = json.loads(capsys.readouterr().out)
+    config = read_config(corner.settings)
+    assert whole == {
+        "version": config.version,
+        "config_topic": corner.settings.config_topic,
+        "config": config_to_document(config),
+    }
+    assert corner.run("config", "get", "-o", "table") == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0] == f"config version {config.version}"
+    assert table[1].split() == ["app", "inputs", "group", "priority", "max_unconfirmed", "expression"]
+    general = next(line for line in table if " general " in line)
+    assert general.split()[:5] == ["billing", corner.input, "general", "5", "1000"]
     # What get prints can be applied again as it is.
     assert corner.run("config", "diff", "-f", corner.file(as_yaml, "got.yaml")) == 0
 
@@ -221,6 +233,26 @@ def test_get_never_prints_secrets(corner: Corner, capsys: pytest.CaptureFixture[
     assert corner.run("config", "get", "--kafka-config", "sasl.password=hunter2-secret") == 0
     captured = capsys.readouterr()
     assert "hunter2" not in captured.out + captured.err
+
+
+def test_delete_dry_run_shows_the_keys_and_writes_nothing(
+    corner: Corner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
+    records, config = corner.records(), read_config(corner.settings)
+    capsys.readouterr()
+    assert corner.run("config", "delete", "group", "billing", "audit", "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert f"- {group_key('billing', 'audit')}\n" in out
+    assert "dry run: would delete group audit of app billing; nothing written" in out
+    assert corner.run("config", "delete", "app", "billing", "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert all(f"- {k}\n" in out for k in (app_key("billing"), group_key("billing", "vip")))
+    assert "dry run: would delete app billing and 3 group(s); nothing written" in out
+    assert corner.run("config", "delete", "app", "nope", "--dry-run") == 2
+    assert corner.run("config", "delete", "group", "billing", "nope", "--dry-run") == 2
+    assert corner.records() == records
+    assert read_config(corner.settings) == config
 
 
 def test_delete_tombstones_an_app_and_its_groups(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
@@ -380,14 +412,33 @@ def test_apply_refuses_an_input_that_reads_subroutes_own_topics(
         read_config(corner.settings)
 
 
+def test_explain_prints_table_json_and_yaml(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
+    assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
+    capsys.readouterr()
+    argv = ("explain", "--app", "billing", "--header", "CustomerId=0", "--header", "OrderType=EXPRESS")
+    assert corner.run(*argv, "-o", "json") == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["config_version"] == read_config(corner.settings).version
+    [billing] = document["apps"]
+    assert billing["app"] == "billing" and billing["action"]  # where it goes depends on presence (no consumers)
+    matched = [s["expression"] for s in billing["subscriptions"] if s["match"]]
+    assert "CustomerId == 0" in matched
+    assert corner.run(*argv, "-o", "yaml") == 0
+    assert yaml.safe_load(capsys.readouterr().out) == document
+    assert corner.run(*argv) == 0  # table (the default): for people
+    text = capsys.readouterr().out
+    assert text.startswith(f"config version {document['config_version']}\n") and "billing" in text
+
+
 @pytest.mark.parametrize(
     "command",
     [
         ["config", "diff", "-f", "FILE"],
         ["dlq", "list", "billing"],
         ["explain", "--app", "billing", "--header", "CustomerId=1"],
+        ["status"],
     ],
-    ids=["config-diff", "dlq-list", "explain"],
+    ids=["config-diff", "dlq-list", "explain", "status"],
 )
 def test_every_command_reports_an_unreachable_broker_as_exit_3(
     command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]

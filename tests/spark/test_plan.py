@@ -3,6 +3,7 @@ a refused proposal, and a config topic left as it was."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -180,6 +181,12 @@ def test_plan_command_since_limit_prune(
     assert "--prune" in out
     assert "unmatched: none" in out
     assert spark_session.sparkContext._jsc is not None  # the shared session was reused, not stopped
+
+    assert cli(["plan", "-f", str(history.proposed), *env.common(), *args, "-o", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)  # the same plan as data
+    assert document["records"] == 5 and document["prune"] is True and document["written"] is False
+    assert {"from": "big", "to": "(filtered)", "records": 1} in document["apps"]["billing"]["transitions"]
+    assert document["apps"]["billing"]["moved"] == 1 and document["unmatched"] == 0
 
 
 def test_invalid_proposal_exits_2_with_a_caret(history: History, capsys: pytest.CaptureFixture[str]) -> None:

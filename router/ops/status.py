@@ -1,0 +1,155 @@
+"""``subroute status``: per app and group, who is consuming (live members of the group's consumer group), how
+much is unconfirmed (lag on the group topic and its priority bands .p1-.p9) against its limit (the smallest
+``max_unconfirmed`` of its subscriptions, as the ``subroute_group_max_unconfirmed`` gauge), what
+waits on the pending and dead-letter topics; per router worker, the config version in force.
+
+A worker's config version is read from its offset commits: each commit's metadata carries the version the
+committed records were routed under (``worker.checkpoint.version_metadata``). A worker's version is the newest
+one among the commits of the input partitions assigned to it (a partition idle since an older version keeps
+that version's commit); ``None`` until it has committed (or on a broker that drops commit metadata).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from subroute import names
+from subroute.config.model import Config
+from subroute.kafka import io as kafka_io
+from subroute.kafka.groups import (
+    Commit,
+    GroupDescription,
+    Partition,
+    committed_offsets,
+    describe_groups,
+    topic_offsets,
+)
+from subroute.ops.settings import Settings
+from subroute.routing.capacity import group_limits
+from subroute.routing.priority import band_topics
+from subroute.worker.checkpoint import version_of
+
+Offsets = Mapping[Partition, tuple[int, int]]  # (log start, end)
+
+
+def lag(topics: list[str], commits: Mapping[Partition, Commit], offsets: Offsets) -> int:
+    """Records of ``topics`` past the group's commits (a partition without a commit counts from its start)."""
+    total = 0
+    for (topic, partition), (start, end) in offsets.items():
+        if topic in topics:
+            commit = commits.get((topic, partition))
+            total += max(0, end - max(commit.offset if commit else start, start))
+    return total
+
+
+def held(topic: str, offsets: Offsets) -> int:
+    return sum(end - start for (t, _), (start, end) in offsets.items() if t == topic)
+
+
+def build(
+    config: Config,
+    prefix: str,
+    apps: list[str],
+    groups: Mapping[str, GroupDescription],
+    commits: Mapping[str, Mapping[Partition, Commit]],
+    offsets: Offsets,
+) -> dict[str, Any]:
+    """The status document from what Kafka said (pure: tested without a broker)."""
+    limits = group_limits(config)  # as the subroute_group_max_unconfirmed gauge and its alert
+    app_rows = []
+    for app in apps:
+        group_rows = []
+        for group in config.groups_of(app):
+            group_id = names.consumer_group_id(prefix, app, group.name)
+            topics = band_topics(prefix, app, group.name)
+            description = groups.get(group_id, GroupDescription(group_id, "dead", ()))
+            unconfirmed = lag(topics, commits.get(group_id, {}), offsets)
+            limit = limits.get((app, group.name))
+            group_rows.append(
+                {
+                    "group": group.name,
+                    "consumer_group": group_id,
+                    "state": description.state,
+                    "members": len(description.members),
+                    # as routing reads presence: None when the broker says the group is live but lists nobody
+                    # (it does not report membership: Tansu)
+                    "present": True
+                    if description.members
+                    else None
+                    if description.state == "stable"
+                    else False,
+                    "clients": sorted({m.client_id for m in description.members}),
+                    "lag": unconfirmed,
+                    "max_unconfirmed": limit,
+                    "full": limit is not None and unconfirmed >= limit,
+                    "topics": [t for t in topics if any(t == p for p, _ in offsets)],
+                }
+            )
+        app_rows.append(
+            {
+                "app": app,
+                "presence": config.apps[app].presence,
+                "pending": held(names.pending_topic(prefix, app), offsets),
+                "dead_letters": held(names.dlq_topic(prefix, app), offsets),
+                "groups": group_rows,
+            }
+        )
+    router_id = names.worker_group_id(prefix)
+    router = groups.get(router_id, GroupDescription(router_id, "dead", ()))
+    router_commits = commits.get(router_id, {})
+    workers = []
+    for member in router.members:
+        versions = sorted(
+            {v for p in member.partitions if (v := version_of(_metadata(router_commits, p))) is not None}
+        )
+        backlog = sum(  # input records not routed yet (the pending topics it also reads are counted per app)
+            max(0, offsets[p][1] - (router_commits[p].offset if p in router_commits else offsets[p][0]))
+            for p in member.partitions
+            if p in offsets and not names.app_of_pending(prefix, p[0])
+        )
+        workers.append(
+            {
+                "member_id": member.member_id,
+                "client_id": member.client_id,
+                "host": member.host,
+                "partitions": len(member.partitions),
+                "config_version": versions[-1] if versions else None,
+                "config_versions": versions,
+                "current": bool(versions) and versions[-1] >= config.version,
+                "backlog": backlog,
+            }
+        )
+    return {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "config_version": config.version,
+        "config_topic": names.config_topic(prefix),
+        "router": {"consumer_group": router_id, "state": router.state, "workers": workers},
+        "apps": app_rows,
+    }
+
+
+def _metadata(commits: Mapping[Partition, Commit], partition: Partition) -> str | None:
+    commit = commits.get(partition)
+    return commit.metadata if commit else None
+
+
+def collect(settings: Settings, config: Config, apps: list[str]) -> dict[str, Any]:
+    """Ask Kafka (Admin: describe groups, committed offsets; a reader: where topics start and end), then build."""
+    prefix = settings.topic_prefix
+    admin = kafka_io.admin_client(settings)
+    group_ids = [
+        names.consumer_group_id(prefix, app, group.name) for app in apps for group in config.groups_of(app)
+    ]
+    router_id = names.worker_group_id(prefix)
+    groups = describe_groups(admin, [*group_ids, router_id])
+    commits = {group_id: committed_offsets(admin, group_id) for group_id in [*group_ids, router_id]}
+    topics = [
+        *(t for app in apps for group in config.groups_of(app) for t in band_topics(prefix, app, group.name)),
+        *(names.pending_topic(prefix, app) for app in apps),
+        *(names.dlq_topic(prefix, app) for app in apps),
+    ]
+    router_partitions = {p for member in groups[router_id].members for p in member.partitions}
+    topics += sorted({topic for topic, _ in router_partitions})
+    return build(config, prefix, apps, groups, commits, topic_offsets(settings, topics))

@@ -1,0 +1,65 @@
+"""``subroute status``'s document from what Kafka said (router/ops/status.py): pure, no broker."""
+
+from __future__ import annotations
+
+from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from subroute.kafka.groups import Commit, GroupDescription, Member
+from subroute.ops.status import build
+from subroute.worker.checkpoint import version_metadata
+
+
+def test_status_document() -> None:
+    config = Config(
+        apps={"A": AppConfig("A", ("in",))},
+        groups={
+            ("A", "g"): GroupConfig(
+                "A",
+                "g",
+                (SubscriptionConfig("x", max_unconfirmed=3), SubscriptionConfig("y", max_unconfirmed=9)),
+            )
+        },
+        version=8,
+    )
+    offsets = {
+        ("p.A.g", 0): (0, 4),
+        ("p.A.g.p9", 0): (2, 3),  # a band: counts from its log start without a commit
+        ("p.A.pending", 0): (1, 6),
+        ("p.A.dlq", 0): (0, 2),
+        ("in", 0): (0, 100),
+        ("in", 1): (0, 50),
+    }
+    groups = {
+        "p.A.g": GroupDescription("p.A.g", "stable", (Member("m1", "c1", "/h", (("p.A.g", 0),)),)),
+        "p.router": GroupDescription(
+            "p.router",
+            "stable",
+            (
+                Member("w1", "worker-1", "/h1", (("in", 0), ("p.A.pending", 0))),
+                Member("w2", "worker-2", "/h2", (("in", 1),)),
+            ),
+        ),
+    }
+    commits = {
+        "p.A.g": {("p.A.g", 0): Commit(1, None)},
+        "p.router": {
+            ("in", 0): Commit(100, version_metadata(8)),
+            ("p.A.pending", 0): Commit(1, version_metadata(7)),
+            ("in", 1): Commit(40, version_metadata(7)),
+        },
+    }
+    document = build(config, "p", ["A"], groups, commits, offsets)
+    [app] = document["apps"]
+    assert (app["pending"], app["dead_letters"]) == (5, 2)
+    [group] = app["groups"]
+    assert (group["members"], group["present"], group["lag"], group["max_unconfirmed"]) == (1, True, 4, 3)
+    assert group["full"] is True and app["presence"] == "required"
+    assert group["topics"] == ["p.A.g", "p.A.g.p9"] and group["clients"] == ["c1"]
+    one, two = document["router"]["workers"]
+    assert (one["config_version"], one["config_versions"], one["current"], one["backlog"]) == (
+        8,
+        [7, 8],
+        True,
+        0,
+    )
+    assert (two["config_version"], two["current"], two["backlog"]) == (7, False, 10)
+    assert document["config_version"] == 8 and document["config_topic"] == "p.config"
