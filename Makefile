@@ -1,4 +1,4 @@
-# Two entry points for a fresh machine (Python 3.11, Java 17, Maven, Rust/cargo; no Docker):
+# Two entry points for a fresh machine (Python 3.11, Java 17, Maven, Rust/cargo; make test also Node.js/npm; no Docker):
 #   make demo   set up .venv, resolve the Kafka jars, start Apache Kafka, run the router end to end
 #   make test   set up .venv, resolve the Kafka and Spark-connector jars, run ruff, mypy --strict and every test
 # SUBROUTE_TEST_BROKER=tansu make test runs the broker tests on Tansu instead (see README).
@@ -39,6 +39,15 @@ $(DEMO_STAMP): $(INPUTS)
 		&& touch $(DEMO_STAMP); \
 	fi
 
+# Node.js validators of Strimzi's KafkaTopic CRD, for tests/deploy/test_strimzi_topics.py (npm ci: the lock file's
+# exact versions, installed once; the machine's node and npm).
+STRIMZI_CHECK := tests/deploy/strimzi
+STRIMZI_STAMP := $(STRIMZI_CHECK)/node_modules/.installed
+
+$(STRIMZI_STAMP): $(STRIMZI_CHECK)/package.json $(STRIMZI_CHECK)/package-lock.json
+	cd $(STRIMZI_CHECK) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(STRIMZI_STAMP)
+
 $(CHECKOV_STAMP):
 	$(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet checkov
@@ -66,7 +75,7 @@ typecheck: $(STAMP)
 	ln -s $(CURDIR)/router/* $(CURDIR)/expressions $(CURDIR)/schemas $(CURDIR)/spark $(TYPECHECK_TREE)/subroute/
 	cd $(TYPECHECK_TREE) && $(CURDIR)/$(BIN)/mypy --strict --config-file $(CURDIR)/pyproject.toml -p subroute
 
-pytest: $(STAMP) $(CHECKOV_STAMP) jars
+pytest: $(STAMP) $(CHECKOV_STAMP) $(STRIMZI_STAMP) jars
 	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q --durations=15
 
 test: lint typecheck pytest
@@ -78,4 +87,4 @@ soak: $(STAMP) jars
 	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q --soak tests/reliability
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) build .build *.egg-info .pytest_cache .mypy_cache .ruff_cache .cache
+	rm -rf $(VENV) $(CHECKOV_VENV) build .build *.egg-info .pytest_cache .mypy_cache .ruff_cache .cache $(STRIMZI_CHECK)/node_modules
