@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
 from subroute.names import HEADER_PREFIX
 from subroute.ops.metrics import RouterMetrics
-from subroute.routing.decisions import Action, Decision, Router, RoutingTable
+from subroute.routing.decisions import Action, Decision, Router, RouteResult, RoutingTable
 from subroute.routing.envelope import (
     Envelopes,
     InputRecord,
@@ -52,12 +52,17 @@ class BatchRouter:
     ) -> BatchTally:
         tally = BatchTally(version=table.version)
         stopped: set[tuple[str, int]] = set()
+        parked: dict[tuple[str, int], int] = {}
         pending_app = pending_topics(self.prefix, table)
         if self._envelopes is None or self._envelopes.table is not table:
             self._envelopes = Envelopes(self.prefix, table)
-        # Locals, not attribute lookups, in the loop: it runs once per record.
-        envelopes, produce, route = self._envelopes, checkpoint.producer.produce, self._route
+        # Locals, not attribute lookups, in the loops: they run once per record.
+        envelopes, produce = self._envelopes, checkpoint.producer.produce
         offsets, first_offsets, sent = tally.offsets, tally.first_offsets, tally.sent
+        # First the records to route (and the partitions to park), then their decisions, all at once (the
+        # native plan evaluates the batch in one call), then each record's envelopes, produced in order.
+        messages: list[InputRecord] = []
+        redriven_for: list[str | None] = []
         for raw in batch:
             error = raw.error()
             if error is not None:
@@ -75,7 +80,7 @@ class BatchRouter:
             ):
                 assignment.park(consumer, tp, message.offset)  # back to it when the config changes
                 stopped.add(tp)
-                offsets[tp] = message.offset
+                parked[tp] = message.offset
                 continue
             if app_name is None:  # an input record: producers may not set the router's own headers
                 for name, _ in message.headers_list:
@@ -86,7 +91,15 @@ class BatchRouter:
             tally.messages_in += 1
             if tally.age_ms is None and app_name is None and message.timestamp_ms > 0:  # not a parked one
                 tally.age_ms = now_ms - message.timestamp_ms
-            for record in route(table, message, lag, now_ms, app_name, tally, envelopes):
+            messages.append(message)
+            redriven_for.append(app_name)
+        results = self._decide(table, messages, lag, now_ms, redriven_for)
+        for message, app_name, result in zip(messages, redriven_for, results, strict=True):
+            if result is None:
+                records = self._route(table, message, lag, now_ms, app_name, tally, envelopes)
+            else:
+                records = self._records(message, result, now_ms, app_name, tally, envelopes)
+            for record in records:
                 topic, value, key, headers, timestamp = record
                 try:
                     produce(topic, value=value, key=key, headers=headers, timestamp=timestamp)  # type: ignore[arg-type]
@@ -99,8 +112,29 @@ class BatchRouter:
                     else:  # a destination the client knows is gone: handled with the failed deliveries
                         checkpoint.refused(record, exc)
                 sent.append(record)
-            offsets[tp] = message.offset + 1
+            offsets[(message.topic, message.partition)] = message.offset + 1
+        # A parked partition resumes at the record it stopped at (the records routed before it are behind).
+        offsets.update(parked)
         return tally
+
+    def _decide(
+        self,
+        table: RoutingTable,
+        messages: list[InputRecord],
+        lag: Lag,
+        now_ms: int,
+        redriven_for: list[str | None],
+    ) -> list[RouteResult | None]:
+        """Every record's decisions, from one native evaluation of the batch; None for each record if that
+        fails: they are then routed one by one (``_route``), a record that fails again dead-lettered alone.
+        (The records decided before a failure move the round-robin cursors twice.)"""
+        if not messages:
+            return []
+        try:
+            return list(self.router.route_batch(table, messages, lag, now_ms, redriven_for))
+        except Exception:  # a bug must not stop the worker: the Python path decides each record instead
+            log.exception("routing the batch failed; routing its records one by one")
+            return [None] * len(messages)
 
     def _too_large(self, record: OutRecord, tally: BatchTally) -> OutRecord:
         """The dead-letter stub of a record too large to produce (its value with the routing headers exceeds the
@@ -123,7 +157,6 @@ class BatchRouter:
         tally: BatchTally,
         envelopes: Envelopes,
     ) -> list[OutRecord]:
-        redriven = pending_app is not None
         try:
             result = self.router.route(table, message, lag, now_ms, only_app=pending_app)
         except Exception:  # a bug must not stop the worker or lose the record: dead-letter it, counted
@@ -133,7 +166,20 @@ class BatchRouter:
             apps = [pending_app] if pending_app else [a.name for a in table.apps_for(message.topic)]
             decisions = [Decision(a, Action.DEAD_LETTER, reason="rejected") for a in apps if a]
             self.metrics.malformed.inc()
-            return records_for(message, decisions, now_ms, redriven, envelopes)
+            return records_for(message, decisions, now_ms, pending_app is not None, envelopes)
+        return self._records(message, result, now_ms, pending_app, tally, envelopes)
+
+    def _records(
+        self,
+        message: InputRecord,
+        result: RouteResult,
+        now_ms: int,
+        pending_app: str | None,
+        tally: BatchTally,
+        envelopes: Envelopes,
+    ) -> list[OutRecord]:
+        """One record's decisions counted, and its envelopes."""
+        redriven = pending_app is not None
         if result.decode_errors:
             add_counts(tally.decode_errors, result.decode_errors)
         if result.evaluation_errors:
