@@ -266,8 +266,8 @@ class NativePlan:
     ``match_batch`` gives, per record, exactly the ids that evaluating each subscription alone (with its own
     declared types decoding the headers) would match. Raises ``ExpressionError`` for a bad expression, as
     ``expressions.compile_plan`` does; ``reuse`` and ``pause`` are as there (expressions of an earlier plan
-    are not parsed again; ``pause`` is called after each parse). The native build runs with the GIL
-    released.
+    are not parsed again; ``pause`` is called after each parse and after each expression is lowered). The
+    native build runs with the GIL released.
 
     ``opens`` and ``requires`` (aligned with the subscriptions, a group label or None each) make one plan hold
     app filters and the subscriptions behind them (DESIGN.md §2, step 1): a subscription that requires group
@@ -368,6 +368,8 @@ class NativePlan:
         for position, ((conjuncts, sql, types, gates), group_opened, group_required) in enumerate(
             zip(offered, opened, required, strict=True)
         ):
+            if pause is not None:  # a rebuild parses nothing: lowering every expression is then the work
+                pause()
             if prefer is None:
                 gate = min(gates, key=cost) if gates else None
             else:
