@@ -57,11 +57,20 @@ class TracingWorker(perfkit.TimedWorker):
             self._store_clock = time.pthread_getcpuclockid(store.ident)
         return time.clock_gettime(self._store_clock)
 
-    def _commit(self, state: Any, eos: bool) -> None:
-        cpu = self._store_cpu()
-        started = time.perf_counter()
-        super()._commit(state, eos)
-        self.commits.append((started, time.perf_counter(), self._store_cpu() - cpu))
+    def _open_clients(self) -> None:
+        super()._open_clients()
+        # Every commit of the window (checkpoint.commit: flush and offset commit), timed.
+        checkpoint = self.checkpoint
+        assert checkpoint is not None
+        inner = checkpoint.commit
+
+        def timed() -> None:
+            cpu = self._store_cpu()
+            started = time.perf_counter()
+            inner()
+            self.commits.append((started, time.perf_counter(), self._store_cpu() - cpu))
+
+        checkpoint.commit = timed  # type: ignore[method-assign]
 
 
 def one_run(bootstrap: str, topic: str, messages: int, swap_after: float) -> dict[str, float]:
