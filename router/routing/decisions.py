@@ -179,6 +179,9 @@ class NativeRouting:
     ids: tuple[PlanId, ...]  # by position
     filter_count: int
     spans: Mapping[str, tuple[int, int]]  # app -> [start, end) of its plan entries
+    # By position: indexed by the very gate its Python plan chose, so it reports exactly that plan's errors
+    # (False: evaluated on more records than there, so it may report errors the Python plan does not).
+    exact: tuple[bool, ...] = ()
 
     def owner(self, position: int) -> str:
         return self.ids[position][1]
@@ -398,7 +401,10 @@ def _native_routing(
         log.exception("the native plan refused this config; routing on the Python path")
         return None
     ids = tuple(cast(PlanId, sub.id) for sub in subs)
-    return NativeRouting(plan, ids, filter_count, spans)
+    exact = tuple(
+        plan.gate_of(i) == (choice[0] if choice is not None else None) for i, choice in enumerate(prefer)
+    )
+    return NativeRouting(plan, ids, filter_count, spans, exact)
 
 
 # --- choosing among candidates ----------------------------------------------------------------------------------
@@ -650,11 +656,10 @@ class Router:
         evaluation for the whole batch (``table.native``): the results are those of ``route``, decision for
         decision and count for count, and the cursors move as they would.
 
-        The native plan gives each record's matches; decode failures are counted here (a record's headers,
-        by its environment's decoders, as ``decode_with`` counts them). A record for which the native plan
-        reports an evaluation error for one of its apps takes ``route`` itself: the Python plans may then count
-        errors on other subscriptions (they index some by other gates), and errors are rare. When it reports
-        none for its apps, the Python plans have none to report either (``NativeRouting``).
+        The native plan gives each record's matches and evaluation errors; decode failures are counted here (a
+        record's headers, by its environment's decoders, as ``decode_with`` counts them). An entry indexed by
+        its Python plan's own gate reports exactly that plan's errors (``NativeRouting``); a record with an
+        error on another entry of its apps takes ``route`` itself (the Python plans may count fewer there).
         """
         native = table.native
         if only_apps is not None and len(only_apps) != len(messages):
@@ -670,10 +675,12 @@ class Router:
         for i, message in enumerate(messages):
             only_app = only_apps[i] if only_apps is not None else None
             matched, failed = outcomes[i]
-            if failed and _errors_concern(table, native, failed, message.topic, only_app):
+            if failed and _inexact_errors(table, native, failed, message.topic, only_app):
                 results.append(self.route(table, message, lag, now_ms, only_app))
             else:
-                results.append(self._route_matched(table, native, message, matched, lag, now_ms, only_app))
+                results.append(
+                    self._route_matched(table, native, message, matched, failed, lag, now_ms, only_app)
+                )
         return results
 
     def _route_matched(
@@ -682,17 +689,19 @@ class Router:
         native: NativeRouting,
         message: MessageView,
         matched: list[int],
+        failed: list[int],
         lag: Lag,
         now_ms: int,
         only_app: str | None,
     ) -> RouteResult:
-        """``route`` for one message given the native plan's matches for it (ascending positions), which had
-        no evaluation error for its apps. Keep in step with ``route``."""
+        """``route`` for one message given the native plan's matches for it and the entries that failed to
+        evaluate (ascending positions; every failed entry of its apps exact). Keep in step with ``route``."""
         headers = message.headers
         timestamp = message.timestamp_ms
         routed: list[Decision] = []
         filtered: Sequence[Decision] = ()
         decode_errors: dict[str, int] = {}
+        evaluation_errors: dict[str, int] = {}
         own_expiration = message_expiration(headers) if timestamp > 0 else None
         cursors = self.cursors
         ids = native.ids
@@ -717,6 +726,12 @@ class Router:
                 for app in group.apps:
                     if app.name not in expired:
                         decode_errors[app.name] = failures
+            if failed:  # as route: an app's own filter errors (apps of the group, not expired)
+                for app in group.apps:
+                    if app.name not in expired:
+                        own = sum(1 for p in failed if p < native.filter_count and ids[p][1] == app.name)
+                        if own:
+                            evaluation_errors[app.name] = own
             outcome = group.native_outcomes.get(held) or group.native_outcome(held, ids)
             passed: Sequence[AppRoute] = outcome.passed
             skipped: Sequence[Decision] = outcome.filtered
@@ -726,21 +741,30 @@ class Router:
             filtered = skipped if not filtered else [*filtered, *skipped]
             for app in passed:
                 start, end = spans[app.name]
+                if failed:  # as route: the errors of the app's own plan, evaluated because it passed
+                    errored = sum(1 for p in failed if start <= p < end)
+                    if errored:
+                        evaluation_errors[app.name] = evaluation_errors.get(app.name, 0) + errored
                 low = bisect_left(matched, start, held_count)
                 high = bisect_left(matched, end, low)
                 config = app.config
                 key = group_key_of(config, headers) if config.group_by is not None else None
                 routed.append(decide_app(app, [ids[p] for p in matched[low:high]], key, lag, cursors))
-        return RouteResult(routed, filtered, {}, decode_errors)
+        return RouteResult(routed, filtered, evaluation_errors, decode_errors)
 
 
-def _errors_concern(
+def _inexact_errors(
     table: RoutingTable, native: NativeRouting, failed: Sequence[int], topic: str, only_app: str | None
 ) -> bool:
-    """Whether an entry that failed to evaluate belongs to an app the record is routed for. The plan holds every
-    app's filters, so a record also evaluates those of apps that do not read its topic."""
+    """Whether an entry that failed to evaluate, not indexed as in its Python plan, belongs to an app the record
+    is routed for. (The plan holds every app's filters: a record also evaluates those of apps that do not read
+    its topic, whose errors are not counted.)"""
+    exact = native.exact
+    inexact = [p for p in failed if not exact[p]]
+    if not inexact:
+        return False
     apps = {app.name for group in table.groups_for(topic, only_app) for app in group.apps}
-    return any(native.owner(p) in apps for p in failed)
+    return any(native.owner(p) in apps for p in inexact)
 
 
 def _expired(app_limit: int | None, own_limit: int | None, timestamp_ms: int, now_ms: int) -> bool:

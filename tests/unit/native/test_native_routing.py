@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -243,3 +244,38 @@ def test_errors_counted_as_the_python_plans_do(dialect: str) -> None:
         (MessageView("orders", [("a", b"x"), ("b", b"1")], 0), None),
     ]
     _check(table, batch, {})
+
+
+def test_entries_indexed_otherwise_fall_back_to_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Six ranges on one property make the Python plan index these by an interval with float bounds, which the
+    native plan cannot: it evaluates them on every record, so it reports errors (here: a division by zero) on
+    records the Python plan never evaluates them on. Such a record takes ``route``, which counts as the Python
+    plans do."""
+    types = {"c": "float", "b": "int"}
+    app = AppConfig("app0", ("orders",), "sql92", types)
+    subs = tuple(SubscriptionConfig(f"c BETWEEN 1.5 AND 2.5 AND b / 0 = {k}") for k in range(6))
+    table = build_table(
+        Config(version=1, apps={"app0": app}, groups={("app0", "g"): GroupConfig("app0", "g", subs)})
+    )
+    assert table.native is not None and not all(table.native.exact)
+    routed_alone: list[MessageView] = []
+    route = Router.route
+
+    def counted(
+        self: Router, table: RoutingTable, message: MessageView, *args: Any, **kwargs: Any
+    ) -> RouteResult:
+        routed_alone.append(message)
+        return route(self, table, message, *args, **kwargs)
+
+    batch: list[tuple[MessageView, str | None]] = [
+        (MessageView("orders", [("c", b"2.0"), ("b", b"1")], 0), None),
+        (MessageView("orders", [("c", b"5.0"), ("b", b"1")], 0), None),
+        (MessageView("orders", [("b", b"1")], 0), None),
+    ]
+    monkeypatch.setattr(Router, "route", counted)
+    results = _check(table, batch, {})
+    assert [r.evaluation_errors for r in results] == [{"app0": 6}, {}, {}]
+    # After the reference's own calls: route_batch's, among them the record the Python plan does not evaluate
+    # the entries on (c missing: not in the interval) but the native plan does (c BETWEEN is UNKNOWN, then the
+    # division fails).
+    assert batch[2][0] in routed_alone[len(batch) :]
