@@ -46,6 +46,9 @@ _NONE: frozenset[Hashable] = frozenset()
 
 # (subscription id, residual closure or None when the gate alone decides, True for sql92)
 Entry = tuple[Hashable, Fn | None, bool]
+# The gate a subscription is indexed by: ("equality" | "range" | "interval", the conjunct it comes from, the
+# interval's (low, high) or None); None for a subscription evaluated for every message.
+GateChoice = tuple[str, int, tuple[Any, Any] | None] | None
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,9 @@ class Plan:
         self._eq_probes = tuple(builder.eq_probes())
         self._range_probes = tuple(builder.range_probes())
         self._interval_probes = tuple(builder.interval_probes())
+        # Which messages evaluate each subscription, and so can report its evaluation errors: the native plan
+        # is given these to report errors for (at least) the same messages (router/routing/decisions.py).
+        self.gate_choices: tuple[GateChoice, ...] = tuple(_choice(gate) for _, _, gate, _ in builder.chosen)
         self.stats: dict[str, int] = {
             "subscriptions": len(self.subscriptions),
             "indexed_equality": builder.counts["eq"],
@@ -266,6 +272,16 @@ class _Normalizer:
                 )
             )
         raise TypeError(f"unknown node {node!r}")  # pragma: no cover
+
+
+def _choice(gate: _Gate | None) -> GateChoice:
+    if gate is None:
+        return None
+    if gate.values:
+        return ("equality", gate.conjunct, None)
+    if gate.op == "interval":
+        return ("interval", gate.conjunct, gate.bound)
+    return ("range", gate.conjunct, None)
 
 
 def _eq_literal(node: ast.Node, sql: bool) -> tuple[str, Any] | None:

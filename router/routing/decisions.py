@@ -13,6 +13,8 @@ the snapshot's count of what it routed since the last measurement (routing/snaps
 from __future__ import annotations
 
 import hashlib
+import logging
+from bisect import bisect_left
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -20,11 +22,15 @@ from typing import Any, cast
 
 from subroute import expressions, names
 from subroute.config.model import AppConfig, Config, GroupConfig
+from subroute.expressions.plan import GateChoice
 from subroute.routing import priority
 from subroute.routing.expiration import message_expiration
-from subroute.routing.properties import Decoder, PropertyValue, decode_with, decoders_for
+from subroute.routing.native_plan import NativePlan, NativePlanError
+from subroute.routing.properties import Decoder, PropertyValue, decode_failures, decode_with, decoders_for
 from subroute.routing.snapshot import Snapshot
 from subroute.topic_patterns import compile_pattern
+
+log = logging.getLogger(__name__)
 
 Props = Mapping[str, PropertyValue]
 PlanId = tuple[str, ...]  # ("filter", app, i) or ("subscription", app, group, i)
@@ -134,6 +140,8 @@ class EnvironmentGroup:
     environment: Environment
     apps: tuple[AppRoute, ...]
     outcomes: dict[frozenset[Hashable], FilterOutcome] = field(default_factory=dict)
+    # The same, keyed by the native plan's positions of the filters that held (``Router.route_batch``).
+    native_outcomes: dict[tuple[int, ...], FilterOutcome] = field(default_factory=dict)
 
     expiring: bool = False  # an app here has an expiration of its own
 
@@ -153,6 +161,40 @@ class EnvironmentGroup:
             self.outcomes[held] = found
         return found
 
+    def native_outcome(self, held: tuple[int, ...], ids: Sequence[Hashable]) -> FilterOutcome:
+        """``outcome`` for the filters at these positions of the native plan (``NativeRouting.ids``)."""
+        found = self.native_outcomes.get(held)
+        if found is None:
+            found = self.outcome(frozenset([ids[p] for p in held]))
+            if len(self.native_outcomes) >= 4096:  # as ``outcomes``
+                self.native_outcomes.clear()
+            self.native_outcomes[held] = found
+        return found
+
+
+@dataclass(frozen=True)
+class NativeRouting:
+    """Every app filter and every app's plan entries (consumer subscriptions, priority bands) in one native plan
+    (router/routing/native_plan.py), evaluated once per batch of records by ``Router.route_batch``.
+
+    The filters come first (positions ``[0, filter_count)``); each app's plan entries follow at ``spans[app]``,
+    in the order of ``AppRoute.plan``, requiring the app's filter to hold (DESIGN.md §2, step 1), unless the app
+    has no filter. Each entry is indexed by the gate its Python plan chose (``Plan.gate_choices``), so it is
+    evaluated on at least the records the Python plan evaluates it on: a record the native plan reports no
+    error for has none in the Python plans either.
+    """
+
+    plan: NativePlan
+    ids: tuple[PlanId, ...]  # by position
+    filter_count: int
+    spans: Mapping[str, tuple[int, int]]  # app -> [start, end) of its plan entries
+    # By position: indexed by the very gate its Python plan chose, so it reports exactly that plan's errors
+    # (False: evaluated on more records than there, so it may report errors the Python plan does not).
+    exact: tuple[bool, ...] = ()
+
+    def owner(self, position: int) -> str:
+        return self.ids[position][1]
+
 
 @dataclass
 class RoutingTable:
@@ -161,6 +203,7 @@ class RoutingTable:
     version: int
     apps: tuple[AppRoute, ...]
     environments: tuple[Environment, ...]
+    native: NativeRouting | None = None  # None: every record takes the Python path (``Router.route``)
     _by_topic: dict[str, tuple[AppRoute, ...]] = field(default_factory=dict)
     _groups: dict[str, tuple[EnvironmentGroup, ...]] = field(default_factory=dict)
     _groups_of_app: dict[str, tuple[EnvironmentGroup, ...]] = field(default_factory=dict)
@@ -321,7 +364,56 @@ def build_table(
             filter_plan = expressions.compile_plan(filters, reuse=filter_plan, pause=pause)
         readable = reads | filter_plan.properties | set(env_type)
         environments.append(Environment(env_type, filter_plan, decoders_for(env_type, sorted(readable))))
-    return RoutingTable(config.version, tuple(apps), tuple(environments))
+    native = _native_routing(apps, environments, previous.native if previous else None, pause)
+    return RoutingTable(config.version, tuple(apps), tuple(environments), native)
+
+
+def _native_routing(
+    apps: Sequence[AppRoute],
+    environments: Sequence[Environment],
+    previous: NativeRouting | None,
+    pause: Callable[[], None] | None,
+) -> NativeRouting | None:
+    """One native plan of every app's filters and plan entries (see ``NativeRouting``); None if the native
+    side refuses it (a bug: the table then routes on the Python path alone, as before the native core)."""
+    subs: list[expressions.Subscription] = []
+    opens: list[str | None] = []
+    requires: list[str | None] = []
+    prefer: list[GateChoice] = []
+    for env in environments:
+        filter_plan = env.plan
+        for sub, choice in zip(filter_plan.subscriptions, filter_plan.gate_choices, strict=True):
+            subs.append(sub)
+            opens.append(cast(PlanId, sub.id)[1])  # filter ids are ("filter", app, i)
+            requires.append(None)
+            prefer.append(choice)
+    filter_count = len(subs)
+    spans: dict[str, tuple[int, int]] = {}
+    for app in apps:
+        start = len(subs)
+        label = app.name if app.filter_ids else None  # an app without a filter passes every record
+        subs.extend(app.plan.subscriptions)
+        opens.extend([None] * len(app.plan))
+        requires.extend([label] * len(app.plan))
+        prefer.extend(app.plan.gate_choices)
+        spans[app.name] = (start, len(subs))
+    try:
+        plan = NativePlan(
+            subs,
+            reuse=previous.plan if previous is not None else None,
+            pause=pause,
+            opens=opens,
+            requires=requires,
+            prefer=prefer,
+        )
+    except NativePlanError:
+        log.exception("the native plan refused this config; routing on the Python path")
+        return None
+    ids = tuple(cast(PlanId, sub.id) for sub in subs)
+    exact = tuple(
+        plan.gate_of(i) == (choice[0] if choice is not None else None) for i, choice in enumerate(prefer)
+    )
+    return NativeRouting(plan, ids, filter_count, spans, exact)
 
 
 # --- choosing among candidates ----------------------------------------------------------------------------------
@@ -593,6 +685,128 @@ class Router:
                 key = group_key_of(config, headers) if config.group_by is not None else None
                 routed.append(decide_app(app, matched, key, lag, cursors))
         return RouteResult(routed, filtered, evaluation_errors, decode_errors)
+
+    def route_batch(
+        self,
+        table: RoutingTable,
+        messages: Sequence[MessageView],
+        lag: Lag,
+        now_ms: int,
+        only_apps: Sequence[str | None] | None = None,
+    ) -> list[RouteResult]:
+        """``route`` for each message in turn (``only_apps``: each one's ``only_app``), with one native plan
+        evaluation for the whole batch (``table.native``): the results are those of ``route``, decision for
+        decision and count for count, and the cursors move as they would.
+
+        The native plan gives each record's matches and evaluation errors; decode failures are counted here (a
+        record's headers, by its environment's decoders, as ``decode_with`` counts them). An entry indexed by
+        its Python plan's own gate reports exactly that plan's errors (``NativeRouting``); a record with an
+        error on another entry of its apps takes ``route`` itself (the Python plans may count fewer there).
+        """
+        native = table.native
+        if only_apps is not None and len(only_apps) != len(messages):
+            raise ValueError(f"only_apps has {len(only_apps)} entries for {len(messages)} messages")
+        if native is None:
+            return [
+                self.route(table, m, lag, now_ms, only_apps[i] if only_apps is not None else None)
+                for i, m in enumerate(messages)
+            ]
+        # The native plan decodes and evaluates the batch with the GIL released.
+        outcomes = native.plan.match_indexes_with_errors([m.headers for m in messages])
+        results: list[RouteResult] = []
+        for i, message in enumerate(messages):
+            only_app = only_apps[i] if only_apps is not None else None
+            matched, failed = outcomes[i]
+            if failed and _inexact_errors(table, native, failed, message.topic, only_app):
+                results.append(self.route(table, message, lag, now_ms, only_app))
+            else:
+                results.append(
+                    self._route_matched(table, native, message, matched, failed, lag, now_ms, only_app)
+                )
+        return results
+
+    def _route_matched(
+        self,
+        table: RoutingTable,
+        native: NativeRouting,
+        message: MessageView,
+        matched: list[int],
+        failed: list[int],
+        lag: Lag,
+        now_ms: int,
+        only_app: str | None,
+    ) -> RouteResult:
+        """``route`` for one message given the native plan's matches for it and the entries that failed to
+        evaluate (ascending positions; every failed entry of its apps exact). Keep in step with ``route``."""
+        headers = message.headers
+        timestamp = message.timestamp_ms
+        routed: list[Decision] = []
+        filtered: Sequence[Decision] = ()
+        decode_errors: dict[str, int] = {}
+        evaluation_errors: dict[str, int] = {}
+        own_expiration = message_expiration(headers) if timestamp > 0 else None
+        cursors = self.cursors
+        ids = native.ids
+        spans = native.spans
+        held_count = bisect_left(matched, native.filter_count)
+        held = tuple(matched[:held_count])
+        for group in table.groups_for(message.topic, only_app):
+            expired: Collection[str] = ()
+            if timestamp > 0 and (own_expiration is not None or group.expiring):
+                expired = {
+                    app.name
+                    for app in group.apps
+                    if _expired(app.config.expiration_ms, own_expiration, timestamp, now_ms)
+                }
+                routed.extend(
+                    Decision(name, Action.DEAD_LETTER, reason="expired") for name in sorted(expired)
+                )
+                if len(expired) == len(group.apps):
+                    continue
+            failures = decode_failures(headers, group.environment.decoders)
+            if failures:
+                for app in group.apps:
+                    if app.name not in expired:
+                        decode_errors[app.name] = failures
+            if failed:  # as route: an app's own filter errors (apps of the group, not expired)
+                for app in group.apps:
+                    if app.name not in expired:
+                        own = sum(1 for p in failed if p < native.filter_count and ids[p][1] == app.name)
+                        if own:
+                            evaluation_errors[app.name] = own
+            outcome = group.native_outcomes.get(held) or group.native_outcome(held, ids)
+            passed: Sequence[AppRoute] = outcome.passed
+            skipped: Sequence[Decision] = outcome.filtered
+            if expired:
+                passed = [a for a in passed if a.name not in expired]
+                skipped = [d for d in skipped if d.app not in expired]
+            filtered = skipped if not filtered else [*filtered, *skipped]
+            for app in passed:
+                start, end = spans[app.name]
+                if failed:  # as route: the errors of the app's own plan, evaluated because it passed
+                    errored = sum(1 for p in failed if start <= p < end)
+                    if errored:
+                        evaluation_errors[app.name] = evaluation_errors.get(app.name, 0) + errored
+                low = bisect_left(matched, start, held_count)
+                high = bisect_left(matched, end, low)
+                config = app.config
+                key = group_key_of(config, headers) if config.group_by is not None else None
+                routed.append(decide_app(app, [ids[p] for p in matched[low:high]], key, lag, cursors))
+        return RouteResult(routed, filtered, evaluation_errors, decode_errors)
+
+
+def _inexact_errors(
+    table: RoutingTable, native: NativeRouting, failed: Sequence[int], topic: str, only_app: str | None
+) -> bool:
+    """Whether an entry that failed to evaluate, not indexed as in its Python plan, belongs to an app the record
+    is routed for. (The plan holds every app's filters: a record also evaluates those of apps that do not read
+    its topic, whose errors are not counted.)"""
+    exact = native.exact
+    inexact = [p for p in failed if not exact[p]]
+    if not inexact:
+        return False
+    apps = {app.name for group in table.groups_for(topic, only_app) for app in group.apps}
+    return any(native.owner(p) in apps for p in inexact)
 
 
 def _expired(app_limit: int | None, own_limit: int | None, timestamp_ms: int, now_ms: int) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from subroute.expressions import ast
 from subroute.expressions.expression import check
 from subroute.expressions.outcome import INT64_MAX, INT64_MIN
-from subroute.expressions.plan import Subscription
+from subroute.expressions.plan import GateChoice, Subscription
 
 from . import _native
 
@@ -266,14 +266,20 @@ class NativePlan:
     ``match_batch`` gives, per record, exactly the ids that evaluating each subscription alone (with its own
     declared types decoding the headers) would match. Raises ``ExpressionError`` for a bad expression, as
     ``expressions.compile_plan`` does; ``reuse`` and ``pause`` are as there (expressions of an earlier plan
-    are not parsed again; ``pause`` is called after each parse). The native build runs with the GIL
-    released.
+    are not parsed again; ``pause`` is called after each parse and after each expression is lowered). The
+    native build runs with the GIL released.
 
     ``opens`` and ``requires`` (aligned with the subscriptions, a group label or None each) make one plan hold
     app filters and the subscriptions behind them (DESIGN.md §2, step 1): a subscription that requires group
     g is evaluated, and can match, only on records where a subscription that opens g matched. An app filter's
     entries open the app's group and its consumer subscriptions require it; an app without a filter leaves
     its subscriptions requiring nothing. A subscription that is not evaluated reports no error.
+
+    ``prefer`` (aligned with the subscriptions) gives, for each, the gate a Python plan chose for it
+    (``Plan.gate_choices``) instead of the one this plan would choose: the same conjunct, so the same records
+    evaluate it and can report its errors. Where this plan cannot index by that gate (an interval with float
+    bounds, or on a property not declared int) the subscription is evaluated for every record: a superset.
+    The router relies on this to count evaluation errors as the Python plans do (``decisions.Router``).
     """
 
     def __init__(
@@ -283,8 +289,11 @@ class NativePlan:
         pause: Callable[[], None] | None = None,
         opens: Sequence[Hashable | None] | None = None,
         requires: Sequence[Hashable | None] | None = None,
+        prefer: Sequence[GateChoice] | None = None,
     ) -> None:
         self.subscriptions: tuple[Subscription, ...] = tuple(subscriptions)
+        if prefer is not None and len(prefer) != len(self.subscriptions):
+            raise ValueError(f"prefer has {len(prefer)} entries for {len(self.subscriptions)} subscriptions")
         group_ids: dict[Hashable, int] = {}
 
         def groups(labels: Sequence[Hashable | None] | None, what: str) -> list[int]:
@@ -335,12 +344,36 @@ class NativePlan:
                 return (2.0, 1, g.conjunct)
             return (max(1.0, range_count[(g.slot, g.op)] / 2), 2, g.conjunct)
 
+        int_slots = {slot for (_, type_name), slot in lowering.slots.items() if type_name == "int"}
+
+        def preferred(gates: list[_Gate], choice: GateChoice) -> _Gate | None:
+            if choice is None:
+                return None
+            kind, conjunct, bounds = choice
+            for g in gates:
+                if g.conjunct != conjunct:
+                    continue
+                if (kind == "equality" and g.kind == _EQ) or (kind == "range" and g.kind == _RANGE):
+                    return g  # one conjunct offers one such gate, exactly as the Python plan's
+                if kind == "interval" and g.kind == _INTERVAL and bounds is not None and g.slot in int_slots:
+                    low, high = bounds
+                    # An int property's value is an int: both plans then take the same intervals' candidates.
+                    ints = type(low) is int and type(high) is int
+                    if ints and g.keys == ((_K_INT, low, 0.0, b""), (_K_INT, high, 0.0, b"")):
+                        return g
+            return None
+
         subs: list[SubTuple] = []
         counts = Counter[str]()
-        for (conjuncts, sql, types, gates), group_opened, group_required in zip(
-            offered, opened, required, strict=True
+        for position, ((conjuncts, sql, types, gates), group_opened, group_required) in enumerate(
+            zip(offered, opened, required, strict=True)
         ):
-            gate = min(gates, key=cost) if gates else None
+            if pause is not None:  # a rebuild parses nothing: lowering every expression is then the work
+                pause()
+            if prefer is None:
+                gate = min(gates, key=cost) if gates else None
+            else:
+                gate = preferred(gates, prefer[position])
             rest = conjuncts
             if gate is not None and gate.droppable:
                 rest = conjuncts[: gate.conjunct] + conjuncts[gate.conjunct + 1 :]

@@ -3,8 +3,9 @@
 Runs on the poll-loop thread. A pending record that is not due yet stops its partition for the rest of the
 batch (the partition is parked until the config changes); so does a waiting record (no consumer, no room) that
 still has to wait: it is not written again, so waiting records leave in arrival order (routing/parking.py).
-Anything unexpected while routing a record dead-letters it with reason ``rejected`` instead of stopping the
-worker.
+Input records are decided together, in one native evaluation of the batch (``Router.route_batch``), after the
+pending records, which are decided one by one as they come (each may stop its partition). Anything unexpected
+while routing a record dead-letters it with reason ``rejected`` instead of stopping the worker.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
 from subroute.names import HEADER_PREFIX
 from subroute.ops.metrics import RouterMetrics
-from subroute.routing.decisions import WAITING_REASONS, Action, Decision, Lag, Router, RoutingTable
+from subroute.routing.decisions import (
+    WAITING_REASONS,
+    Action,
+    Decision,
+    Lag,
+    Router,
+    RouteResult,
+    RoutingTable,
+)
 from subroute.routing.envelope import (
     Envelopes,
     InputRecord,
@@ -55,10 +64,13 @@ class BatchRouter:
         pending_app = pending_topics(self.prefix, table)
         if self._envelopes is None or self._envelopes.table is not table:
             self._envelopes = Envelopes(self.prefix, table)
-        # Locals, not attribute lookups, in the loop: it runs once per record.
-        envelopes, produce, route = self._envelopes, checkpoint.producer.produce, self._route
-        offsets, first_offsets, sent = tally.offsets, tally.first_offsets, tally.sent
+        # Locals, not attribute lookups, in the loops: they run once per record.
+        envelopes, route = self._envelopes, self._route
+        offsets, first_offsets = tally.offsets, tally.first_offsets
         waiting_at: dict[tuple[str, int], int] | None = None  # made on first need: see _last_waiting
+        # Pending records are decided as they come; input records are gathered and decided together below.
+        # A partition holds one kind only, so each partition's records are still produced in order.
+        inputs: list[InputRecord] = []
         for index, raw in enumerate(batch):
             error = raw.error()
             if error is not None:
@@ -72,7 +84,18 @@ class BatchRouter:
             first_offsets.setdefault(tp, message.offset)
             app_name = pending_app.get(message.topic)
             records: list[OutRecord] | None
-            if app_name is not None and not is_due(
+            if app_name is None:
+                for name, _ in message.headers_list:  # producers may not set the router's own headers
+                    if name.startswith(HEADER_PREFIX):
+                        message.headers, dropped = without_forged_headers(message.headers_list)
+                        tally.dropped_headers += dropped
+                        break
+                tally.messages_in += 1
+                if tally.age_ms is None and message.timestamp_ms > 0:
+                    tally.age_ms = now_ms - message.timestamp_ms
+                inputs.append(message)
+                continue
+            if not is_due(
                 self.prefix, table, message.topic, message.headers_list, message.timestamp_ms, now_ms
             ):
                 if waiting_at is None:
@@ -89,12 +112,6 @@ class BatchRouter:
                     (message.topic, message.value, message.key, message.headers_list, message.timestamp_ms)
                 ]
             else:
-                if app_name is None:  # an input record: producers may not set the router's own headers
-                    for name, _ in message.headers_list:
-                        if name.startswith(HEADER_PREFIX):
-                            message.headers, dropped = without_forged_headers(message.headers_list)
-                            tally.dropped_headers += dropped
-                            break
                 records = route(table, message, lag, now_ms, app_name, tally, envelopes)
                 if records is None:  # a waiting record that still waits: the partition stops here until woken
                     assignment.park(consumer, tp, message.offset)
@@ -102,23 +119,48 @@ class BatchRouter:
                     offsets[tp] = message.offset
                     continue
                 tally.messages_in += 1
-            if tally.age_ms is None and app_name is None and message.timestamp_ms > 0:  # not a parked one
-                tally.age_ms = now_ms - message.timestamp_ms
-            for record in records:
-                topic, value, key, headers, timestamp = record
-                try:
-                    produce(topic, value=value, key=key, headers=headers, timestamp=timestamp)  # type: ignore[arg-type]
-                except BufferError:  # local queue full: wait for deliveries to drain
-                    checkpoint.produce_waiting(record)
-                except KafkaException as exc:
-                    if exc.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
-                        record = self._too_large(record, tally)
-                        checkpoint.produce_waiting(record)
-                    else:  # a destination the client knows is gone: handled with the failed deliveries
-                        checkpoint.refused(record, exc)
-                sent.append(record)
+            self._produce(records, tally, checkpoint)
             offsets[tp] = message.offset + 1
+        results = self._decide(table, inputs, lag, now_ms)
+        for message, result in zip(inputs, results, strict=True):
+            if result is None:
+                records = route(table, message, lag, now_ms, None, tally, envelopes)
+            else:
+                records = self._records(message, result, now_ms, None, tally, envelopes)
+            if records:
+                self._produce(records, tally, checkpoint)
+            offsets[(message.topic, message.partition)] = message.offset + 1
         return tally
+
+    def _produce(self, records: list[OutRecord], tally: BatchTally, checkpoint: Checkpoint) -> None:
+        produce, sent = checkpoint.producer.produce, tally.sent
+        for record in records:
+            topic, value, key, headers, timestamp = record
+            try:
+                produce(topic, value=value, key=key, headers=headers, timestamp=timestamp)  # type: ignore[arg-type]
+            except BufferError:  # local queue full: wait for deliveries to drain
+                checkpoint.produce_waiting(record)
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                    record = self._too_large(record, tally)
+                    checkpoint.produce_waiting(record)
+                else:  # a destination the client knows is gone: handled with the failed deliveries
+                    checkpoint.refused(record, exc)
+            sent.append(record)
+
+    def _decide(
+        self, table: RoutingTable, messages: list[InputRecord], lag: Lag, now_ms: int
+    ) -> list[RouteResult | None]:
+        """Every input record's decisions, from one native evaluation of the batch; None for each record if that
+        fails: they are then routed one by one (``_route``), a record that fails again dead-lettered alone.
+        (The records decided before a failure move the round-robin cursors twice.)"""
+        if not messages:
+            return []
+        try:
+            return list(self.router.route_batch(table, messages, lag, now_ms, [None] * len(messages)))
+        except Exception:  # a bug must not stop the worker: the Python path decides each record instead
+            log.exception("routing the batch failed; routing its records one by one")
+            return [None] * len(messages)
 
     def _too_large(self, record: OutRecord, tally: BatchTally) -> OutRecord:
         """The dead-letter stub of a record too large to produce (its value with the routing headers exceeds the
@@ -154,6 +196,20 @@ class BatchRouter:
             decisions = [Decision(a, Action.DEAD_LETTER, reason="rejected") for a in apps if a]
             self.metrics.malformed.inc()
             return records_for(message, decisions, now_ms, redriven, envelopes)
+        return self._records(message, result, now_ms, pending_app, tally, envelopes)
+
+    def _records(
+        self,
+        message: InputRecord,
+        result: RouteResult,
+        now_ms: int,
+        pending_app: str | None,
+        tally: BatchTally,
+        envelopes: Envelopes,
+    ) -> list[OutRecord] | None:
+        """One record's decisions counted, and its envelopes; None for a pending record that still waits for a
+        consumer or for room (writing it again would put it behind the records parked after it)."""
+        redriven = pending_app is not None
         if result.decode_errors:
             add_counts(tally.decode_errors, result.decode_errors)
         if result.evaluation_errors:

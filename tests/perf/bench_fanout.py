@@ -159,7 +159,10 @@ def main() -> None:
     )
     perfkit.common_arguments(parser, messages=200_000, repeat=1)
     parser.add_argument("--partitions", type=int, default=4, help="input and destination partitions (4)")
+    perfkit.python_routing_argument(parser)
     args = parser.parse_args()
+    if args.python_routing:
+        perfkit.use_python_routing()
     results: dict[str, list[float]] = {}
     for rep in range(args.repeat):
         print(f"run {rep + 1} of {args.repeat}", flush=True)

@@ -235,6 +235,7 @@ def decision_path(messages: int) -> dict[str, float]:
         gc.freeze()  # as the worker does after each build (router/worker/loop.py)
         router = Router()
         out[f"router_{size}"] = per_message(lambda v, t=table, r=router: r.route(t, v, {}, 0), views)
+        out[f"batch_{size}"] = per_batch(table, views)
         if size == 1_000:
             out["compiled_1000"] = per_message(naive(table, interpreted=False), views)
             out["interpreted_1000"] = per_message(naive(table, interpreted=True), views)
@@ -244,6 +245,20 @@ def decision_path(messages: int) -> dict[str, float]:
                 assert [d.action for d in Router().route(table, v, {}, 0).decisions] == ref(v)
         out[f"worker_{size}"] = worker_python(size, messages)
     return out
+
+
+def per_batch(table: RoutingTable, views: Sequence[MessageView], passes: int = 5) -> float:
+    """Median CPU µs per message of ``Router.route_batch`` over the whole list (one native plan evaluation),
+    after checking that it decides as ``route`` does."""
+    reference, router = Router(), Router()
+    got = router.route_batch(table, views[:300], {}, 0)
+    assert [r.decisions for r in got] == [reference.route(table, v, {}, 0).decisions for v in views[:300]]
+    samples = []
+    for _ in range(passes):
+        start = time.process_time()
+        router.route_batch(table, views, {}, 0)
+        samples.append((time.process_time() - start) / len(views) * 1e6)
+    return median(samples)
 
 
 def compiled_or_not() -> str:
@@ -273,7 +288,10 @@ def main() -> None:
         "instructions per record, a figure the load on the machine does not move (docs/performance.md)",
     )
     parser.add_argument("--size", type=int, default=1_000, help="expressions for --python-path-passes")
+    perfkit.python_routing_argument(parser)
     args = parser.parse_args()
+    if args.python_routing:
+        perfkit.use_python_routing()
     if args.python_path_passes is not None:
         worker_python(args.size, 2_000, passes=args.python_path_passes)
         return
@@ -283,6 +301,10 @@ def main() -> None:
     d = decision_path(2_000)
     print(
         f"  router: 10 expressions {d['router_10']:.1f}, 1,000 {d['router_1000']:.1f}, 10,000 {d['router_10000']:.1f}"
+    )
+    print(
+        f"  router, batch (route_batch: the native plan once per 2,000): 10 expressions {d['batch_10']:.1f}, "
+        f"1,000 {d['batch_1000']:.1f}, 10,000 {d['batch_10000']:.1f}"
     )
     print(f"  naive at 1,000: compiled {d['compiled_1000']:.0f}, interpreted {d['interpreted_1000']:.0f}")
     print(

@@ -14,6 +14,7 @@ from subroute import expressions
 from subroute.expressions import Subscription
 from subroute.expressions.expression import check
 from subroute.expressions.interpreter import interpret
+from subroute.routing import native_plan
 from subroute.routing.native_plan import NativePlan
 from subroute.routing.properties import PropertyDecodeError, decode_value
 
@@ -177,14 +178,23 @@ def test_string_order_is_code_point_order(left: str, right: str) -> None:
     assert got == expected
 
 
-def test_reuse_skips_parsing_and_decides_the_same() -> None:
+def test_reuse_skips_parsing_and_decides_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     subs = [Subscription(i, f'a == {i} && s != "x"', "bmq", {"a": "int"}) for i in range(20)]
     first = NativePlan(subs)
+    parsed: list[str] = []
+    original = native_plan.check
+
+    def counted(text: str, *args: object) -> object:
+        parsed.append(text)
+        return original(text, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(native_plan, "check", counted)
     pauses: list[int] = []
     again = NativePlan(
         [*subs, Subscription("new", "a > 10", "bmq", {"a": "int"})], first, lambda: pauses.append(1)
     )
-    assert pauses == [1]  # only the new expression was parsed
+    assert parsed == ["a > 10"]  # only the new expression was parsed
+    assert len(pauses) == 1 + 21  # after that parse, and after lowering each expression
     headers = [("a", b"12"), ("s", b"y")]
     assert again.match(headers) == {12, "new"}
     assert first.match(headers) == {12}

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "expressions"))
@@ -268,3 +268,41 @@ def test_required_groups_equal_reference(
         assert {subs[i].id for i in failed} <= errors
         for i in failed:
             assert requires[i] is None or requires[i] in opened
+
+
+@SETTINGS
+@given(
+    st.one_of(subscriptions(), gated()),
+    st.lists(
+        st.one_of(
+            headers_strategy,
+            st.lists(
+                st.tuples(st.sampled_from(("a", "b", "c", "s")), _num_texts | st.just(b"a")), max_size=5
+            ),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_preferred_gates_report_the_python_plans_errors(
+    subs: list[Subscription], batch: list[Headers]
+) -> None:
+    """Indexed by the gates a Python plan chose (``prefer``), the native plan reports every error that plan
+    reports, and no other where it could take every gate (the router counts errors on this: decisions.py)."""
+    groups: dict[tuple[tuple[str, str], ...], list[Subscription]] = {}
+    for sub in subs:
+        groups.setdefault(tuple(sorted((sub.types or {}).items())), []).append(sub)
+    for key, group in groups.items():  # one Python plan per set of declared types, as the router's
+        python = compile_plan(group)
+        plan = NativePlan(group, prefer=python.gate_choices)
+        honoured = all(
+            (choice[0] if choice else None) == plan.gate_of(i) for i, choice in enumerate(python.gate_choices)
+        )
+        event("every gate taken" if honoured else "some gate not taken")
+        for headers, (hit, failed) in zip(batch, plan.match_indexes_with_errors(batch), strict=True):
+            matched, errors = python.match_with_errors(_decoded(dict(key), headers))
+            assert {group[i].id for i in hit} == matched, headers
+            native_errors = {group[i].id for i in failed}
+            assert errors <= native_errors, headers
+            if honoured:
+                assert native_errors == errors, headers

@@ -1,0 +1,177 @@
+"""The worker's batch routing without Kafka (router/worker/batch.py): a batch decided at once through the native
+plan produces what routing each record through ``Router.route`` produces; a failure of the batch path routes the
+records one by one, dead-lettering (``rejected``) only a record that fails there too; a parked partition resumes
+at the record it stopped at."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from subroute import names
+from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from subroute.ops.metrics import RouterMetrics
+from subroute.routing.decisions import Action, Router, RoutingTable, build_table
+from subroute.worker.batch import BatchRouter
+from subroute.worker.tally import BatchTally
+
+PREFIX = "subroute"
+NOW_MS = 1_800_000_000_000
+
+
+class _Record:
+    """Stands in for confluent_kafka.Message (the methods the batch loop calls)."""
+
+    def __init__(self, topic: str, partition: int, offset: int, headers: list[tuple[str, bytes | None]]):
+        self._topic, self._partition, self._offset, self._headers = topic, partition, offset, headers
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def headers(self) -> list[tuple[str, bytes | None]]:
+        return list(self._headers)
+
+    def timestamp(self) -> tuple[int, int]:
+        return 1, NOW_MS - 10
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def value(self) -> bytes:
+        return b"v%d" % self._offset
+
+
+class _Sink:
+    """The checkpoint, its producer, the consumer and the assignment: records what the loop asks of them."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[str, Any]] = []
+        self.parked: list[tuple[tuple[str, int], int]] = []
+
+    @property
+    def producer(self) -> _Sink:
+        return self
+
+    def produce(self, topic: str, **kwargs: Any) -> None:
+        self.produced.append((topic, kwargs))
+
+    def park(self, consumer: object, tp: tuple[str, int], offset: int) -> None:
+        self.parked.append((tp, offset))
+
+
+def _config() -> Config:
+    types = {"a": "int", "s": "string"}
+    apps = {
+        "billing": AppConfig("billing", ("orders",), "bmq", types, filter=("a >= 0",)),
+        "audit": AppConfig("audit", ("orders",), "sql92", {"a": "int"}, filter=("a > 5",), group_by="s"),
+    }
+    groups = {
+        ("billing", "low"): GroupConfig("billing", "low", (SubscriptionConfig("a < 10"),)),
+        ("billing", "high"): GroupConfig("billing", "high", (SubscriptionConfig("a >= 10", priority=1),), 1),
+        ("billing", "any"): GroupConfig("billing", "any"),
+        ("audit", "all"): GroupConfig("audit", "all"),
+    }
+    return Config(version=3, apps=apps, groups=groups)
+
+
+def _batch() -> list[_Record]:
+    values = [b"1", b"12", b"x", b"7", None, b"-3", b"99"]
+    return [
+        _Record("orders", i % 2, 100 + i, [("a", v), ("s", b"k%d" % (i % 3))]) for i, v in enumerate(values)
+    ]
+
+
+def _route(
+    table: RoutingTable, batch: list[Any], router: BatchRouter | None = None
+) -> tuple[BatchTally, _Sink]:
+    sink = _Sink()
+    batches = router or BatchRouter(PREFIX, RouterMetrics(CollectorRegistry(), runtime=False))
+    tally = batches.route_batch(table, batch, {}, NOW_MS, sink, sink, sink)  # type: ignore[arg-type]
+    return tally, sink
+
+
+def _summary(tally: BatchTally) -> tuple[object, ...]:
+    return (
+        tally.offsets,
+        tally.first_offsets,
+        tally.sent,
+        tally.messages_in,
+        tally.decisions,
+        [list(f) for f in tally.filtered],
+        tally.decode_errors,
+        tally.evaluation_errors,
+    )
+
+
+def test_batch_routes_as_record_by_record() -> None:
+    table = build_table(_config())
+    assert table.native is not None
+    python_only = dataclasses.replace(table, native=None)  # every record through Router.route
+    native, native_sink = _route(table, _batch())
+    reference, reference_sink = _route(python_only, _batch())
+    assert _summary(native) == _summary(reference)
+    assert native_sink.produced == reference_sink.produced
+    assert native.decisions and native.decode_errors == {"billing": 1, "audit": 1}  # b"x"
+    # Round-robin: the three billing groups at priority 0 take turns across records.
+    routed = [d.group for d in native.decisions if d.app == "billing" and d.action is Action.ROUTE]
+    assert len(set(routed)) > 1
+
+
+def test_a_failing_batch_path_routes_record_by_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = build_table(_config())
+    reference, _ = _route(dataclasses.replace(table, native=None), _batch())
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(Router, "route_batch", broken)
+    tally, _ = _route(table, _batch())
+    assert _summary(tally) == _summary(reference)
+
+    # A record that fails on the Python path as well is dead-lettered alone, for each app reading its topic.
+    route = Router.route
+
+    def failing_on_offset_103(self: Router, table: RoutingTable, message: Any, *args: Any, **kw: Any) -> Any:
+        if message.offset == 103:
+            raise RuntimeError("bug")
+        return route(self, table, message, *args, **kw)
+
+    monkeypatch.setattr(Router, "route", failing_on_offset_103)
+    tally, _ = _route(table, _batch())
+    rejected = [r for r in tally.sent if dict(r[3]).get(names.DLQ_REASON) == b"rejected"]
+    assert sorted(dict(r[3])[names.APP] for r in rejected) == [b"audit", b"billing"]
+    assert {r[1] for r in rejected} == {b"v103"}
+    assert tally.offsets == reference.offsets
+
+
+def test_parked_partition_resumes_where_it_stopped() -> None:
+    table = build_table(_config())
+    pending = names.pending_topic(PREFIX, "billing")
+    current = [(names.CONFIG_VERSION, str(table.version).encode()), ("a", b"1")]  # parked under this version
+    older = [(names.CONFIG_VERSION, b"1"), ("a", b"1")]
+    batch = [
+        _Record(pending, 0, 5, older),  # due: routed again
+        _Record(pending, 0, 6, current),  # not due: the partition stops here
+        _Record(pending, 0, 7, older),  # after the stop: not looked at
+        _Record("orders", 0, 40, [("a", b"2")]),
+    ]
+    for t in (table, dataclasses.replace(table, native=None)):
+        tally, sink = _route(t, batch)
+        assert sink.parked == [((pending, 0), 6)]
+        assert tally.offsets == {(pending, 0): 6, ("orders", 0): 41}
+        assert tally.messages_in == 2
+        redriven = [r for r in tally.sent if r[0] != names.dlq_topic(PREFIX, "billing")]
+        # the redriven record for billing alone; the input record for billing (audit filters it out)
+        assert [dict(r[3]).get(names.REDRIVEN) is not None for r in redriven] == [True, False]
