@@ -16,6 +16,7 @@ from subroute.config.limits import Limits, LimitsError, current_limits
 from subroute.config.model import (
     DIALECTS,
     FAIRNESS_MODELS,
+    ON_EXPIRE_ACTIONS,
     PRESENCE_MODES,
     PROPERTY_TYPES,
     AppConfig,
@@ -201,6 +202,13 @@ def validate_app(app: AppConfig, limits: Limits | None = None) -> list[ConfigErr
         errors.append(
             ConfigError(
                 f"{where}.presence", f"unknown presence {app.presence!r}: use one of {PRESENCE_MODES}"
+            )
+        )
+    if app.on_expire not in ON_EXPIRE_ACTIONS:
+        errors.append(
+            ConfigError(
+                f"{where}.on_expire",
+                f"unknown on_expire {app.on_expire!r}: use one of {ON_EXPIRE_ACTIONS}",
             )
         )
     for prop, kind in app.properties.items():

@@ -220,3 +220,9 @@ def test_presence_is_required_or_ignored() -> None:
     assert validate_app(AppConfig("a", ("t",), presence="ignored")) == []
     [error] = validate_app(AppConfig("a", ("t",), presence="sometimes"))
     assert error.location == "apps.a.presence" and "required" in error.message
+
+
+def test_on_expire_is_dead_letter_or_drop() -> None:
+    assert validate_app(AppConfig("a", ("t",), on_expire="drop")) == []
+    [error] = validate_app(AppConfig("a", ("t",), on_expire="remove"))
+    assert error.location == "apps.a.on_expire" and "dead-letter" in error.message

@@ -281,6 +281,18 @@ def test_expired_message_is_dead_lettered() -> None:
     assert (old.action, old.reason) == (Action.DEAD_LETTER, "expired")
 
 
+def test_expired_message_is_dropped_with_on_expire_drop() -> None:
+    # AMPS's default: an expired message is removed, not an error. Only this app drops; the other dead-letters.
+    drop = AppConfig(name="billing", inputs=("orders",), properties=TYPES, expiration_ms=30_000, on_expire="drop")
+    keep = AppConfig(name="audit", inputs=("orders",), expiration_ms=30_000)
+    cfg = config(drop, keep, groups=[group("billing", "all"), group("audit", "all")])
+    (fresh, _) = sorted(route(cfg, timestamp_ms=100_000, now_ms=120_000), key=lambda d: d.app != "billing")
+    assert fresh.action is Action.ROUTE
+    decisions = {d.app: d for d in route(cfg, timestamp_ms=100_000, now_ms=130_001)}
+    assert (decisions["billing"].action, decisions["billing"].reason) == (Action.DROP, "expired")
+    assert (decisions["audit"].action, decisions["audit"].reason) == (Action.DEAD_LETTER, "expired")
+
+
 def test_message_expiration_header_overrides_the_app() -> None:
     cfg = config(BILLING, groups=[group("billing", "all")])
     decisions = route(cfg, timestamp_ms=1_000, now_ms=3_000, **{"subroute.expiration": "1s"})
