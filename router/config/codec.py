@@ -34,19 +34,19 @@ GROUP_SCHEMA = "subroute.GroupConfig"
 # records written by older CLIs keep decoding.
 _SCHEMA_FILES: dict[tuple[str, int], str] = {
     (APP_SCHEMA, 1): "app_config",
-    (APP_SCHEMA, 2): "app_config_v2",  # adds presence, on_expire
+    (APP_SCHEMA, 2): "app_config_v2",  # adds presence, on_expire, default_group
     (GROUP_SCHEMA, 1): "group_config",
 }
 # The newest versions this code writes. An app record is written with the oldest version that holds all of its
-# values (version 1 unless presence or on_expire is not the default), so workers that predate a field keep reading every
+# values (version 1 unless presence, on_expire or default_group is not the default), so workers that predate a field keep reading every
 # config that does not use it, and a rolling upgrade needs no order.
 APP_SCHEMA_VERSION = 2
 GROUP_SCHEMA_VERSION = 1
 # The fields each app schema version adds, with the value a reader of an older record takes.
-# on_expire joined version 2 before any release wrote version 2 (CHANGELOG: Unreleased), so no reader of a
+# on_expire and default_group joined version 2 before any release wrote version 2 (CHANGELOG: Unreleased), so no reader of a
 # version-2 record without it exists; one version per release keeps the decoders few.
 _APP_FIELDS_SINCE: dict[int, dict[str, object]] = {
-    2: {"presence": DEFAULT_PRESENCE, "on_expire": DEFAULT_ON_EXPIRE}
+    2: {"presence": DEFAULT_PRESENCE, "on_expire": DEFAULT_ON_EXPIRE, "default_group": None}
 }
 
 ConfigValue = AppConfig | GroupConfig
@@ -115,6 +115,7 @@ def to_record(value: ConfigValue) -> dict[str, Any]:
             "properties": dict(value.properties),
             "filter": list(value.filter),
             "group_by": value.group_by,
+            "default_group": value.default_group,
             "fairness": value.fairness,
             "spillover": value.spillover,
             "presence": value.presence,
@@ -233,6 +234,7 @@ def _from_record(key: ConfigKey, record: dict[str, Any]) -> ConfigValue:
             properties=dict(record["properties"]),
             filter=tuple(record["filter"]),
             group_by=record["group_by"],
+            default_group=record.get("default_group"),
             fairness=record["fairness"],
             spillover=record["spillover"],
             presence=record.get("presence", DEFAULT_PRESENCE),

@@ -10,6 +10,7 @@ values mean (names, dialects, expressions) is ``subroute.config.validation``'s j
         properties: {CustomerId: int, OrderType: string}
         filter: ['OrderType == "EXPRESS"']   # OR'ed; omitted = every message
         group_by: CustomerId
+        default_group: unknown-customer  # group of messages without CustomerId (default subroute.no-group)
         fairness: round-robin            # or proportional, fast
         spillover: false
         presence: required               # or ignored: route to groups whether their consumers are attached
@@ -52,6 +53,7 @@ APP_KEYS = (
     "properties",
     "filter",
     "group_by",
+    "default_group",
     "fairness",
     "spillover",
     "presence",
@@ -316,7 +318,16 @@ def _parse_app(shape: _Shape, result: ParsedConfig, name: str, body: object) -> 
         shape.fail(f"{where}.inputs", "missing: list the input topics (names or ^regex)")
     else:
         fields["inputs"] = shape.text_list(f"{where}.inputs", spec["inputs"], single_ok=True)
-    for key in ("dialect", "fairness", "presence", "on_expire", "group_by", "priority", "default_publish"):
+    for key in (
+        "dialect",
+        "fairness",
+        "presence",
+        "on_expire",
+        "group_by",
+        "default_group",
+        "priority",
+        "default_publish",
+    ):
         if key in spec:
             fields[key] = shape.text(f"{where}.{key}", spec[key])
     if "filter" in spec:
@@ -404,6 +415,7 @@ def _app_document(app: AppConfig, groups: list[GroupConfig]) -> dict[str, Any]:
         doc["filter"] = list(app.filter)
     optional: Mapping[str, object] = {
         "group_by": app.group_by,
+        "default_group": app.default_group,
         "fairness": app.fairness,
         "spillover": app.spillover,
         "presence": app.presence,

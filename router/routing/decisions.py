@@ -497,14 +497,17 @@ def decide_app(
 
 
 def group_key_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None) -> bytes | None:
-    """The message-group id (raw header text) or the default group; None when the app has no group_by."""
+    """The message-group id (raw header text) or the app's default group (``default_group``, else
+    ``subroute.no-group``); None when the app has no group_by."""
     if app.group_by is None:
         return None
     value: bytes | None = None
     for name, raw in headers or ():
         if name == app.group_by:
             value = raw
-    return value if value else names.DEFAULT_MESSAGE_GROUP.encode()
+    if value:
+        return value
+    return (app.default_group or names.DEFAULT_MESSAGE_GROUP).encode()
 
 
 @dataclass(slots=True)

@@ -263,3 +263,13 @@ def test_on_expire_parses_and_is_written_back_only_when_not_the_default() -> Non
     assert isinstance(app, AppConfig) and app.on_expire == "drop"
     assert to_document(parsed.values.values())["apps"]["q"]["on_expire"] == "drop"
     assert "on_expire" not in to_document([AppConfig("q", ("t",))])["apps"]["q"]
+
+
+def test_default_group_parses_and_is_written_back_only_when_set() -> None:
+    text = "apps:\n  q:\n    inputs: [t]\n    group_by: Cart\n    default_group: anonymous\n"
+    parsed = parse_yaml(text)
+    assert parsed.errors == []
+    app = parsed.values[app_key("q")]
+    assert isinstance(app, AppConfig) and app.default_group == "anonymous"
+    assert to_document(parsed.values.values())["apps"]["q"]["default_group"] == "anonymous"
+    assert "default_group" not in to_document([AppConfig("q", ("t",), group_by="Cart")])["apps"]["q"]

@@ -221,6 +221,18 @@ def test_messages_without_the_group_header_get_the_default_group() -> None:
     assert decision.key == b"subroute.no-group"
 
 
+def test_the_default_group_can_be_overridden_per_app() -> None:
+    # seed 002 (Qpid): the default group "qpid.no-group" "can be overridden" (default-message-group).
+    app = AppConfig(
+        name="carts", inputs=("orders",), properties=TYPES, group_by="CustomerId", default_group="anonymous"
+    )
+    cfg = config(app, groups=[group("carts", "g1", sub("Amount >= 0"))])
+    (without,) = route(cfg, Amount=1)
+    (empty,) = route(cfg, Amount=1, CustomerId="")
+    (with_id,) = route(cfg, Amount=1, CustomerId=7)
+    assert (without.key, empty.key, with_id.key) == (b"anonymous", b"anonymous", b"7")
+
+
 def test_rendezvous_moves_only_the_groups_of_a_removed_candidate() -> None:
     three = build_table(grouped_config("g1", "g2", "g3")).app("carts")
     two = build_table(grouped_config("g1", "g2")).app("carts")
