@@ -34,12 +34,12 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from subroute import names
+from subroute.client.dead_letters import event, with_event
+from subroute.client.replace import REPLACED
 from subroute.kafka import io as kafka_io
 from subroute.ops.settings import Settings
 from subroute.routing import priority
 
-# The pending reason the consumer client's replace uses too: routed under a configuration no longer in force.
-REPLACED = "replaced"
 Headers = list[tuple[str, str | bytes | None]]
 TRANSACTION_TIMEOUT_MS = 60_000
 
@@ -199,10 +199,19 @@ def _republish(
     message: Message,
     delivered: Callable[[KafkaError | None, Message], None],
 ) -> None:
-    """The record as it was (key, value, headers with its subroute.source, timestamp), marked ``replaced``."""
-    dropped = (names.PENDING_REASON, names.DLQ_REASON)
-    headers = [(k, v) for k, v in cast(Headers, message.headers() or []) if k not in dropped]
-    headers.append((names.PENDING_REASON, REPLACED.encode()))
+    """The record as it was (key, value, headers with its subroute.source, timestamp), marked ``replaced`` and
+    with a ``replaced`` event in its history, as the consumer client's replace writes it."""
+    drained = event(
+        REPLACED,
+        int(time.time() * 1000),
+        topic=message.topic(),
+        partition=message.partition(),
+        offset=message.offset(),
+        reason="group-deleted",
+    )
+    updates: dict[str, bytes | None] = {names.PENDING_REASON: REPLACED.encode(), names.DLQ_REASON: None}
+    consumed = cast(list[tuple[str, bytes | None]], message.headers() or [])  # consumed headers are bytes
+    headers = cast(Headers, with_event(consumed, drained, updates))
     _kind, timestamp = message.timestamp()
     if timestamp > 0:  # expiration keeps counting from the original time
         producer.produce(

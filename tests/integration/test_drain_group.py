@@ -10,7 +10,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from subroute import names
 from subroute.cli import main as cli
-from subroute.kafka.drain import REPLACED
+from subroute.client.dead_letters import history_of
+from subroute.client.replace import REPLACED
 from subroute.routing import priority
 from tests.integration.harness import apply, header, make_env, produce, read, run_worker
 
@@ -75,6 +76,8 @@ def test_delete_group_with_drain_reroutes_unconsumed_messages_once(kafka, unique
     pending = read(env, names.pending_topic(env.prefix, "jobs"))
     assert {header(m, "Seq") for m in pending} == unconsumed
     assert all(header(m, names.PENDING_REASON) == REPLACED for m in pending)
+    last_events = [history_of(m.headers())[-1] for m in pending]
+    assert all((e["event"], e["reason"]) == (REPLACED, "group-deleted") for e in last_events)
     # The group's offsets are at the end: a second drain (of the deleted group) finds nothing.
     assert (_committed(env, "old", old_topic), _committed(env, "old", band5)) == (15, 5)
     assert cli([*args, *env.common()]) == 0
