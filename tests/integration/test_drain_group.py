@@ -72,6 +72,8 @@ def test_delete_group_with_drain_reroutes_unconsumed_messages_once(kafka, unique
     assert len(unconsumed) == 12
 
     args = ["config", "delete", "group", "jobs", "old", "--drain", "--drain-settle-seconds", "0.5"]
+    assert cli([*args, "--dry-run", *env.common()]) == 0  # writes nothing, drains nothing
+    assert read(env, names.pending_topic(env.prefix, "jobs")) == []
     assert cli([*args, *env.common()]) == 0
     pending = read(env, names.pending_topic(env.prefix, "jobs"))
     assert {header(m, "Seq") for m in pending} == unconsumed
@@ -111,6 +113,7 @@ def test_drain_is_refused_while_the_group_has_consumers(kafka, unique) -> None:
                 break
         assert member.assignment()
         assert cli(["config", "delete", "group", "jobs", "old", "--drain", *env.common()]) == 2
+        assert cli(["config", "delete", "group", "jobs", "old", "--drain", "--dry-run", *env.common()]) == 2
     finally:
         member.close()
     # Nothing was written: the group is still configured.
