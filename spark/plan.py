@@ -218,6 +218,8 @@ def destination(decision: Decision | None) -> str:
         return PENDING
     if decision.action is Action.FILTERED:
         return FILTERED
+    if decision.action is Action.DROP:
+        return f"(dropped: {decision.reason or 'unknown'})"
     return f"(dead-letter: {decision.reason or 'unknown'})"
 
 

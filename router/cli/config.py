@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from subroute import names
 from subroute.cli import exits, output
 from subroute.config.codec import ConfigValue, app_key, encode, group_key
 from subroute.config.diff import DELETED, Change, diff, kept, render
@@ -32,6 +33,7 @@ from subroute.config.yaml import (
     dump_yaml_documents,
     load_yaml_source,
 )
+from subroute.kafka import drain
 from subroute.kafka import io as kafka_io
 from subroute.kafka.topics import TopicPolicy, app_topics, largest_input, topic_resources
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
@@ -146,9 +148,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     delete_app = targets.add_parser("app", help="delete an app and all its groups")
     delete_app.add_argument("app")
     delete_app.set_defaults(func=delete_app_command)
-    delete_group = targets.add_parser("group", help="delete one group of an app")
+    delete_group = targets.add_parser(
+        "group",
+        help="delete one group of an app",
+        description="Deletes the group from the configuration. With --drain, its unconsumed messages (group "
+        "topic and band topics, from the group's committed offsets) then go back through the app's pending "
+        "topic (subroute.pending-reason: replaced) for the router to route under the current configuration; "
+        "the copies and the commit of the group's offsets are one Kafka transaction per pass. --drain needs "
+        "the group's consumers stopped. Run it again on a deleted group to finish a drain that failed.",
+    )
     delete_group.add_argument("app")
     delete_group.add_argument("group")
+    delete_group.add_argument(
+        "--drain",
+        action="store_true",
+        help="re-route the group's unconsumed messages through the app's pending topic (opt-in)",
+    )
+    delete_group.add_argument(
+        "--drain-settle-seconds",
+        type=float,
+        default=3.0,
+        metavar="S",
+        help="time between drain passes; a drain ends with a pass that finds nothing (workers that had not "
+        "read the deletion yet may route a few more records to the group meanwhile)",
+    )
     delete_group.set_defaults(func=delete_group_command)
     for parser in (delete_app, delete_group):
         parser.add_argument(
@@ -300,21 +323,61 @@ def delete_group_command(args: argparse.Namespace) -> int:
 
     def run(settings: Settings) -> int:
         if args.dry_run:
-            if key not in read_state(settings).values():
+            values = read_state(settings).values()
+            if key not in values and not args.drain:
                 print(f"subroute: app {args.app!r} has no group {args.group!r}", file=sys.stderr)
                 return EXIT_INVALID
-            print(f"- {key}")
-            print(f"dry run: would delete group {args.group} of app {args.app}; nothing written")
+            if args.drain:
+                refused = _drain_refusal(settings, args.app, args.group, values)
+                if refused is not None:
+                    print(f"subroute: {refused}", file=sys.stderr)
+                    return EXIT_INVALID
+            if key in values:
+                print(f"- {key}")
+            drained = " and drain it" if args.drain else ""
+            print(f"dry run: would delete group {args.group} of app {args.app}{drained}; nothing written")
             return EXIT_OK
         with ConfigWriter(settings) as writer:
-            if key not in writer.read().values():
+            values = writer.read().values()
+            present = key in values
+            if not present and not args.drain:
                 print(f"subroute: app {args.app!r} has no group {args.group!r}", file=sys.stderr)
                 return EXIT_INVALID
-            writer.write([(key, None, [])])
-        print(f"deleted group {args.group} of app {args.app}; its topic is kept")
+            if args.drain:
+                refused = _drain_refusal(settings, args.app, args.group, values)
+                if refused is not None:
+                    print(f"subroute: {refused}", file=sys.stderr)
+                    return EXIT_INVALID
+            if present:
+                # First out of the configuration, so the router stops routing to the group, then drained.
+                writer.write([(key, None, [])])
+                print(f"deleted group {args.group} of app {args.app}; its topic is kept")
+            else:
+                print(f"group {args.group} of app {args.app} is already deleted; draining it")
+        if not args.drain:
+            return EXIT_OK
+        result = drain.drain_group(settings, args.app, args.group, settle=args.drain_settle_seconds)
+        for topic, count in sorted(result.republished.items()):
+            print(f"drained {count} record(s) of {topic}")
+        pending = names.pending_topic(settings.topic_prefix, args.app)
+        print(f"drained {result.total} record(s) to {pending} in {result.passes} pass(es)")
         return EXIT_OK
 
     return _guarded(run, args)
+
+
+def _drain_refusal(settings: Settings, app: str, group: str, values: Mapping[str, ConfigValue]) -> str | None:
+    """Why ``--drain`` cannot run now, before anything is written; None when it can."""
+    if app_key(app) not in values:
+        return f"there is no app {app!r}: nothing would route the drained messages"
+    group_id = names.consumer_group_id(settings.topic_prefix, app, group)
+    members = drain.live_members(settings, group_id)
+    if members:
+        return (
+            f"consumer group {group_id} has {members} live member(s): stop the group's consumers before "
+            "--drain, or they may process the drained messages a second time"
+        )
+    return None
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
@@ -343,7 +406,7 @@ def _guarded(run: Callable[[Settings], int], args: argparse.Namespace) -> int:
         return EXIT_INVALID
     try:
         return run(settings)
-    except ConcurrentChange as exc:
+    except (ConcurrentChange, drain.GroupInUse) as exc:
         print(f"subroute: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except ConfigVersionRefused as exc:

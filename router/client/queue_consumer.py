@@ -68,7 +68,7 @@ from subroute.config.model import AppConfig, Config
 from subroute.kafka import io as kafka_io
 from subroute.ops.settings import Settings
 from subroute.routing import priority
-from subroute.routing.expiration import is_expired
+from subroute.routing.expiration import EXPIRED, is_expired, should_drop
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +144,10 @@ class QueueStats:
         0  # routed under a replaced subscription they no longer match: back through the pending topic
     )
     failed_writes: int = 0  # writes of given-back messages (copies, dead letters) that failed and are retried
+    # Messages that expired here, by what became of them: "dead-letter" (once the dead letter is acknowledged) or
+    # "drop" (the app's on_expire: drop; removed without a write). The router counts its own in
+    # subroute_expired_total.
+    expired: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)
@@ -529,10 +533,9 @@ class QueueConsumer:
                     continue  # a cancelled message of its group has not come back yet
             now_ms = _now_ms()
             if is_expired(self.app_config, message.headers, message.timestamp, now_ms):
-                # Settled (and committed) once its dead letter is acknowledged; until then it takes a slot.
-                self._dead_letter(
-                    message, "expired", event("expired", now_ms, **_where(message)), wait=WRITE_WAIT
-                )
+                # Dead-lettered: settled (and committed) once its dead letter is acknowledged; until then it
+                # takes a slot. Dropped: settled now.
+                self._expired(message, event("expired", now_ms, **_where(message)), wait=WRITE_WAIT)
                 continue
             if not self._still_subscribed(message):
                 self._replace(message)  # settled (and committed) once the pending record is acknowledged
@@ -644,7 +647,7 @@ class QueueConsumer:
             cancels=outcome.cancels,
         )
         if is_expired(config, message.headers, message.timestamp, now_ms):
-            self._dead_letter(message, "expired", failure, wait=wait)
+            self._expired(message, failure, wait=wait)
             return
         if outcome.dead_letter_reason is not None:
             self._dead_letter(message, outcome.dead_letter_reason, failure, wait=wait)
@@ -716,6 +719,17 @@ class QueueConsumer:
         count = len(found.partitions)
         self._partition_counts[topic] = (count, now)
         return count
+
+    def _expired(self, message: QueueMessage, cause: dict[str, object], *, wait: float) -> None:
+        """An expired message leaves the queue as the app's ``on_expire`` says: a dead letter (reason
+        ``expired``), or, with ``drop``, removed at once like an acknowledged one (AMPS: expiration "is a normal
+        way for the message to leave the queue"), counted in ``stats.expired``."""
+        if not should_drop(self.app_config):
+            self._dead_letter(message, EXPIRED, cause, wait=wait)
+            return
+        self.stats.expired["drop"] = self.stats.expired.get("drop", 0) + 1
+        self._tracker.settle((message.topic, message.partition), message.offset)
+        self._commit(asynchronous=self.semantics == AT_LEAST_ONCE)
 
     def _dead_letter(
         self, message: QueueMessage, reason: str, cause: dict[str, object], *, wait: float
@@ -810,6 +824,8 @@ class QueueConsumer:
         if done.dead_letter_reason is not None:
             reason = done.dead_letter_reason
             self.stats.dead_lettered[reason] = self.stats.dead_lettered.get(reason, 0) + 1
+            if reason == EXPIRED:
+                self.stats.expired["dead-letter"] = self.stats.expired.get("dead-letter", 0) + 1
         if done.replaced:
             self.stats.replaced += 1
         if done.group is not None and done.moved:

@@ -14,7 +14,13 @@ from typing import Any
 
 from fastavro import schemaless_reader, schemaless_writer
 
-from subroute.config.model import DEFAULT_PRESENCE, AppConfig, GroupConfig, SubscriptionConfig
+from subroute.config.model import (
+    DEFAULT_ON_EXPIRE,
+    DEFAULT_PRESENCE,
+    AppConfig,
+    GroupConfig,
+    SubscriptionConfig,
+)
 from subroute.schemas import load_schema
 
 SCHEMA_HEADER = "subroute.schema"
@@ -28,16 +34,20 @@ GROUP_SCHEMA = "subroute.GroupConfig"
 # records written by older CLIs keep decoding.
 _SCHEMA_FILES: dict[tuple[str, int], str] = {
     (APP_SCHEMA, 1): "app_config",
-    (APP_SCHEMA, 2): "app_config_v2",  # adds presence
+    (APP_SCHEMA, 2): "app_config_v2",  # adds presence, on_expire, default_group
     (GROUP_SCHEMA, 1): "group_config",
 }
 # The newest versions this code writes. An app record is written with the oldest version that holds all of its
-# values (version 1 unless presence is not the default), so workers that predate a field keep reading every
+# values (version 1 unless presence, on_expire or default_group is not the default), so workers that predate a field keep reading every
 # config that does not use it, and a rolling upgrade needs no order.
 APP_SCHEMA_VERSION = 2
 GROUP_SCHEMA_VERSION = 1
 # The fields each app schema version adds, with the value a reader of an older record takes.
-_APP_FIELDS_SINCE: dict[int, dict[str, object]] = {2: {"presence": DEFAULT_PRESENCE}}
+# on_expire and default_group joined version 2 before any release wrote version 2 (CHANGELOG: Unreleased), so no reader of a
+# version-2 record without it exists; one version per release keeps the decoders few.
+_APP_FIELDS_SINCE: dict[int, dict[str, object]] = {
+    2: {"presence": DEFAULT_PRESENCE, "on_expire": DEFAULT_ON_EXPIRE, "default_group": None}
+}
 
 ConfigValue = AppConfig | GroupConfig
 # Producer-shaped headers (what encode returns) and what a consumed Message may carry.
@@ -105,11 +115,13 @@ def to_record(value: ConfigValue) -> dict[str, Any]:
             "properties": dict(value.properties),
             "filter": list(value.filter),
             "group_by": value.group_by,
+            "default_group": value.default_group,
             "fairness": value.fairness,
             "spillover": value.spillover,
             "presence": value.presence,
             "partitions": value.partitions,
             "expiration_ms": value.expiration_ms,
+            "on_expire": value.on_expire,
             "priority": value.priority,
             "default_publish": value.default_publish,
             "max_cancels": value.max_cancels,
@@ -222,11 +234,13 @@ def _from_record(key: ConfigKey, record: dict[str, Any]) -> ConfigValue:
             properties=dict(record["properties"]),
             filter=tuple(record["filter"]),
             group_by=record["group_by"],
+            default_group=record.get("default_group"),
             fairness=record["fairness"],
             spillover=record["spillover"],
             presence=record.get("presence", DEFAULT_PRESENCE),
             partitions=record["partitions"],
             expiration_ms=record["expiration_ms"],
+            on_expire=record.get("on_expire", DEFAULT_ON_EXPIRE),
             priority=record["priority"],
             default_publish=record["default_publish"],
             max_cancels=record["max_cancels"],

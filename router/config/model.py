@@ -17,6 +17,11 @@ PROPERTY_TYPES = ("int", "string", "bool", "float")
 # attached consumers only); ``ignored``: to any group, for readers that confirm without joining a group (Spark).
 PRESENCE_MODES = ("required", "ignored")
 DEFAULT_PRESENCE = "required"
+# What happens to a message older than the app's expiration: ``dead-letter`` (subroute's behaviour since the
+# start, so nothing expires unseen) or ``drop`` (AMPS's default: "expiration is considered to be a normal way
+# for the message to leave the queue, and is not considered an error"). Counted either way.
+ON_EXPIRE_ACTIONS = ("dead-letter", "drop")
+DEFAULT_ON_EXPIRE = "dead-letter"
 
 
 def _frozen(mapping: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -59,11 +64,15 @@ class AppConfig:
     # App subscriptions, OR'ed; empty means every message passes.
     filter: tuple[str, ...] = ()
     group_by: str | None = None
+    # The message-group id of a record without the group_by property (Qpid's "default-message-group"); None:
+    # names.DEFAULT_MESSAGE_GROUP. Only meaningful with group_by.
+    default_group: str | None = None
     fairness: str = "round-robin"
     spillover: bool = False
     presence: str = DEFAULT_PRESENCE
     partitions: int | None = None
     expiration_ms: int | None = None
+    on_expire: str = DEFAULT_ON_EXPIRE
     # AMPS Priority: an integer expression over properties.
     priority: str | None = None
     default_publish: str | None = None

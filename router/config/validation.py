@@ -16,6 +16,7 @@ from subroute.config.limits import Limits, LimitsError, current_limits
 from subroute.config.model import (
     DIALECTS,
     FAIRNESS_MODELS,
+    ON_EXPIRE_ACTIONS,
     PRESENCE_MODES,
     PROPERTY_TYPES,
     AppConfig,
@@ -34,6 +35,9 @@ PROPERTY_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 TOPIC_NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64_MAX = 2**63 - 1
+# A message-group id becomes the key of every routed record of its group: bounded like a property value would be
+# in practice, so a typo cannot make every key of an app kilobytes long.
+MAX_GROUP_ID = 249
 
 
 @dataclass(frozen=True)
@@ -203,6 +207,13 @@ def validate_app(app: AppConfig, limits: Limits | None = None) -> list[ConfigErr
                 f"{where}.presence", f"unknown presence {app.presence!r}: use one of {PRESENCE_MODES}"
             )
         )
+    if app.on_expire not in ON_EXPIRE_ACTIONS:
+        errors.append(
+            ConfigError(
+                f"{where}.on_expire",
+                f"unknown on_expire {app.on_expire!r}: use one of {ON_EXPIRE_ACTIONS}",
+            )
+        )
     for prop, kind in app.properties.items():
         at = f"{where}.properties.{prop}"
         if not isinstance(prop, str) or not PROPERTY_NAME_PATTERN.match(prop):
@@ -246,6 +257,16 @@ def validate_app(app: AppConfig, limits: Limits | None = None) -> list[ConfigErr
         not isinstance(app.group_by, str) or not PROPERTY_NAME_PATTERN.match(app.group_by)
     ):
         errors.append(ConfigError(f"{where}.group_by", f"{app.group_by!r} is not a property name"))
+    if app.default_group is not None:
+        at = f"{where}.default_group"
+        if app.group_by is None:
+            # Qpid's default-message-group belongs to a queue with message grouping; without group_by nothing
+            # would use it, and a silently ignored setting hides the missing group_by.
+            errors.append(
+                ConfigError(at, "only meaningful with group_by: set group_by, or remove default_group")
+            )
+        if not isinstance(app.default_group, str) or not 1 <= len(app.default_group) <= MAX_GROUP_ID:
+            errors.append(ConfigError(at, f"expected a message-group id of 1 to {MAX_GROUP_ID} characters"))
     if len(app.filter) > bounds.max_subscriptions_per_app:
         errors.append(_too_many(f"{where}.filter", len(app.filter), bounds, "per_app", f"app {app.name}"))
     else:

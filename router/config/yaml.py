@@ -10,11 +10,13 @@ values mean (names, dialects, expressions) is ``subroute.config.validation``'s j
         properties: {CustomerId: int, OrderType: string}
         filter: ['OrderType == "EXPRESS"']   # OR'ed; omitted = every message
         group_by: CustomerId
+        default_group: unknown-customer  # group of messages without CustomerId (default subroute.no-group)
         fairness: round-robin            # or proportional, fast
         spillover: false
         presence: required               # or ignored: route to groups whether their consumers are attached
         partitions: 3                    # default: the largest input's partition count
         expiration: 30s                  # ms, s, m, h, d, or an integer number of milliseconds
+        on_expire: dead-letter           # or drop: expired messages are counted and removed (AMPS's default)
         priority: 'Amount / 100'         # integer expression
         default_publish: orders
         max_cancels: 3
@@ -51,11 +53,13 @@ APP_KEYS = (
     "properties",
     "filter",
     "group_by",
+    "default_group",
     "fairness",
     "spillover",
     "presence",
     "partitions",
     "expiration",
+    "on_expire",
     "priority",
     "default_publish",
     "max_cancels",
@@ -314,7 +318,16 @@ def _parse_app(shape: _Shape, result: ParsedConfig, name: str, body: object) -> 
         shape.fail(f"{where}.inputs", "missing: list the input topics (names or ^regex)")
     else:
         fields["inputs"] = shape.text_list(f"{where}.inputs", spec["inputs"], single_ok=True)
-    for key in ("dialect", "fairness", "presence", "group_by", "priority", "default_publish"):
+    for key in (
+        "dialect",
+        "fairness",
+        "presence",
+        "on_expire",
+        "group_by",
+        "default_group",
+        "priority",
+        "default_publish",
+    ):
         if key in spec:
             fields[key] = shape.text(f"{where}.{key}", spec[key])
     if "filter" in spec:
@@ -402,11 +415,13 @@ def _app_document(app: AppConfig, groups: list[GroupConfig]) -> dict[str, Any]:
         doc["filter"] = list(app.filter)
     optional: Mapping[str, object] = {
         "group_by": app.group_by,
+        "default_group": app.default_group,
         "fairness": app.fairness,
         "spillover": app.spillover,
         "presence": app.presence,
         "partitions": app.partitions,
         "expiration": None if app.expiration_ms is None else format_duration_ms(app.expiration_ms),
+        "on_expire": app.on_expire,
         "priority": app.priority,
         "default_publish": app.default_publish,
         "max_cancels": app.max_cancels,

@@ -71,6 +71,14 @@ class RouterMetrics:
             ["app", "reason"],
             registry=r,
         )
+        # Both outcomes of expiration in one counter: with on_expire: drop an expired record is written nowhere,
+        # so this is where it shows (action is dead-letter or drop: bounded).
+        self.expired = Counter(
+            "subroute_expired_total",
+            "Records older than their expiration, by what happened to them (dead-letter or drop).",
+            ["app", "action"],
+            registry=r,
+        )
         self.evaluation_errors = Counter(
             "subroute_evaluation_errors_total",
             "Expression evaluations that ended in an error (missing property, wrong type, arithmetic).",

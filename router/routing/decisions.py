@@ -4,7 +4,8 @@ DESIGN.md §2: for every app reading the record's topic, the app filter first (n
 app's consumer subscriptions from the highest priority down; among the matching subscriptions of the first
 priority level that has a present group, one group with room is chosen by the app's fairness model (or by
 rendezvous hashing of the message group). No match at all: ``pending``. A match but nobody attached, or no room:
-``pending`` with reason ``no-consumer`` / ``capacity``. Too old: ``dead-letter`` with reason ``expired``.
+``pending`` with reason ``no-consumer`` / ``capacity``. Too old: ``dead-letter`` with reason ``expired``, or
+``drop`` (reason ``expired``) for an app with ``on_expire: drop``.
 
 Nothing here touches Kafka. The worker owns the mutable pieces and passes them in: the round-robin cursors, and
 the snapshot's count of what it routed since the last measurement (routing/snapshot.py).
@@ -24,7 +25,7 @@ from subroute import expressions, names
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.expressions.plan import GateChoice
 from subroute.routing import priority
-from subroute.routing.expiration import message_expiration
+from subroute.routing.expiration import EXPIRED, message_expiration, should_drop
 from subroute.routing.native_plan import NativePlan, NativePlanError
 from subroute.routing.properties import Decoder, PropertyValue, decode_failures, decode_with, decoders_for
 from subroute.routing.snapshot import Snapshot
@@ -48,6 +49,7 @@ class Action(Enum):
     PENDING = "pending"
     FILTERED = "filtered"
     DEAD_LETTER = "dead-letter"
+    DROP = "drop"  # written nowhere, only counted (an expired record of an app with on_expire: drop)
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ class Decision:
     group: str | None = None
     subscription: str | None = None
     key: bytes | None = None  # the message-group key when the app has group_by
-    reason: str | None = None  # dead-letter reason, or why a pending record waits (WAITING_REASONS)
+    reason: str | None = None  # dead-letter/drop reason, or why a pending record waits (WAITING_REASONS)
     band: int = 0  # priority band (apps with a priority expression)
 
 
@@ -587,14 +589,17 @@ def decide_app(
 
 
 def group_key_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None) -> bytes | None:
-    """The message-group id (raw header text) or the default group; None when the app has no group_by."""
+    """The message-group id (raw header text) or the app's default group (``default_group``, else
+    ``subroute.no-group``); None when the app has no group_by."""
     if app.group_by is None:
         return None
     value: bytes | None = None
     for name, raw in headers or ():
         if name == app.group_by:
             value = raw
-    return value if value else names.DEFAULT_MESSAGE_GROUP.encode()
+    if value:
+        return value
+    return (app.default_group or names.DEFAULT_MESSAGE_GROUP).encode()
 
 
 @dataclass(slots=True)
@@ -653,9 +658,7 @@ class Router:
                     for app in group.apps
                     if _expired(app.config.expiration_ms, own_expiration, timestamp, now_ms)
                 }
-                routed.extend(
-                    Decision(name, Action.DEAD_LETTER, reason="expired") for name in sorted(expired)
-                )
+                routed.extend(expired_decision(table, name) for name in sorted(expired))
                 if len(expired) == len(group.apps):
                     continue
             env = group.environment
@@ -758,9 +761,7 @@ class Router:
                     for app in group.apps
                     if _expired(app.config.expiration_ms, own_expiration, timestamp, now_ms)
                 }
-                routed.extend(
-                    Decision(name, Action.DEAD_LETTER, reason="expired") for name in sorted(expired)
-                )
+                routed.extend(expired_decision(table, name) for name in sorted(expired))
                 if len(expired) == len(group.apps):
                     continue
             failures = decode_failures(headers, group.environment.decoders)
@@ -807,6 +808,14 @@ def _inexact_errors(
         return False
     apps = {app.name for group in table.groups_for(topic, only_app) for app in group.apps}
     return any(native.owner(p) in apps for p in inexact)
+
+
+def expired_decision(table: RoutingTable, app_name: str) -> Decision:
+    """What an expired record becomes for ``app_name``: a dead letter (reason ``expired``), or dropped when the
+    app says ``on_expire: drop`` (AMPS removes expired messages; subroute keeps them unless told)."""
+    route = table.app(app_name)
+    drop = route is not None and should_drop(route.config)
+    return Decision(app_name, Action.DROP if drop else Action.DEAD_LETTER, reason=EXPIRED)
 
 
 def _expired(app_limit: int | None, own_limit: int | None, timestamp_ms: int, now_ms: int) -> bool:

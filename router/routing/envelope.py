@@ -160,7 +160,7 @@ def records_for(
     out: list[OutRecord] = []
     for decision in decisions:
         action = decision.action
-        if action is Action.FILTERED:
+        if action is Action.FILTERED or action is Action.DROP:  # skipped, or expired with on_expire: drop
             continue
         _, topic, before, after = made.get(id(decision)) or envelopes.headers_of(decision)
         key = decision.key if action is Action.ROUTE and decision.key is not None else message.key

@@ -1,5 +1,6 @@
 """Expiration (AMPS): a message older than its app's ``expiration``, or than its own ``subroute.expiration``
-header, is not delivered. Pure, shared by the router (which dead-letters it) and the consumer client."""
+header, is not delivered. Pure, shared by the router and the consumer client, which dead-letter it or, for an app
+with ``on_expire: drop``, drop it (``should_drop``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,13 @@ from subroute.config.model import AppConfig
 from subroute.durations import MAX_DURATION_TEXT, parse_duration_ms
 
 Headers = Sequence[tuple[str, bytes | None]]
+
+EXPIRED = "expired"  # the dead-letter (or drop) reason
+
+
+def should_drop(app: AppConfig) -> bool:
+    """Whether the app's expired messages are removed without a write (``on_expire: drop``, AMPS's default)."""
+    return app.on_expire == "drop"
 
 
 def message_expiration(headers: Headers | None) -> int | None:

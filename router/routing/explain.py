@@ -73,6 +73,8 @@ def _why(
 ) -> str:
     if action is Action.DEAD_LETTER:
         return f"dead-lettered: {reason}"
+    if action is Action.DROP:
+        return f"dropped: {reason} (on_expire: drop); counted, written nowhere"
     if action is Action.FILTERED:
         return "no app filter matched: skipped for this app (auto-confirmed)"
     if action is Action.PENDING and reason == CAPACITY:

@@ -14,6 +14,7 @@ from typing import TypeVar
 from subroute.ops.metrics import RouterMetrics
 from subroute.routing.decisions import Action, Decision
 from subroute.routing.envelope import OutRecord
+from subroute.routing.expiration import EXPIRED
 
 _T = TypeVar("_T")
 
@@ -77,5 +78,9 @@ def count_decision(metrics: RouterMetrics, decision: Decision, redriven: bool, c
     elif decision.action is Action.PENDING:
         if not redriven:
             metrics.pending.labels(decision.app).inc(count)
+    elif decision.action is Action.DROP:  # only ever an expired record (on_expire: drop)
+        metrics.expired.labels(decision.app, Action.DROP.value).inc(count)
     else:
         metrics.dead_lettered.labels(decision.app, decision.reason or "unknown").inc(count)
+        if decision.reason == EXPIRED:
+            metrics.expired.labels(decision.app, Action.DEAD_LETTER.value).inc(count)

@@ -11,7 +11,7 @@ from subroute import names
 from subroute.cli import main as cli
 from subroute.client import QueueMessage
 from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
-from tests.integration.client_support import queue
+from tests.integration.client_support import committed, put, queue, take, text
 from tests.integration.harness import apply, header, make_env, produce, read, run_worker
 
 pytestmark = pytest.mark.kafka
@@ -127,6 +127,56 @@ apps:
         (b"short-lived", "expired"),
     ]
     assert metrics.dead_lettered.labels("a", "expired")._value.get() == 2
+
+
+def test_on_expire_drop_removes_expired_messages_counted_router_and_client(kafka, unique) -> None:
+    # seed 001: "If the message has been in the queue longer than the Expiration time ... AMPS removes the message
+    # from the queue ... not considered an error". With on_expire: drop nothing is written, only counted; the
+    # app next to it keeps subroute's default and dead-letters.
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert (
+        apply(
+            env,
+            """
+apps:
+  dropper:
+    inputs: [INPUT]
+    expiration: 30s
+    on_expire: drop
+    groups: {all: {}}
+  keeper:
+    inputs: [INPUT]
+    expiration: 30s
+    groups: {all: {}}
+""",
+        )
+        == 0
+    )
+    producer = Producer(env.settings.client_config())
+    now = int(time.time() * 1000)
+    producer.produce(env.input, b"old", timestamp=now - 60_000)
+    producer.produce(env.input, b"fresh", timestamp=now)
+    producer.flush(10)
+    metrics = run_worker(env)
+    assert [m.value() for m in read(env, env.topic("dropper", "all"))] == [b"fresh"]
+    assert read(env, names.dlq_topic(env.prefix, "dropper")) == []
+    assert [m.value() for m in read(env, names.dlq_topic(env.prefix, "keeper"))] == [b"old"]
+    assert metrics.expired.labels("dropper", "drop")._value.get() == 1
+    assert metrics.expired.labels("keeper", "dead-letter")._value.get() == 1
+
+    # The consumer client: a message that expires on the group topic is removed and committed, not written.
+    put(env, "dropper", "all", [("stale", 7)], timestamp=now - 60_000)
+    put(env, "dropper", "all", [("last", 8)])
+    with queue(env, "dropper", "all") as q:
+        delivered = []
+        for _ in range(2):  # backlog 1 (the default): one at a time
+            message = take(q)
+            delivered.append(text(message))
+            assert q.ack(message)
+        assert delivered == ["fresh", "last"]  # "stale" dropped on the way
+        assert q.stats.expired == {"drop": 1} and q.stats.dead_lettered == {}
+    assert committed(env, "dropper", "all") == 3  # "stale" settled by the drop, between the two acks
+    assert read(env, names.dlq_topic(env.prefix, "dropper")) == []
 
 
 def test_proportional_fairness_on_real_lag_picks_clyde(kafka, unique) -> None:

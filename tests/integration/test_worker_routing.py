@@ -203,6 +203,35 @@ apps:
     assert sequence[names.DEFAULT_MESSAGE_GROUP] == [1000, 1001, 1002, 1003, 1004]
 
 
+def test_an_apps_default_group_keys_messages_without_the_group_header(kafka, unique) -> None:
+    # seed 002 (Qpid): the default group's name "can be overridden" (default-message-group).
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert (
+        apply(
+            env,
+            """
+apps:
+  carts:
+    inputs: [INPUT]
+    properties: {Cart: string, Seq: int}
+    group_by: Cart
+    default_group: anonymous
+    groups:
+      g1: {}
+""",
+        )
+        == 0
+    )
+    produce(env, [{"Cart": "c1", "Seq": 0}, {"Seq": 1}, {"Seq": 2}], key=b"input-key")
+    run_worker(env)
+    routed = read(env, env.topic("carts", "g1"))
+    assert [(m.key(), header(m, "Seq")) for m in routed] == [
+        (b"c1", "0"),
+        (b"anonymous", "1"),
+        (b"anonymous", "2"),
+    ]
+
+
 def test_malformed_headers_are_missing_properties_and_the_worker_keeps_going(kafka, unique) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
     assert (

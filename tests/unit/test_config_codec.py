@@ -169,3 +169,28 @@ def test_version_1_record_reads_as_presence_required() -> None:
     schemaless_writer(buffer, load_schema("app_config"), old)
     _, app = decode("app/a", buffer.getvalue(), [(SCHEMA_HEADER, b"subroute.AppConfig/1")])
     assert isinstance(app, AppConfig) and app.presence == "required"
+
+
+def test_on_expire_drop_is_written_with_version_2_and_read_back() -> None:
+    app = AppConfig(name="a", inputs=("t",), expiration_ms=1_000, on_expire="drop")
+    key, value, headers = encode(app)
+    assert headers == [(SCHEMA_HEADER, b"subroute.AppConfig/2")]
+    assert decode(key, value, headers)[1] == app
+
+
+def test_version_1_record_reads_as_on_expire_dead_letter() -> None:
+    _key, value, headers = encode(AppConfig(name="a", inputs=("t",), expiration_ms=1_000))
+    assert headers == [(SCHEMA_HEADER, b"subroute.AppConfig/1")]  # the default stays readable by older workers
+    _, app = decode("app/a", value, headers)
+    assert isinstance(app, AppConfig) and app.on_expire == "dead-letter"
+
+
+def test_default_group_is_written_with_version_2_and_read_back() -> None:
+    app = AppConfig(name="a", inputs=("t",), group_by="Cart", default_group="anonymous")
+    key, value, headers = encode(app)
+    assert headers == [(SCHEMA_HEADER, b"subroute.AppConfig/2")]
+    assert decode(key, value, headers)[1] == app
+    # without it, a grouped app stays version 1
+    assert encode(AppConfig(name="a", inputs=("t",), group_by="Cart"))[2] == [
+        (SCHEMA_HEADER, b"subroute.AppConfig/1")
+    ]

@@ -220,3 +220,26 @@ def test_presence_is_required_or_ignored() -> None:
     assert validate_app(AppConfig("a", ("t",), presence="ignored")) == []
     [error] = validate_app(AppConfig("a", ("t",), presence="sometimes"))
     assert error.location == "apps.a.presence" and "required" in error.message
+
+
+def test_on_expire_is_dead_letter_or_drop() -> None:
+    assert validate_app(AppConfig("a", ("t",), on_expire="drop")) == []
+    [error] = validate_app(AppConfig("a", ("t",), on_expire="remove"))
+    assert error.location == "apps.a.on_expire" and "dead-letter" in error.message
+
+
+def test_default_group_needs_group_by() -> None:
+    assert validate_app(AppConfig("a", ("t",), group_by="Cart", default_group="anonymous")) == []
+    [error] = validate_app(AppConfig("a", ("t",), default_group="anonymous"))
+    assert error.location == "apps.a.default_group" and "only meaningful with group_by" in error.message
+    [error] = validate_app(AppConfig("a", ("t",), group_by="Cart", default_group=""))
+    assert error.location == "apps.a.default_group" and "1 to 249 characters" in error.message
+
+
+def test_default_group_without_group_by_is_refused_from_yaml_with_its_location() -> None:
+    parsed = parse_yaml("apps:\n  a:\n    inputs: [t]\n    default_group: anonymous\n")
+    assert parsed.errors == []
+    errors = validate_state(parsed.values.values())
+    assert [str(e) for e in errors] == [
+        "apps.a.default_group: only meaningful with group_by: set group_by, or remove default_group"
+    ]

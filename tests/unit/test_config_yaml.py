@@ -254,3 +254,22 @@ def test_presence_parses_and_is_written_back_only_when_not_the_default() -> None
     assert to_document(parsed.values.values())["apps"]["q"]["presence"] == "ignored"
     default = AppConfig("q", ("t",))
     assert "presence" not in to_document([default])["apps"]["q"]
+
+
+def test_on_expire_parses_and_is_written_back_only_when_not_the_default() -> None:
+    parsed = parse_yaml("apps:\n  q:\n    inputs: [t]\n    expiration: 5s\n    on_expire: drop\n")
+    assert parsed.errors == []
+    app = parsed.values[app_key("q")]
+    assert isinstance(app, AppConfig) and app.on_expire == "drop"
+    assert to_document(parsed.values.values())["apps"]["q"]["on_expire"] == "drop"
+    assert "on_expire" not in to_document([AppConfig("q", ("t",))])["apps"]["q"]
+
+
+def test_default_group_parses_and_is_written_back_only_when_set() -> None:
+    text = "apps:\n  q:\n    inputs: [t]\n    group_by: Cart\n    default_group: anonymous\n"
+    parsed = parse_yaml(text)
+    assert parsed.errors == []
+    app = parsed.values[app_key("q")]
+    assert isinstance(app, AppConfig) and app.default_group == "anonymous"
+    assert to_document(parsed.values.values())["apps"]["q"]["default_group"] == "anonymous"
+    assert "default_group" not in to_document([AppConfig("q", ("t",), group_by="Cart")])["apps"]["q"]

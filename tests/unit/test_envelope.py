@@ -94,3 +94,8 @@ def test_a_waiting_record_says_why_and_loses_the_reason_when_redriven() -> None:
     routed = Decision("billing", Action.ROUTE, group="vip")
     [(_, _, _, again, _)] = records_for(_input(headers), [routed], 6_000, True, Envelopes("p", TABLE))
     assert names.PENDING_REASON not in dict(again) and (names.REDRIVEN, b"pending") in again
+
+
+def test_a_dropped_record_is_written_nowhere() -> None:
+    dropped = Decision("billing", Action.DROP, reason="expired")
+    assert records_for(_input([]), [dropped], 5_000, False, Envelopes("p", TABLE)) == []

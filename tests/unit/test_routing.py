@@ -221,6 +221,18 @@ def test_messages_without_the_group_header_get_the_default_group() -> None:
     assert decision.key == b"subroute.no-group"
 
 
+def test_the_default_group_can_be_overridden_per_app() -> None:
+    # seed 002 (Qpid): the default group "qpid.no-group" "can be overridden" (default-message-group).
+    app = AppConfig(
+        name="carts", inputs=("orders",), properties=TYPES, group_by="CustomerId", default_group="anonymous"
+    )
+    cfg = config(app, groups=[group("carts", "g1", sub("Amount >= 0"))])
+    (without,) = route(cfg, Amount=1)
+    (empty,) = route(cfg, Amount=1, CustomerId="")
+    (with_id,) = route(cfg, Amount=1, CustomerId=7)
+    assert (without.key, empty.key, with_id.key) == (b"anonymous", b"anonymous", b"7")
+
+
 def test_rendezvous_moves_only_the_groups_of_a_removed_candidate() -> None:
     three = build_table(grouped_config("g1", "g2", "g3")).app("carts")
     two = build_table(grouped_config("g1", "g2")).app("carts")
@@ -279,6 +291,18 @@ def test_expired_message_is_dead_lettered() -> None:
     assert fresh.action is Action.ROUTE
     (old,) = route(cfg, timestamp_ms=100_000, now_ms=130_001, CustomerId=1)
     assert (old.action, old.reason) == (Action.DEAD_LETTER, "expired")
+
+
+def test_expired_message_is_dropped_with_on_expire_drop() -> None:
+    # AMPS's default: an expired message is removed, not an error. Only this app drops; the other dead-letters.
+    drop = AppConfig(name="billing", inputs=("orders",), properties=TYPES, expiration_ms=30_000, on_expire="drop")
+    keep = AppConfig(name="audit", inputs=("orders",), expiration_ms=30_000)
+    cfg = config(drop, keep, groups=[group("billing", "all"), group("audit", "all")])
+    (fresh, _) = sorted(route(cfg, timestamp_ms=100_000, now_ms=120_000), key=lambda d: d.app != "billing")
+    assert fresh.action is Action.ROUTE
+    decisions = {d.app: d for d in route(cfg, timestamp_ms=100_000, now_ms=130_001)}
+    assert (decisions["billing"].action, decisions["billing"].reason) == (Action.DROP, "expired")
+    assert (decisions["audit"].action, decisions["audit"].reason) == (Action.DEAD_LETTER, "expired")
 
 
 def test_message_expiration_header_overrides_the_app() -> None:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from subroute.config.model import DIALECTS, FAIRNESS_MODELS, PRESENCE_MODES, PROPERTY_TYPES
+from subroute.config.model import DIALECTS, FAIRNESS_MODELS, ON_EXPIRE_ACTIONS, PRESENCE_MODES, PROPERTY_TYPES
 from subroute.config.yaml import APP_KEYS, GROUP_KEYS, SUBSCRIPTION_KEYS, load_yaml_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +38,7 @@ def test_the_schema_names_exactly_the_keys_and_choices_the_parser_takes() -> Non
     app = defs["app"]["properties"]
     assert (app["dialect"]["enum"], app["fairness"]["enum"]) == (list(DIALECTS), list(FAIRNESS_MODELS))
     assert app["presence"]["enum"] == list(PRESENCE_MODES)
+    assert app["on_expire"]["enum"] == list(ON_EXPIRE_ACTIONS)
     assert app["properties"]["additionalProperties"]["enum"] == list(PROPERTY_TYPES)
     assert set(defs["group"]["properties"]) == set(GROUP_KEYS)
     assert set(defs["subscription"]["properties"]) == set(SUBSCRIPTION_KEYS)
@@ -67,6 +68,8 @@ def test_there_are_examples() -> None:
         ({"apps": {"a": {"inputs": "t", "dialect": "sql"}}}, "apps/a/dialect"),
         ({"apps": {"a.b": {"inputs": "t"}}}, "apps"),  # a name that cannot be part of a topic name
         ({"apps": {"a": {"inputs": "t", "groups": {"dlq": {}}}}}, "apps/a/groups"),  # a reserved group name
+        ({"apps": {"a": {"inputs": "t", "default_group": "x"}}}, "apps/a"),  # default_group needs group_by
+        ({"apps": {"a": {"inputs": "t", "on_expire": "remove"}}}, "apps/a/on_expire"),
     ],
 )
 def test_a_bad_document_is_refused(document: Any, where: str, validator: Draft202012Validator) -> None:

@@ -1,0 +1,229 @@
+"""Draining a deleted group: its unconsumed records go back through the app's pending topic.
+
+``subroute config delete group APP GROUP --drain`` removes the group from the configuration first, so the router
+no longer routes to it, then calls ``drain_group``. Each pass reads the group topic and its band topics (.p1-.p9)
+from the group's committed offsets (consumer group ``<prefix>.<app>.<group>``) to their end and re-publishes
+every record to ``<prefix>.<app>.pending`` with ``subroute.pending-reason: replaced`` (key, value, headers,
+timestamp and the original ``subroute.source`` kept), and commits the group's offsets to that end **in the same
+Kafka transaction** (``send_offsets_to_transaction``): either the copies and the commit are there, or neither,
+so a killed or repeated drain never re-publishes a record twice and never loses one. The router takes a
+``replaced`` record up at once (it carries the older config version it was routed under) and routes it under the
+configuration in force.
+
+A worker that has not read the deletion yet may still route a few records to the group; a drain therefore
+repeats passes, ``settle`` seconds apart, until a pass finds nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import cast
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+from subroute import names
+from subroute.client.dead_letters import event, with_event
+from subroute.client.replace import REPLACED
+from subroute.kafka import io as kafka_io
+from subroute.ops.settings import Settings
+from subroute.routing import priority
+
+Headers = list[tuple[str, str | bytes | None]]
+TRANSACTION_TIMEOUT_MS = 60_000
+
+
+@dataclass
+class DrainResult:
+    """What a drain re-published, by source topic, and how many passes it took."""
+
+    republished: dict[str, int] = field(default_factory=dict)
+    passes: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.republished.values())
+
+
+class GroupInUse(RuntimeError):
+    """The group's consumer group has live members: they may still process what a drain would re-publish."""
+
+
+def live_members(settings: Settings, group_id: str, timeout: float = 10.0) -> int:
+    """Members of the consumer group ``group_id`` now (0 when it does not exist or is empty)."""
+    admin: AdminClient = kafka_io.admin_client(settings)
+    future = admin.describe_consumer_groups([group_id], request_timeout=timeout)[group_id]
+    try:
+        description = future.result(timeout)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+            return 0
+        raise
+    return len(description.members or [])
+
+
+def drain_group(
+    settings: Settings,
+    app: str,
+    group: str,
+    *,
+    settle: float = 3.0,
+    max_passes: int = 20,
+    timeout: float = 60.0,
+) -> DrainResult:
+    """Re-publish the group's unconsumed records to the app's pending topic, committing the group's offsets to
+    the end in the same transaction; repeat every ``settle`` seconds until a pass finds nothing.
+
+    Raises ``GroupInUse`` when the group has live consumers (they would process the records a second time), and
+    ``KafkaException`` / ``TimeoutError`` when Kafka fails (then nothing of the failed pass is visible and the
+    drain can be run again)."""
+    group_id = names.consumer_group_id(settings.topic_prefix, app, group)
+    members = live_members(settings, group_id)
+    if members:
+        raise GroupInUse(
+            f"consumer group {group_id} has {members} live member(s): stop the group's consumers first, or "
+            "they may process the drained messages a second time"
+        )
+    producer = kafka_io.producer(
+        settings,
+        **{
+            "linger.ms": 5,
+            # One id per group: a second drain of the same group fences the first (and aborts its open pass).
+            "transactional.id": f"{group_id}.drain",
+            "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+        },
+    )
+    producer.init_transactions(timeout)
+    consumer = kafka_io.reader(
+        settings,
+        group_id,
+        **{
+            "isolation.level": "read_committed",  # an aborted routing transaction is nothing to drain
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        },
+    )
+    result = DrainResult()
+    try:
+        while result.passes < max_passes:
+            moved = _drain_pass(settings, app, group, consumer, producer, result, timeout)
+            result.passes += 1
+            if not moved and result.passes > 1:
+                break
+            time.sleep(settle)
+    finally:
+        consumer.close()
+    return result
+
+
+def _drain_pass(
+    settings: Settings,
+    app: str,
+    group: str,
+    consumer: Consumer,
+    producer: Producer,
+    result: DrainResult,
+    timeout: float,
+) -> int:
+    """One transaction: every record from the committed offsets to the end, then the commit of that end."""
+    prefix = settings.topic_prefix
+    metadata = consumer.list_topics(timeout=10)
+    topics = [t for t in priority.band_topics(prefix, app, group) if t in metadata.topics]
+    partitions = [TopicPartition(t, p) for t in topics for p in metadata.topics[t].partitions]
+    if not partitions:
+        return 0
+    starts = [
+        TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+        for tp in consumer.committed(partitions, timeout=10)
+    ]
+    pending = names.pending_topic(prefix, app)
+    failures: list[str] = []
+
+    def delivered(error: KafkaError | None, _message: Message) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    ends: dict[tuple[str, int], int] = {}
+    copied: dict[str, int] = {}
+    producer.begin_transaction()
+    try:
+        consumer.assign(starts)
+        remaining = {(tp.topic, tp.partition) for tp in starts}
+        deadline = time.monotonic() + timeout
+        while remaining:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"could not read {sorted(remaining)} to their end in {timeout:.0f} s")
+            for message in consumer.consume(500, timeout=0.5):
+                where = (cast(str, message.topic()), cast(int, message.partition()))
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        remaining.discard(where)
+                        ends[where] = cast(int, message.offset())
+                        continue
+                    raise KafkaException(error)
+                _republish(producer, pending, message, delivered)
+                ends[where] = cast(int, message.offset()) + 1
+                copied[where[0]] = copied.get(where[0], 0) + 1
+        # Every partition's end, read or not, committed with the copies: a later pass (or drain) starts there.
+        positions = [TopicPartition(t, p, offset) for (t, p), offset in sorted(ends.items()) if offset >= 0]
+        producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), timeout)
+        producer.commit_transaction(timeout)
+    except BaseException:
+        with contextlib.suppress(KafkaException):  # fatal or fenced: the broker aborts it anyway
+            producer.abort_transaction(timeout)
+        raise
+    finally:
+        consumer.unassign()
+    if failures:  # a committed transaction holds every record; this is belt and braces
+        raise RuntimeError("drained records not written: " + "; ".join(failures))
+    for topic, count in copied.items():
+        result.republished[topic] = result.republished.get(topic, 0) + count
+    return sum(copied.values())
+
+
+def _republish(
+    producer: Producer,
+    pending: str,
+    message: Message,
+    delivered: Callable[[KafkaError | None, Message], None],
+) -> None:
+    """The record as it was (key, value, headers with its subroute.source, timestamp), marked ``replaced`` and
+    with a ``replaced`` event in its history, as the consumer client's replace writes it."""
+    drained = event(
+        REPLACED,
+        int(time.time() * 1000),
+        topic=message.topic(),
+        partition=message.partition(),
+        offset=message.offset(),
+        reason="group-deleted",
+    )
+    updates: dict[str, bytes | None] = {names.PENDING_REASON: REPLACED.encode(), names.DLQ_REASON: None}
+    consumed = cast(list[tuple[str, bytes | None]], message.headers() or [])  # consumed headers are bytes
+    headers = cast(Headers, with_event(consumed, drained, updates))
+    _kind, timestamp = message.timestamp()
+    if timestamp > 0:  # expiration keeps counting from the original time
+        producer.produce(
+            pending,
+            value=message.value(),
+            key=message.key(),
+            headers=headers,
+            timestamp=timestamp,
+            on_delivery=delivered,
+        )
+    else:
+        producer.produce(
+            pending, value=message.value(), key=message.key(), headers=headers, on_delivery=delivered
+        )
+    producer.poll(0)
