@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from subroute.kafka.io import end_offsets, reader
+from subroute.kafka.io import reader, watermarks
 from subroute.ops.settings import Settings
 
 Partition = tuple[str, int]
@@ -89,7 +89,7 @@ def topic_offsets(
     settings: Settings, topics: Iterable[str], timeout: float = 10.0
 ) -> dict[Partition, tuple[int, int]]:
     """(log start, end) of every partition of the topics that exist; the end is the high watermark fetch
-    responses report (``kafka.io.end_offsets``)."""
+    responses report (``kafka.io.watermarks``)."""
     consumer = reader(settings, "subroute-status")
     try:
         metadata = consumer.list_topics(timeout=timeout)
@@ -99,13 +99,6 @@ def topic_offsets(
             if (info := metadata.topics.get(topic)) is not None and info.error is None
             for p in info.partitions
         ]
-        offsets: dict[Partition, tuple[int, int]] = {}
-        for topic in dict.fromkeys(tp.topic for tp in partitions):
-            of_topic = [tp for tp in partitions if tp.topic == topic]
-            ends = end_offsets(consumer, of_topic)
-            for tp in of_topic:
-                low, _ = consumer.get_watermark_offsets(tp, timeout=timeout)
-                offsets[(topic, tp.partition)] = (max(low, 0), ends[tp.partition])
-        return offsets
+        return watermarks(consumer, partitions) if partitions else {}
     finally:
         consumer.close()

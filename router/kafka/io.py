@@ -187,26 +187,41 @@ def read_to_end(
 
 
 def end_offsets(reader: Consumer, partitions: list[TopicPartition], timeout: float = 2.0) -> dict[int, int]:
-    """End offsets (high watermarks) as fetch responses report them.
+    """End offsets (high watermarks) of partitions of one topic, by partition, as fetch responses report them
+    (``watermarks``)."""
+    return {partition: high for (_, partition), (_, high) in watermarks(reader, partitions, timeout).items()}
+
+
+def watermarks(
+    reader: Consumer, partitions: list[TopicPartition], timeout: float = 2.0
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(log start, end) of each partition, of any topics; the end as fetch responses report it.
 
     ListOffsets alone can be one batch short on some brokers (BROKER-NOTES.md), so each partition is fetched
-    from just before its listed end, and the high watermark is taken from the fetch response. ``reader`` must
-    not auto-commit: it is assigned and read here.
+    from just before its listed end, and the high watermark is taken from the fetch response. All partitions
+    are fetched at once: a fetch of an empty partition waits out the broker's fetch wait, once, not once per
+    topic. ``reader`` must not auto-commit: it is assigned and read here.
     """
-    listed = {tp.partition: reader.get_watermark_offsets(tp, timeout=timeout) for tp in partitions}
-    start = [TopicPartition(tp.topic, tp.partition, max(listed[tp.partition][1] - 1, 0)) for tp in partitions]
-    reader.assign(start)
+    listed = {
+        (tp.topic, tp.partition): reader.get_watermark_offsets(tp, timeout=timeout) for tp in partitions
+    }
+    reader.assign(
+        [
+            TopicPartition(tp.topic, tp.partition, max(listed[(tp.topic, tp.partition)][1] - 1, 0))
+            for tp in partitions
+        ]
+    )
     try:
-        found: dict[int, int] = {}
+        found: dict[tuple[str, int], int] = {}
         deadline = time.monotonic() + timeout
         while len(found) < len(partitions) and time.monotonic() < deadline:
             reader.consume(100, timeout=0.05)
             for tp in partitions:
+                key = (tp.topic, tp.partition)
                 _, high = reader.get_watermark_offsets(tp, cached=True)
-                if high is not None and high >= 0 and tp.partition not in found:
-                    found[tp.partition] = max(high, listed[tp.partition][1])
-        for tp in partitions:  # no fetch answered in time: the listed end is the best we have
-            found.setdefault(tp.partition, listed[tp.partition][1])
-        return found
+                if high is not None and high >= 0 and key not in found:
+                    found[key] = max(high, listed[key][1])
+        # no fetch answered in time: the listed end is the best we have
+        return {key: (max(low, 0), found.get(key, high)) for key, (low, high) in listed.items()}
     finally:
         reader.unassign()
