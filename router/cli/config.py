@@ -372,11 +372,8 @@ def _drain_refusal(settings: Settings, app: str, group: str, values: Mapping[str
         return f"there is no app {app!r}: nothing would route the drained messages"
     group_id = names.consumer_group_id(settings.topic_prefix, app, group)
     members = drain.live_members(settings, group_id)
-    if members:
-        return (
-            f"consumer group {group_id} has {members} live member(s): stop the group's consumers before "
-            "--drain, or they may process the drained messages a second time"
-        )
+    if members is None or members:
+        return drain.in_use_reason(group_id, members)
     return None
 
 

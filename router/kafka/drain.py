@@ -25,6 +25,7 @@ from typing import cast
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
+    ConsumerGroupState,
     KafkaError,
     KafkaException,
     Message,
@@ -60,8 +61,10 @@ class GroupInUse(RuntimeError):
     """The group's consumer group has live members: they may still process what a drain would re-publish."""
 
 
-def live_members(settings: Settings, group_id: str, timeout: float = 10.0) -> int:
-    """Members of the consumer group ``group_id`` now (0 when it does not exist or is empty)."""
+def live_members(settings: Settings, group_id: str, timeout: float = 10.0) -> int | None:
+    """Members of the consumer group ``group_id`` now (0 when it does not exist or is empty); None when the
+    broker calls the group live (STABLE) but lists no member: membership is not reported (docs/brokers.md), so
+    whether consumers are attached cannot be told, and a drain must not assume they are not."""
     admin: AdminClient = kafka_io.admin_client(settings)
     future = admin.describe_consumer_groups([group_id], request_timeout=timeout)[group_id]
     try:
@@ -70,7 +73,23 @@ def live_members(settings: Settings, group_id: str, timeout: float = 10.0) -> in
         if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
             return 0
         raise
-    return len(description.members or [])
+    members = len(description.members or [])
+    if not members and description.state == ConsumerGroupState.STABLE:
+        return None
+    return members
+
+
+def in_use_reason(group_id: str, members: int | None) -> str:
+    """Why a drain is refused for a group with ``members`` (None: not reported)."""
+    if members is None:
+        return (
+            f"consumer group {group_id} is live but the broker lists none of its members: whether its consumers "
+            "still read cannot be told, so --drain is refused"
+        )
+    return (
+        f"consumer group {group_id} has {members} live member(s): stop the group's consumers first, or they may "
+        "process the drained messages a second time"
+    )
 
 
 def drain_group(
@@ -90,11 +109,8 @@ def drain_group(
     drain can be run again)."""
     group_id = names.consumer_group_id(settings.topic_prefix, app, group)
     members = live_members(settings, group_id)
-    if members:
-        raise GroupInUse(
-            f"consumer group {group_id} has {members} live member(s): stop the group's consumers first, or "
-            "they may process the drained messages a second time"
-        )
+    if members is None or members:
+        raise GroupInUse(in_use_reason(group_id, members))
     producer = kafka_io.producer(
         settings,
         **{

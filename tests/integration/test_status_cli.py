@@ -65,6 +65,11 @@ def join_and_commit(env: Env, app: str, group: str, offset: int) -> Consumer:
 def test_status_shows_presence_lag_parked_records_and_worker_versions(
     kafka, unique, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    if kafka.is_tansu:
+        pytest.skip(
+            "Tansu lists no members of live consumer groups (docs/brokers.md): status cannot name the router's "
+            "workers or a group's members there; it runs on Apache Kafka, the default"
+        )
     env = make_env(kafka.bootstrap_servers, unique)
     assert apply(env, SHOP) == 0
     version = read_config(env.settings).version
