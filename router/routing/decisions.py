@@ -650,17 +650,11 @@ class Router:
         own_expiration = message_expiration(headers) if timestamp > 0 else None
         cursors = self.cursors
         for group in table.groups_for(message.topic, only_app):
-            # Expiration comes first: an expired record is dead-lettered for the app, whatever its filter.
-            expired: Collection[str] = ()
-            if timestamp > 0 and (own_expiration is not None or group.expiring):
-                expired = {
-                    app.name
-                    for app in group.apps
-                    if _expired(app.config.expiration_ms, own_expiration, timestamp, now_ms)
-                }
-                routed.extend(expired_decision(table, name) for name in sorted(expired))
-                if len(expired) == len(group.apps):
-                    continue
+            # Expiration comes first: an expired record is dead-lettered (or dropped) for the app, whatever its
+            # filter.
+            expired = _expire(table, group, own_expiration, timestamp, now_ms, routed)
+            if len(expired) == len(group.apps):
+                continue
             env = group.environment
             props, failures = decode_with(headers, env.decoders)
             held, filter_errors = env.plan.match_with_errors(props)
@@ -754,16 +748,11 @@ class Router:
         held_count = bisect_left(matched, native.filter_count)
         held = tuple(matched[:held_count])
         for group in table.groups_for(message.topic, only_app):
-            expired: Collection[str] = ()
-            if timestamp > 0 and (own_expiration is not None or group.expiring):
-                expired = {
-                    app.name
-                    for app in group.apps
-                    if _expired(app.config.expiration_ms, own_expiration, timestamp, now_ms)
-                }
-                routed.extend(expired_decision(table, name) for name in sorted(expired))
-                if len(expired) == len(group.apps):
-                    continue
+            # Expiration comes first: an expired record is dead-lettered (or dropped) for the app, whatever its
+            # filter.
+            expired = _expire(table, group, own_expiration, timestamp, now_ms, routed)
+            if len(expired) == len(group.apps):
+                continue
             failures = decode_failures(headers, group.environment.decoders)
             if failures:
                 for app in group.apps:
@@ -816,6 +805,26 @@ def expired_decision(table: RoutingTable, app_name: str) -> Decision:
     route = table.app(app_name)
     drop = route is not None and should_drop(route.config)
     return Decision(app_name, Action.DROP if drop else Action.DEAD_LETTER, reason=EXPIRED)
+
+
+def _expire(
+    table: RoutingTable,
+    group: EnvironmentGroup,
+    own_expiration: int | None,
+    timestamp: int,
+    now_ms: int,
+    routed: list[Decision],
+) -> Collection[str]:
+    """The apps of ``group`` for which the record has expired, their decisions added to ``routed``."""
+    if timestamp <= 0 or (own_expiration is None and not group.expiring):
+        return ()
+    expired = {
+        app.name
+        for app in group.apps
+        if _expired(app.config.expiration_ms, own_expiration, timestamp, now_ms)
+    }
+    routed.extend(expired_decision(table, name) for name in sorted(expired))
+    return expired
 
 
 def _expired(app_limit: int | None, own_limit: int | None, timestamp_ms: int, now_ms: int) -> bool:
