@@ -6,12 +6,14 @@ import argparse
 import logging
 import os
 import signal
+import sys
 from types import FrameType
 
+from subroute.cli import exits
 from subroute.ops.http import serve
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings, add_common_arguments, env_checked
-from subroute.worker.loop import AT_LEAST_ONCE, GUARANTEES, Worker, WorkerOptions
+from subroute.worker.loop import AT_LEAST_ONCE, EXACTLY_ONCE, GUARANTEES, Worker, WorkerOptions
 from subroute.worker.window import DEFAULT_COMMIT_MS, DEFAULT_COMMIT_RECORDS, CommitInterval
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="... and at least every MS milliseconds (env SUBROUTE_COMMIT_INTERVAL_MS)",
     )
     worker.add_argument(
+        "--producers",
+        type=env_checked("SUBROUTE_PRODUCERS", convert=int, minimum=1),
+        default=os.environ.get("SUBROUTE_PRODUCERS"),
+        metavar="N",
+        help="at-least-once: producers the destination topics are shared among, each topic through one (default "
+        "4: librdkafka sends one partition per request, 5 in flight per connection); exactly-once takes 1 "
+        "(env SUBROUTE_PRODUCERS)",
+    )
+    worker.add_argument(
         "--transactional-id",
         default=os.environ.get("SUBROUTE_TRANSACTIONAL_ID"),
         metavar="ID",
@@ -83,12 +94,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _run(args: argparse.Namespace) -> int:
     # logging (JSON lines, --log-level / SUBROUTE_LOG_LEVEL, default INFO) is set up by subroute.cli.main
     settings = Settings.from_args(args)
+    if args.guarantee == EXACTLY_ONCE and args.producers not in (None, 1):
+        print(
+            "subroute worker: --producers must be 1 with --guarantee exactly-once (a transaction belongs to one producer)",
+            file=sys.stderr,
+        )
+        return exits.INVALID
     options = WorkerOptions(
         guarantee=args.guarantee,
         batch_size=args.batch_size,
         commit_interval=CommitInterval(args.commit_interval_records, args.commit_interval_ms),
         exit_on_idle=args.exit_on_idle,
         transactional_id=args.transactional_id,
+        producers=args.producers,
         presence_refresh_seconds=args.presence_refresh_seconds,
     )
     metrics = RouterMetrics()

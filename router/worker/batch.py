@@ -133,17 +133,19 @@ class BatchRouter:
         return tally
 
     def _produce(self, records: list[OutRecord], tally: BatchTally, checkpoint: Checkpoint) -> None:
-        produce, sent = checkpoint.producer.produce, tally.sent
+        produce_of, sent, reports = checkpoint.producers.produce_of, tally.sent, checkpoint.on_delivery
         for record in records:
             topic, value, key, headers, timestamp = record
             try:
-                produce(topic, value=value, key=key, headers=headers, timestamp=timestamp)  # type: ignore[arg-type]
+                produce_of(topic)(
+                    topic, value=value, key=key, headers=headers, timestamp=timestamp, on_delivery=reports
+                )
             except BufferError:  # local queue full: wait for deliveries to drain
-                checkpoint.produce_waiting(record)
+                checkpoint.produce_waiting(record, reports)
             except KafkaException as exc:
                 if exc.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
                     record = self._too_large(record, tally)
-                    checkpoint.produce_waiting(record)
+                    checkpoint.produce_waiting(record, reports)
                 else:  # a destination the client knows is gone: handled with the failed deliveries
                     checkpoint.refused(record, exc)
             sent.append(record)

@@ -1,12 +1,20 @@
-"""The worker's producer and its commits: how the input offsets of routed records become durable.
+"""The worker's producers and its commits: how the input offsets of routed records become durable.
+
+At-least-once produces through a few producers, each destination topic through one of them (``producers``: one
+producer is bound by produce-request round trips on a wide fan-out); exactly-once through one transactional
+producer.
 
 Records are produced as they are decided; their input positions gather in a ``CommitWindow`` that is committed
 at an interval (``window``), not after every batch:
 
-* at-least-once: flush, then commit the window's input offsets once every record is acknowledged. A record
+* at-least-once: a window that is due is closed and routing goes on; its input offsets are committed once
+  every record produced for it has its delivery report (counted per window), closed windows in order. At most
+  ``MAX_CLOSED_WINDOWS`` wait so: beyond that, and before partitions are revoked, a new table is taken, at
+  shutdown and when the input drains, the producers are flushed and everything is committed at once. A record
   whose delivery failed is retried, its topic re-created if it went, or dead-lettered as a stub
-  (``redelivery``): only it is produced again. Only if a dead-letter stub fails too, seek back to the window's
-  first offsets and route it again (duplicates, never loss).
+  (``redelivery``): only it is produced again, and its window waits for that. Only if a dead-letter stub fails
+  too, seek back to the window's first offsets and route it (and every later window) again (duplicates, never
+  loss).
 * exactly-once: the window is one transaction holding its routed records and its input offsets; a failed
   transaction is aborted and the window re-read; a fatal one (fenced by a newer worker with our id) ends the
   worker.
@@ -30,10 +38,17 @@ from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing.envelope import Headers, OutRecord, app_of
 from subroute.worker import redelivery
+from subroute.worker.producers import DEFAULT_AT_LEAST_ONCE, Producers
 from subroute.worker.tally import BatchTally
 from subroute.worker.window import CommitInterval, CommitWindow
 
 log = logging.getLogger(__name__)
+
+DeliveryCallback = Callable[[KafkaError | None, Message], None]
+
+# Closed windows waiting for their delivery reports (at-least-once): beyond this the checkpoint flushes, so that
+# a slow broker holds routing back instead of letting unacknowledged records pile up in memory.
+MAX_CLOSED_WINDOWS = 3
 
 AT_LEAST_ONCE = "at-least-once"
 EXACTLY_ONCE = "exactly-once"
@@ -80,10 +95,14 @@ class Checkpoint:
         metrics: RouterMetrics | None = None,
         repair_topics: Callable[[set[str]], None] | None = None,
         interval: CommitInterval | None = None,
+        producers: int | None = None,
     ) -> None:
         self.consumer = consumer
         self.interval = interval or CommitInterval()
         self.window = CommitWindow()
+        self._closed: list[
+            CommitWindow
+        ] = []  # at-least-once: closed, waiting for delivery reports; oldest first
         self._in_transaction = False
         self.metrics = metrics or RouterMetrics()
         self.exactly_once = guarantee == EXACTLY_ONCE
@@ -93,9 +112,11 @@ class Checkpoint:
         overrides: dict[str, object] = {
             "acks": "all",
             "enable.idempotence": True,
-            # Failures are all the worker needs to hear of: a report per delivered record costs a callback each.
+            # Reports of records produced without a window's callback (redelivered ones): only failures matter.
             "on_delivery": self._on_delivery,
-            "delivery.report.only.error": True,
+            # Exactly-once hears of failures only (the transaction's commit waits for the rest); at-least-once
+            # counts every report per window (``on_delivery``), which is what lets routing go on meanwhile.
+            "delivery.report.only.error": self.exactly_once,
             # A destination that was deleted is re-created by the worker with its layout (partitions,
             # retention), not by the broker's defaults.
             "allow.auto.create.topics": False,
@@ -104,15 +125,19 @@ class Checkpoint:
             overrides["transactional.id"] = (
                 transactional_id or f"{settings.topic_prefix}.router.{uuid.uuid4().hex[:12]}"
             )
-        self.producer = Producer(
-            settings.client_config(
-                overrides,
-                # a crashed worker's open transaction blocks read_committed readers until this runs out
-                defaults={"linger.ms": 5, "transaction.timeout.ms": 15_000},
-            )
+            if producers not in (None, 1):
+                raise ValueError("exactly-once routes through one producer: a transaction belongs to one")
+        config = settings.client_config(
+            overrides,
+            # a crashed worker's open transaction blocks read_committed readers until this runs out
+            defaults={"linger.ms": 5, "transaction.timeout.ms": 15_000},
         )
+        count = producers or (1 if self.exactly_once else DEFAULT_AT_LEAST_ONCE)
+        self.producers = Producers(lambda _: Producer(config), count)
+        self.producer = self.producers.first  # the transactional one under exactly-once
         if self.exactly_once:
             self.producer.init_transactions(30)
+        self.on_delivery = self._reports_for(self.window)
 
     def begin(self) -> None:
         """Before a batch is produced: under exactly-once, open the window's transaction if none is open."""
@@ -125,62 +150,159 @@ class Checkpoint:
         self.window.add(tally, time.monotonic())
 
     def commit_if_due(self, drained: bool) -> None:
-        """Commit the window when it is full, old enough, or ``drained`` (the last poll was not a full batch)."""
-        if self.window.due(self.interval, time.monotonic(), drained):
-            self.commit()
+        """Commit the window when it is full, old enough, or ``drained`` (the last poll was not a full batch).
 
-    def produce_waiting(self, record: OutRecord) -> None:
-        """Produce, waiting for deliveries to drain while the local queue is full."""
+        At-least-once, a full or old window is closed and committed once its records are acknowledged, while
+        routing goes on; closed windows that have settled meanwhile are committed here."""
+        due = self.window.due(self.interval, time.monotonic(), drained)
+        if self.exactly_once or drained:
+            if due or self._closed:
+                self.commit()
+            return
+        if due:
+            self._closed.append(self.window)
+            self._open_window()
+            if len(self._closed) > MAX_CLOSED_WINDOWS:
+                self.commit()
+                return
+        if self._closed:
+            self._commit_settled()
+
+    def _open_window(self) -> None:
+        self.window = CommitWindow()
+        self.on_delivery = self._reports_for(self.window)
+
+    def _reports_for(self, window: CommitWindow) -> DeliveryCallback | None:
+        """The delivery callback of the records produced into ``window`` (called inside the producers' poll
+        and flush, on the poll-loop thread); None under exactly-once, where the producer's own callback hears of
+        the failures."""
+        if self.exactly_once:
+            return None
+
+        def delivered(error: KafkaError | None, message: Message) -> None:
+            window.acknowledged += 1
+            if error is not None:
+                window.failures.append(self._failure(error, message))
+
+        return delivered
+
+    def _commit_settled(self) -> None:
+        """Commit the closed windows whose records are all acknowledged, oldest first, up to the first that is
+        not."""
+        self.producers.poll(0)  # serves the delivery reports that arrived
+        ready: list[CommitWindow] = []
+        while self._closed and self._closed[0].settled:
+            window = self._closed.pop(0)
+            if window.failures and not self._repair(window):
+                self._commit_offsets(ready)
+                self._rewind_from([window, *self._closed, self.window])
+                return
+            ready.append(window)
+        self._commit_offsets(ready)
+
+    def produce_waiting(
+        self,
+        record: OutRecord,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> None:
+        """Produce, waiting for deliveries to drain while the local queue is full. ``on_delivery``: the window's
+        callback (a routed record); None for a record produced again by ``redelivery``."""
         topic, value, key, headers, timestamp = record
         while True:
             try:
-                # the stubs want list[tuple[str, str | bytes | None]]
-                self.producer.produce(topic, value=value, key=key, headers=headers, timestamp=timestamp)  # type: ignore[arg-type]
+                self.producers.produce_of(topic)(
+                    topic, value=value, key=key, headers=headers, timestamp=timestamp, on_delivery=on_delivery
+                )
                 return
             except BufferError:
-                self.producer.poll(0.05)
+                self.producers.of(topic).poll(0.05)
             except KafkaException as exc:
-                self.refused(record, exc)
+                self.refused(record, exc, in_window=on_delivery is not None)
                 return
 
-    def refused(self, record: OutRecord, exc: KafkaException) -> None:
-        """``produce()`` refused ``record`` at once (its topic is known to be gone): a failed delivery. Other
-        errors there are bugs or fatal, and propagate."""
+    def refused(self, record: OutRecord, exc: KafkaException, in_window: bool = True) -> None:
+        """``produce()`` refused ``record`` at once (its topic is known to be gone): a failed delivery, of the
+        window's records unless ``in_window`` is False (a record produced again by ``redelivery``). Other errors
+        there are bugs or fatal, and propagate."""
         error: KafkaError = exc.args[0]
         if error.code() not in redelivery.MISSING_TOPIC:
             raise exc
         self.metrics.delivery_failures.inc()
-        self._failures.append(redelivery.Failure(record, error.code(), error.retriable(), str(error)))
+        failure = redelivery.Failure(record, error.code(), error.retriable(), str(error))
+        if self.exactly_once or not in_window:
+            self._failures.append(failure)
+        else:  # a report of its own: the window counts it as acknowledged, and failed
+            self.window.acknowledged += 1
+            self.window.failures.append(failure)
 
     def commit(self) -> None:
-        """Make the window durable (or, on failure, read it again) and open a new one."""
-        window, self.window = self.window, CommitWindow()
-        metadata = version_metadata(window.version)
-        offsets = [TopicPartition(t, p, o, metadata=metadata) for (t, p), o in window.offsets.items()]
+        """Make every window durable (or, on failure, read it again) and open a new one: at-least-once, after
+        one flush of the producers, so this waits for every record produced so far."""
+        window = self.window
+        windows, self._closed = [*self._closed, window], []
+        self._open_window()
         if self.exactly_once:
             if self._in_transaction:
                 self._in_transaction = False
+                metadata = version_metadata(window.version)
+                offsets = [TopicPartition(t, p, o, metadata=metadata) for (t, p), o in window.offsets.items()]
                 self._commit_transaction(offsets, window)
             return
-        if window.empty and not self._failures:
+        if all(w.empty and not w.failures for w in windows):
             return
-        self.producer.flush()
-        if self._failures and not self._redeliver(window.sent):
-            log.error("a dead-letter stub was not acknowledged either; re-reading the window (at-least-once)")
-            self.rewind(window)
+        self.producers.flush()
+        ready: list[CommitWindow] = []
+        for i, closed in enumerate(windows):
+            if closed.failures and not self._repair(closed):
+                self._commit_offsets(ready)
+                self._rewind_from(windows[i:])
+                return
+            ready.append(closed)
+        self._commit_offsets(ready)
+
+    def _repair(self, window: CommitWindow) -> bool:
+        """Deliver or dead-letter ``window``'s failed records (``redelivery``); False when a dead-letter stub
+        failed too (the window must be read again)."""
+        self._failures, window.failures = window.failures, []
+        if self._redeliver(window.sent):
+            return True
+        log.error("a dead-letter stub was not acknowledged either; re-reading the window (at-least-once)")
+        return False
+
+    def _commit_offsets(self, windows: list[CommitWindow]) -> None:
+        """One offset commit of the positions of ``windows`` (in order: a later position wins), under the newest
+        config version among them."""
+        positions: dict[tuple[str, int], int] = {}
+        for window in windows:
+            positions.update(window.offsets)
+        if not positions:
             return
-        if offsets:
-            try:
-                self.consumer.commit(offsets=offsets, asynchronous=False)
-            except KafkaException as exc:
-                if exc.args[0].code() not in _MEMBERSHIP_LOST:
-                    raise
-                # The group rebalanced (or expelled us) meanwhile: the partitions' new owner re-routes from the
-                # last commit (duplicates, at-least-once); partitions we keep are committed with the next window.
-                log.warning(
-                    "commit refused after a rebalance; the window will be routed again",
-                    extra={"fields": {"error": str(exc)}},
-                )
+        metadata = version_metadata(max(window.version for window in windows))
+        offsets = [TopicPartition(t, p, o, metadata=metadata) for (t, p), o in positions.items()]
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            if exc.args[0].code() not in _MEMBERSHIP_LOST:
+                raise
+            # The group rebalanced (or expelled us) meanwhile: the partitions' new owner re-routes from the
+            # last commit (duplicates, at-least-once); partitions we keep are committed with the next window.
+            log.warning(
+                "commit refused after a rebalance; the window will be routed again",
+                extra={"fields": {"error": str(exc)}},
+            )
+
+    def _rewind_from(self, windows: list[CommitWindow]) -> None:
+        """Read ``windows`` again (the first could not be made whole; the others came after it): seek back to
+        where each partition first appears in them, and drop them all (nothing of theirs is committed)."""
+        first: dict[tuple[str, int], int] = {}
+        for window in windows:
+            for partition, offset in window.first_offsets.items():
+                first.setdefault(partition, offset)
+        self._closed = []
+        self._open_window()
+        merged = CommitWindow()
+        merged.first_offsets = first
+        self.rewind(merged)
 
     def _redeliver(self, sent: list[OutRecord]) -> bool:
         """Carry out ``redelivery.plan`` until every failed record is delivered or dead-lettered; False when a
@@ -211,7 +333,7 @@ class Checkpoint:
             sent = [*step.retry, *(stub for stub, _ in step.dead_letter)]
             for record in sent:
                 self.produce_waiting(record)
-            self.producer.flush()
+            self.producers.flush()
         return True
 
     def _commit_transaction(self, offsets: list[TopicPartition], window: CommitWindow) -> None:
@@ -254,17 +376,20 @@ class Checkpoint:
         try:
             self.commit()
         finally:
-            self.producer.flush(30)
+            self.producers.flush(30)
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
-            record = (
-                message.topic() or "",
-                message.value(),
-                message.key(),
-                cast(Headers, list(message.headers() or ())),  # as produced: (str, bytes | None) pairs
-                message.timestamp()[1],
-            )
-            self._failures.append(redelivery.Failure(record, error.code(), error.retriable(), str(error)))
-            self.metrics.delivery_failures.inc()
-            log.error("delivery failed", extra={"fields": {"topic": message.topic(), "error": str(error)}})
+            self._failures.append(self._failure(error, message))
+
+    def _failure(self, error: KafkaError, message: Message) -> redelivery.Failure:
+        record = (
+            message.topic() or "",
+            message.value(),
+            message.key(),
+            cast(Headers, list(message.headers() or ())),  # as produced: (str, bytes | None) pairs
+            message.timestamp()[1],
+        )
+        self.metrics.delivery_failures.inc()
+        log.error("delivery failed", extra={"fields": {"topic": message.topic(), "error": str(error)}})
+        return redelivery.Failure(record, error.code(), error.retriable(), str(error))

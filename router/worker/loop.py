@@ -167,6 +167,7 @@ class Worker:
             self.metrics,
             repair_topics=lambda _missing: self.destinations.create(self._config or Config()),
             interval=options.commit_interval,
+            producers=options.producers,
         )
         self._table = None
         self._take_table()

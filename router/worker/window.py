@@ -1,11 +1,16 @@
 """The commit window: the input positions routed since the last commit, and when to commit them.
 
-Batches are produced as they are decided and their positions gathered here; the checkpoint commits the window
-(at-least-once: after one flush; exactly-once: as one transaction) once it holds ``CommitInterval.records``
-input records, once it is ``CommitInterval.ms`` old, or as soon as the consumer has nothing more to give (a
-poll came back short of a full batch and the fetches report nothing beyond the consumer's position). So under a backlog no batch waits for the one before it to be
-acknowledged, and when the input is quiet every record is committed as soon as it is routed, as before: the
-interval costs no latency. Pure: the worker's checkpoint carries it out.
+Batches are produced as they are decided and their positions gathered here. The checkpoint commits the window
+(at-least-once: once every record produced for it is acknowledged; exactly-once: as one transaction) once it
+holds ``CommitInterval.records`` input records, once it is ``CommitInterval.ms`` old, or as soon as the consumer
+has nothing more to give (a poll came back short of a full batch and the fetches report nothing beyond the
+consumer's position). When the input is quiet every record is committed as soon as it is routed: the interval
+costs no latency.
+
+At-least-once, a window that is due is closed and a new one opened at once: routing goes on while the closed
+window's delivery reports arrive (``acknowledged``), and closed windows are committed in order as they settle.
+So under a backlog no batch waits for the acknowledgements of the ones before it. Pure: the worker's checkpoint
+carries it out.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from subroute.routing.envelope import OutRecord
+from subroute.worker.redelivery import Failure
 from subroute.worker.tally import BatchTally
 
 Partition = tuple[str, int]
@@ -45,6 +51,9 @@ class CommitWindow:
     )  # what was produced: failed deliveries are matched to it
     records: int = 0  # input records routed
     opened_at: float | None = None  # monotonic seconds of the first batch; None while empty
+    # At-least-once: delivery reports received for ``sent`` (success or failure), and the failures among them.
+    acknowledged: int = 0
+    failures: list[Failure] = field(default_factory=list)
 
     def add(self, tally: BatchTally, now: float) -> None:
         """Gather one routed batch (``now``: monotonic seconds)."""
@@ -60,6 +69,12 @@ class CommitWindow:
     @property
     def empty(self) -> bool:
         return self.opened_at is None
+
+    @property
+    def settled(self) -> bool:
+        """Every record produced for the window has its delivery report: its offsets may be committed (after
+        its failures are dealt with)."""
+        return self.acknowledged >= len(self.sent)
 
     def due(self, interval: CommitInterval, now: float, drained: bool) -> bool:
         """Whether to commit now: the window is full or old enough, or the input has nothing more for now."""

@@ -1,19 +1,28 @@
-"""The worker against its own Kafka I/O ceiling: ``python tests/perf/bench_fanout.py [--messages N] [--repeat R]``.
+"""The worker against its own Kafka I/O ceiling: ``python tests/perf/bench_fanout.py [--sizes 10,1000,10000]
+[--messages N] [--repeat R] [--python-routing]``.
 
-One local broker (Apache Kafka by default), one pre-loaded input topic of ``--partitions`` partitions (200-byte
-values, five headers), 10 apps x 10 consumer groups at 1,000 subscriptions: 100 group topics and 10 dead-letter
-topics of the same partition count. Measured in turn, in the same run, each as input records per second from
-its first batch until its last records are acknowledged and committed:
+One local broker (Apache Kafka by default, Tansu with ``SUBROUTE_TEST_BROKER=tansu``), one pre-loaded input
+topic of ``--partitions`` partitions (200-byte values, five headers), 10 apps x 10 consumer groups: 100 group
+topics and 10 dead-letter topics of the same partition count, at every size (at 10 subscriptions the groups
+without one take every record of their app, in turn). Measured in turn, in the same run, each as input records
+per second from its first batch until its last records are acknowledged and committed:
 
 * pipe: consume a batch, produce each record with its headers to one topic, flush, commit (per batch);
 * fan-out pipe: the same loop writing each record to one of the 110 destinations, chosen by an index, with the
-  router's six routing headers: the router's ceiling with no routing work (per batch, as the issue measured it);
-* fan-out pipe, windowed: the same, committing as the worker now does (every 20,000 records or when drained);
-* the worker as shipped (commit window), and with ``--commit-interval-records 1`` (a commit per batch: the
-  stop-and-wait loop it replaced), both at the default batch (2,000) and at ``--batch-size 10000``.
+  router's six routing headers: the router's ceiling with no routing work (per batch, as issue 13 measured it);
+* fan-out pipe, windowed: the same, committing as the worker does (every 20,000 records or when drained);
+  and with the destinations shared among 4 producers, as the worker shares them (router/worker/producers.py);
+* the worker as shipped (batch 2,000, commit window) at each of ``--sizes`` subscriptions, disjoint app filters
+  (each record goes to one app);
+* the worker on the fan-out workload at 1,000 subscriptions: every record passes three apps' filters, so it is
+  routed three times (reported as routed records per second against the pipes' records per second);
+* the worker at 1,000 with a commit per batch (``--commit-interval-records 1``: the stop-and-wait loop the
+  window replaced), with ``--batch-size 10000``, and with one producer (``--producers 1``) instead of 4.
 
-Prints each figure and its ratio to the fan-out pipe of the same run. A worker routes the whole input once,
-untimed, before anything is measured: the broker warms up.
+Prints each figure and its ratio to the fan-out pipe, to the windowed fan-out pipe (the same commit cadence as
+the worker: the ceiling with no routing work) and to the pipe, all of the same run. A worker routes the whole
+input once, untimed, before anything is measured (the broker warms up), and the workers run in a rotation that
+starts at another one in each repetition (a broker keeps getting faster for a while).
 """
 
 from __future__ import annotations
@@ -21,33 +30,44 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import perfkit
 from confluent_kafka import Consumer, Producer, TopicPartition
-from perfkit import spread
 
 from subroute import names
+from subroute.config.model import Config
 from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
 from subroute.ops.settings import Settings
+from subroute.worker.producers import DEFAULT_AT_LEAST_ONCE, Producers
 from subroute.worker.window import CommitInterval
 
 GROUPS_PER_APP = 10
-SUBSCRIPTIONS = 1_000
+FANOUT_SIZE = 1_000  # the size of the fan-out workload and of the commit and batch variants
 
 
 def fanout_pipe(
-    s: Settings, source: str, sinks: Sequence[str], expected: int, window: int | None, batch_size: int = 2000
+    s: Settings,
+    source: str,
+    sinks: Sequence[str],
+    expected: int,
+    window: int | None,
+    batch_size: int = 2000,
+    producers: int = 1,
 ) -> perfkit.Run:
     """Consume, produce each record to ``sinks[i % len(sinks)]`` with the routing headers, commit: after every
     batch (``window`` None: flush and a synchronous commit), or once ``window`` records are produced or a poll
-    comes back short (one flush, then the commit)."""
+    comes back short (one flush, then the commit). Each sink goes through one of ``producers`` producers, shared
+    out as the worker shares its topics (router/worker/producers.py)."""
     consumer = Consumer(perfkit.consumer_config(s, f"{s.topic_prefix}.fanout"))
-    producer = Producer({**perfkit.producer_config(s), "delivery.report.only.error": True})
+    pool = Producers(
+        lambda _: Producer({**perfkit.producer_config(s), "delivery.report.only.error": True}), producers
+    )
     consumer.subscribe([source])
     run = perfkit.Run()
     offsets: dict[tuple[str, int], int] = {}
     pending = 0
-    produce, count = producer.produce, len(sinks)
+    produce, count = [pool.of(sink).produce for sink in sinks], len(sinks)
     try:
         while run.messages < expected:
             batch = consumer.consume(batch_size, timeout=0.2)
@@ -63,15 +83,15 @@ def fanout_pipe(
                 ]
                 while True:
                     try:
-                        produce(sinks[i % count], value=m.value(), key=m.key(), headers=headers)
+                        produce[i % count](sinks[i % count], value=m.value(), key=m.key(), headers=headers)
                         break
                     except BufferError:
-                        producer.poll(0.05)
+                        pool.poll(0.05)
                 offsets[(topic, partition)] = offset + 1
             run.messages += len(batch)
             pending += len(batch)
             if window is None or pending >= window or len(batch) < batch_size or run.messages >= expected:
-                producer.flush()
+                pool.flush()
                 consumer.commit(
                     offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
                 )
@@ -89,6 +109,8 @@ def ready_topics(s: Settings, specs: Sequence[TopicSpec]) -> None:
     ensure_topics(admin_client(s), list(specs))
     producer = Producer(perfkit.producer_config(s))
     for spec in specs:
+        if spec.name.endswith(".pending"):
+            continue  # read by the worker: a record there would be routed, and counted, as a pending one
         for partition in range(spec.partitions):
             producer.produce(spec.name, value=b"warm-up", partition=partition)
     producer.flush(120)
@@ -100,57 +122,119 @@ def drop_topics(s: Settings, topics: Sequence[str]) -> None:
         future.result()
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One worker run: ``size`` subscriptions, each record passing ``fanout`` apps' filters."""
+
+    size: int
+    fanout: int = 1
+    batch_size: int = 2_000
+    commit_per_batch: bool = False  # a commit after every batch: the stop-and-wait loop the window replaced
+    producers: int | None = None  # None: the worker's default
+
+    @property
+    def label(self) -> str:
+        label = f"worker, {self.size:,} subscriptions"
+        if self.fanout > 1:
+            label += f", fan-out x{self.fanout} (routed records/s)"
+        if self.batch_size != 2_000:
+            label += f", batch {self.batch_size:,}"
+        if self.commit_per_batch:
+            label += ", commit per batch"
+        if self.producers is not None:
+            label += f", {self.producers} producer(s)"
+        return label
+
+
+def variants(sizes: Sequence[int]) -> list[Variant]:
+    return [
+        *(Variant(size) for size in sizes),
+        Variant(FANOUT_SIZE, fanout=3),
+        Variant(FANOUT_SIZE, commit_per_batch=True),
+        Variant(FANOUT_SIZE, batch_size=10_000),
+        Variant(FANOUT_SIZE, producers=1),
+    ]
+
+
+def config_of(variant: Variant, topic: str, partitions: int) -> Config:
+    return perfkit.subscription_config(
+        variant.size,
+        topic,
+        fanout=variant.fanout,
+        groups_per_app=GROUPS_PER_APP,
+        partitions=partitions,
+        every_group=True,
+    )
+
+
 def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]]) -> None:
     with perfkit.broker() as b:
         base = perfkit.settings(b.bootstrap_servers)
         topic = f"{base.topic_prefix}-orders"
         perfkit.create_topic(base, topic, args.partitions)
         perfkit.produce_input(base, topic, perfkit.message_headers(args.messages))
-        config = perfkit.subscription_config(
-            SUBSCRIPTIONS, topic, groups_per_app=GROUPS_PER_APP, partitions=args.partitions
-        )
+        runs = variants(args.sizes)
+        warmup = config_of(runs[0], topic, args.partitions)
         sinks = [
             spec.name
-            for spec in perfkit.output_topics(base, config)
+            for spec in perfkit.output_topics(base, warmup)
             if not spec.name.endswith(".pending")  # the pipe writes where the worker writes
         ]
         ready_topics(base, [TopicSpec(name, args.partitions) for name in sinks])
         # Untimed: a worker over the whole input first. The first runs on a new broker were measured up to 3x
         # slower than the last ones whatever they ran (the broker warms up), which hid every difference.
         warm = perfkit.settings(b.bootstrap_servers)
-        ready_topics(warm, perfkit.output_topics(warm, config))
-        perfkit.write_config(warm, config)
+        ready_topics(warm, perfkit.output_topics(warm, warmup))
+        perfkit.write_config(warm, warmup)
         perfkit.run_worker(warm, args.messages)
-        drop_topics(warm, [spec.name for spec in perfkit.output_topics(warm, config)])
+        drop_topics(warm, [spec.name for spec in perfkit.output_topics(warm, warmup)])
         figures = {
             "pipe": perfkit.run_pipe(
                 perfkit.settings(b.bootstrap_servers), topic, f"{topic}-copy", args.messages
-            ),
-            "fan-out pipe": fanout_pipe(base, topic, sinks, args.messages, window=None),
+            ).rate,
+            "fan-out pipe": fanout_pipe(base, topic, sinks, args.messages, window=None).rate,
         }
         windowed = perfkit.settings(b.bootstrap_servers)
-        figures["fan-out pipe, windowed"] = fanout_pipe(windowed, topic, sinks, args.messages, window=20_000)
-        variants = [
-            (batch_size, label, interval)
-            for batch_size in (2_000, 10_000)
-            for label, interval in (("window", CommitInterval()), ("per batch", CommitInterval(1, 0)))
-        ]
-        # The broker gets faster as it warms up: each run starts the rotation at another variant.
-        shift = rep % len(variants)
-        for batch_size, label, interval in variants[shift:] + variants[:shift]:
+        figures["fan-out pipe, windowed"] = fanout_pipe(
+            windowed, topic, sinks, args.messages, window=20_000
+        ).rate
+        shared = perfkit.settings(b.bootstrap_servers)
+        figures[f"fan-out pipe, windowed, {DEFAULT_AT_LEAST_ONCE} producers"] = fanout_pipe(
+            shared, topic, sinks, args.messages, window=20_000, producers=DEFAULT_AT_LEAST_ONCE
+        ).rate
+        shift = rep % len(runs)
+        for variant in runs[shift:] + runs[:shift]:
             s = perfkit.settings(b.bootstrap_servers)
+            config = config_of(variant, topic, args.partitions)
             ready_topics(s, perfkit.output_topics(s, config))
             perfkit.write_config(s, config)
-            worker = perfkit.run_worker(s, args.messages, batch_size=batch_size, commit_interval=interval)
-            figures[f"worker, batch {batch_size:,}, commit {label}"] = worker.timing
+            worker = perfkit.run_worker(
+                s,
+                args.messages,
+                batch_size=variant.batch_size,
+                producers=variant.producers,
+                commit_interval=CommitInterval(1, 0) if variant.commit_per_batch else CommitInterval(),
+            )
+            timing = worker.timing
+            if variant.fanout == 1 and timing.produced != timing.messages:
+                raise SystemExit(f"{variant.label}: {timing.produced} records routed for {timing.messages}")
+            figures[variant.label] = timing.produced_rate if variant.fanout > 1 else timing.rate
             # Each run routes to topics of its own: delete them, so that every run meets a broker with the
             # same number of partitions (it slows as they grow).
             drop_topics(s, [spec.name for spec in perfkit.output_topics(s, config)])
-        ceiling = figures["fan-out pipe"].rate
-        print(f"({len(sinks)} destinations of {args.partitions} partitions, {SUBSCRIPTIONS} subscriptions)")
-        for name, run in figures.items():
-            results.setdefault(name, []).append(run.rate)
-            print(f"  {name:42} {run.rate:>10,.0f} records/s   {run.rate / ceiling:5.2f} of the fan-out pipe")
+        print(f"({len(sinks)} destinations of {args.partitions} partitions)")
+        print_ratios(figures)
+        for name, rate in figures.items():
+            results.setdefault(name, []).append(rate)
+
+
+def print_ratios(figures: dict[str, float]) -> None:
+    ceiling, windowed, pipe = figures["fan-out pipe"], figures["fan-out pipe, windowed"], figures["pipe"]
+    print(f"  {'':58} {'records/s':>10} {'/fan-out':>9} {'/windowed':>10} {'/pipe':>6}")
+    for name, rate in figures.items():
+        print(
+            f"  {name:58} {rate:>10,.0f} {rate / ceiling:>9.2f} {rate / windowed:>10.2f} {rate / pipe:>6.2f}"
+        )
 
 
 def main() -> None:
@@ -159,6 +243,12 @@ def main() -> None:
     )
     perfkit.common_arguments(parser, messages=200_000, repeat=1)
     parser.add_argument("--partitions", type=int, default=4, help="input and destination partitions (4)")
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: [int(size) for size in text.split(",")],
+        default=[10, 1_000, 10_000],
+        help="subscriptions of the disjoint-filter runs, comma-separated (10,1000,10000)",
+    )
     perfkit.python_routing_argument(parser)
     args = parser.parse_args()
     if args.python_routing:
@@ -167,11 +257,15 @@ def main() -> None:
     for rep in range(args.repeat):
         print(f"run {rep + 1} of {args.repeat}", flush=True)
         one_run(args, rep, results)
-    ceiling = results["fan-out pipe"]
-    print("\nmedians (records/s) and ratio of medians to the fan-out pipe:")
-    for name, rates in results.items():
-        ratio = perfkit.median(rates) / perfkit.median(ceiling)
-        print(f"  {name:42} {spread(rates):>32}   {ratio:5.2f}")
+    print(f"\nmedians of {args.repeat} runs (records/s) and the ratios of the medians:")
+    print_ratios({name: perfkit.median(rates) for name, rates in results.items()})
+    big = max(args.sizes)
+    target = perfkit.median(results[Variant(big).label]) / perfkit.median(results["fan-out pipe"])
+    if big >= 10_000:
+        print(
+            f"router / fan-out pipe at {big:,} subscriptions: {target:.2f} (target >= 0.85: "
+            f"{perfkit.verdict(target >= 0.85)})"
+        )
 
 
 if __name__ == "__main__":

@@ -112,11 +112,14 @@ def subscription_config(
     version: int = 1,
     groups_per_app: int = GROUPS_PER_APP,
     partitions: int = 1,
+    every_group: bool = False,
 ) -> Config:
     """``total`` expressions over ``APPS`` apps: per app one filter, one catch-all subscription (priority 0) and
     the rest specific subscriptions (priority 1) spread over ``groups_per_app`` groups (topics of
     ``partitions``). With one expression per
-    app (``total`` = 10) each app has its filter and one group without subscriptions (it takes everything)."""
+    app (``total`` = 10) each app has its filter and one group without subscriptions (it takes everything);
+    ``every_group`` makes all ``groups_per_app`` groups, those left without subscriptions taking everything (so
+    the same topics at every size; round-robin among them)."""
     per_app = max(1, total // APPS)
     specific = max(0, per_app - 2)
     per_kind = max(1, -(-specific // 5))
@@ -139,7 +142,7 @@ def subscription_config(
         for i in range(specific):
             subs[(i // 5) % groups_per_app].append(SubscriptionConfig(_subscription(k, i, per_kind), 1))
         for g, group_subs in enumerate(subs):
-            if group_subs or g == 0:
+            if group_subs or g == 0 or every_group:
                 groups[(name, f"g{g}")] = GroupConfig(name, f"g{g}", tuple(group_subs), order=g)
     return Config(version, apps, groups)
 
@@ -361,7 +364,7 @@ class TimedWorker(Worker):
         self.timing.produced += len(tally.sent)
         t = self.timing
         t.last = time.perf_counter()
-        t.messages += len(batch)
+        t.messages += sum(1 for m in batch if m.error() is None)  # not the partition-end events
         t.batches.append((started, t.last, len(batch), table.version))
         if self.on_batch is not None:
             self.on_batch(self)

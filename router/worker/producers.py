@@ -1,0 +1,89 @@
+"""The worker's producers: destination topics shared out among a few producers, so that more produce requests are
+in flight at once.
+
+Why more than one: librdkafka puts one partition in each produce request, and with idempotence on it keeps at
+most 5 requests in flight per broker connection (confluentinc/librdkafka#1700). A router writes to hundreds of
+destination partitions (10 apps x 10 groups x 4 partitions = 440 in the benchmarks), a few records each per
+request, so one producer is bound by request round trips, not by bytes. Measured on this project's 2-core
+machine against a local Apache Kafka (40,000 records over 440 partitions, then a flush): one producer 25,500
+records/s, four 77,500-100,000 (docs/performance.md, "Kafka I/O: one partition per produce request").
+
+Each destination topic always goes through the same producer (a CRC-32 of its name), so every partition's records
+are produced, retried and acknowledged in order by one idempotent producer, as with one producer. Exactly-once
+keeps one producer: a transaction belongs to one producer, and the window's records and input offsets must
+commit together.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Protocol, cast
+
+from confluent_kafka import KafkaError, Message, Producer
+
+# At-least-once: enough to lift the request-rate bound on the measured workloads; each producer costs a
+# connection per broker and a librdkafka thread per broker.
+DEFAULT_AT_LEAST_ONCE = 4
+
+
+class Produce(Protocol):
+    def __call__(
+        self,
+        topic: str,
+        *,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+        timestamp: int,
+        on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
+    ) -> None: ...
+
+
+class Producers:
+    """``count`` producers made by ``make(index)``; a topic's records always go through the same one."""
+
+    def __init__(self, make: Callable[[int], Producer], count: int) -> None:
+        if count < 1:
+            raise ValueError(f"a worker needs at least one producer, not {count}")
+        self.all = tuple(make(i) for i in range(count))
+        self._by_topic: dict[str, Producer] = {}
+        self._produce: dict[str, Produce] = {}
+
+    def __iter__(self) -> Iterator[Producer]:
+        return iter(self.all)
+
+    def __len__(self) -> int:
+        return len(self.all)
+
+    @property
+    def first(self) -> Producer:
+        """The producer of a worker with one (exactly-once: the transactional one)."""
+        return self.all[0]
+
+    def of(self, topic: str) -> Producer:
+        found = self._by_topic.get(topic)
+        if found is None:
+            found = self.all[zlib.crc32(topic.encode()) % len(self.all)]
+            if len(self._by_topic) >= 65_536:  # regex inputs may route to topics without bound
+                self._by_topic.clear()
+                self._produce.clear()
+            self._by_topic[topic] = found
+        return found
+
+    def produce_of(self, topic: str) -> Produce:
+        """The bound ``produce`` of ``topic``'s producer (called once per routed record: kept, not looked up)."""
+        found = self._produce.get(topic)
+        if found is None:
+            found = cast(Produce, self.of(topic).produce)  # the client's stubs type headers more narrowly
+            self._produce[topic] = found
+        return found
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Flush every producer; the records still queued (0 once everything is acknowledged or failed)."""
+        # Each flush waits for its own producer; the others' I/O threads keep sending meanwhile.
+        return sum(p.flush() if timeout is None else p.flush(timeout) for p in self.all)
+
+    def poll(self, timeout: float) -> None:
+        for producer in self.all:
+            producer.poll(timeout / len(self.all))

@@ -1,0 +1,99 @@
+"""The decision path at scale, without Kafka: ``python tests/perf/bench_decision_path.py
+[--sizes 10,1000,10000,100000] [--messages N] [--repeat R]``.
+
+Issue 13's target: µs per record of the native decision path at 100,000 subscriptions at most 1.5 x the same
+at 10. Workload: perfkit's subscription configuration at each size (10 apps, seven bmq and three sql92;
+equality, range windows, IN, string comparisons, mixed; disjoint app filters) and perfkit's order headers.
+
+Per size, CPU µs per record (this process's CPU time, so other work on the machine moves it less than wall
+time), the median of ``--repeat`` passes over the same ``--messages`` records:
+
+* ``route_batch``: ``Router.route_batch``, everything the worker asks of routing for a batch (the native plan
+  once per batch, then each record's decisions), from raw headers to ``RouteResult``s;
+* ``route``: ``Router.route`` record by record, the Python reference (the pure-Python path before issue 13);
+
+and the table's build time (Python plans and the native plan, in the config thread in the worker), and the
+matches per record (which grow with the size: the work on them is part of the figure). ``route_batch`` is
+checked to decide as ``route`` does on the first 300 records of every size before it is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+from collections.abc import Sequence
+
+import perfkit
+from perfkit import median, verdict
+
+from subroute.routing.decisions import MessageView, Router, RoutingTable, build_table
+
+
+def cpu_us_per_record(fn: object, table: RoutingTable, views: Sequence[MessageView], repeat: int) -> float:
+    samples = []
+    for _ in range(repeat):
+        router = Router()
+        start = time.process_time()
+        fn(router, table, views)  # type: ignore[operator]
+        samples.append((time.process_time() - start) / len(views) * 1e6)
+    return median(samples)
+
+
+def batch(router: Router, table: RoutingTable, views: Sequence[MessageView]) -> None:
+    router.route_batch(table, views, {}, 0)
+
+
+def per_record(router: Router, table: RoutingTable, views: Sequence[MessageView]) -> None:
+    for view in views:
+        router.route(table, view, {}, 0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10,1000,10000,100000", help="subscriptions, comma-separated")
+    parser.add_argument(
+        "--messages", type=int, default=2_000, help="records per pass (2,000: a worker batch)"
+    )
+    parser.add_argument("--repeat", type=int, default=5, help="passes per figure, median reported (5)")
+    args = parser.parse_args()
+    views = [MessageView("orders", h, 0) for h in perfkit.message_headers(args.messages, seed=5)]
+    print(f"{args.messages:,} records per pass, CPU µs per record, median of {args.repeat} passes")
+    print(
+        f"{'subscriptions':>13} {'route_batch':>12} {'route':>8} {'ratio':>6} {'matches/rec':>12} {'build s':>8}"
+    )
+    found: dict[int, float] = {}
+    for size in (int(s) for s in args.sizes.split(",")):
+        config = perfkit.subscription_config(size, "orders")
+        start = time.perf_counter()
+        table = build_table(config)
+        built = time.perf_counter() - start
+        gc.freeze()  # as the worker does after each build: a full collection would walk the whole plan
+        if table.native is None:
+            raise SystemExit(f"no native plan at {size} subscriptions: nothing to measure")
+        reference, native = Router(), Router()
+        expected = [reference.route(table, v, {}, 0) for v in views[:300]]
+        if native.route_batch(table, views[:300], {}, 0) != expected:
+            raise SystemExit(f"route_batch and route disagree at {size} subscriptions")
+        matches = table.native.plan.match_indexes([v.headers for v in views])
+        per_rec = sum(len(m) for m in matches) / len(views)
+        found[size] = fast = cpu_us_per_record(batch, table, views, args.repeat)
+        slow = cpu_us_per_record(per_record, table, views, args.repeat)
+        print(
+            f"{table.expression_count:>13,} {fast:>12.2f} {slow:>8.2f} {slow / fast:>5.1f}x {per_rec:>12.1f}"
+            f" {built:>8.1f}",
+            flush=True,
+        )
+        del table
+        gc.unfreeze()
+        gc.collect()
+    smallest, largest = min(found), max(found)
+    if smallest != largest:
+        growth = found[largest] / found[smallest]
+        target = largest >= 100_000 and smallest <= 10
+        tail = f" (target <= 1.5x: {verdict(growth <= 1.5)})" if target else ""
+        print(f"growth of route_batch, {largest:,} vs {smallest:,} subscriptions: {growth:.2f}x{tail}")
+
+
+if __name__ == "__main__":
+    main()
