@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Protocol
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from subroute import names
 from subroute.ops.metrics import RouterMetrics
@@ -93,6 +93,10 @@ def _from_commits(consumer: Consumer, positions: list[TopicPartition]) -> None:
     session, or a parked pending partition (sought back and paused)."""
     unknown = [tp for tp in positions if tp.offset < 0]
     if unknown:
-        committed = {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(unknown, timeout=5)}
+        try:
+            found = consumer.committed(unknown, timeout=5)
+        except KafkaException:  # the coordinator is away (a network cut, a rebalance): unknown for now
+            found = []  # a gauge or an idle check must never stop the worker
+        committed = {(tp.topic, tp.partition): tp.offset for tp in found}
         for tp in unknown:
             tp.offset = committed.get((tp.topic, tp.partition), -1)
