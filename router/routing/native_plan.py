@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from subroute.expressions import ast
 from subroute.expressions.expression import check
@@ -31,7 +32,12 @@ Headers = Sequence[tuple[str, bytes | None]] | None
 NodeTuple = tuple[str, bool, list[int], float, bytes, list[bytes]]
 _CheckKey = tuple[str, str, tuple[tuple[str, str], ...]]  # text, dialect, declared types
 KeyTuple = tuple[int, int, float, bytes]
-SubTuple = tuple[int, int, int, list[KeyTuple], list[int], int, int]
+# What a lowered entry depends on: the text, dialect and declared types, and the gate preferred for it.
+_EntryKey = tuple[str, str, int, object]  # text, dialect, number of the declared types, preferred gate
+
+# A later plan extends the node list of the plan it reuses, so nodes only entries of earlier plans read stay
+# in it: it starts afresh once it holds more than twice the nodes of its last fresh start, plus this many.
+GARBAGE_SLACK = 4096
 
 TYPE_CODES = {"string": 0, "int": 1, "bool": 2, "float": 3}
 _ARITH = {"+": 0, "-": 1, "*": 2, "/": 3, "%": 4}
@@ -86,10 +92,25 @@ def _oriented(node: ast.Node) -> ast.Node:
 class _Lowering:
     """Lowers checked trees of both dialects into one node list, sharing equal nodes."""
 
-    def __init__(self) -> None:
-        self.slots: dict[tuple[str, str], int] = {}
-        self.nodes: list[NodeTuple] = []
-        self.index: dict[tuple[object, ...], int] = {}
+    def __init__(self, extend: _Lowering | None = None) -> None:
+        # Extending an earlier plan's lowering keeps its slot and node numbers, so its lowered entries stay
+        # valid; a copy, as that plan may still be read (or extended again) while this one is built.
+        self.slots: dict[tuple[str, str], int] = dict(extend.slots) if extend else {}
+        self.nodes: list[NodeTuple] = list(extend.nodes) if extend else []
+        self.index: dict[tuple[object, ...], int] = dict(extend.index) if extend else {}
+        # The node count at the end of the build that started this lowering empty.
+        self.fresh: int = extend.fresh if extend else 0
+        # A number for each set of declared types met (sorted (name, type) pairs).
+        self.type_numbers: dict[tuple[tuple[str, str], ...], int] = (
+            dict(extend.type_numbers) if extend else {}
+        )
+
+    def types_number(self, type_key: tuple[tuple[str, str], ...]) -> int:
+        return self.type_numbers.setdefault(type_key, len(self.type_numbers))
+
+    def extensible(self) -> bool:
+        """Whether a later plan may extend this lowering (else the nodes no plan reads any more are too many)."""
+        return len(self.nodes) <= 2 * self.fresh + GARBAGE_SLACK
 
     def slot(self, name: str, types: Mapping[str, str]) -> int:
         key = (name, types.get(name, "string"))
@@ -266,8 +287,9 @@ class NativePlan:
     ``match_batch`` gives, per record, exactly the ids that evaluating each subscription alone (with its own
     declared types decoding the headers) would match. Raises ``ExpressionError`` for a bad expression, as
     ``expressions.compile_plan`` does; ``reuse`` and ``pause`` are as there (expressions of an earlier plan
-    are not parsed again; ``pause`` is called after each parse and after each expression is lowered). The
-    native build runs with the GIL released.
+    are not parsed again; ``pause`` is called after each parse and after each subscription is lowered or
+    reused). ``trees`` (aligned with the subscriptions, optional) are their checked trees, normalized or not
+    (``Plan.trees``): nothing is then parsed. The native build runs with the GIL released.
 
     ``opens`` and ``requires`` (aligned with the subscriptions, a group label or None each) make one plan hold
     app filters and the subscriptions behind them (DESIGN.md §2, step 1): a subscription that requires group
@@ -280,6 +302,12 @@ class NativePlan:
     evaluate it and can report its errors. Where this plan cannot index by that gate (an interval with float
     bounds, or on a property not declared int) the subscription is evaluated for every record: a superset.
     The router relies on this to count evaluation errors as the Python plans do (``decisions.Router``).
+
+    With ``prefer``, a subscription's lowered form depends only on it and its preferred gate, so a plan built
+    with ``reuse`` takes the lowered form of every such subscription ``reuse`` holds instead of lowering it
+    again (``stats``: ``lowered`` and ``reused``): a config change that rewrites one group lowers that group's
+    expressions only. Its node list then extends that of ``reuse`` (``GARBAGE_SLACK``), so ``properties`` and
+    the ``nodes`` count may include what only earlier plans read.
     """
 
     def __init__(
@@ -290,51 +318,90 @@ class NativePlan:
         opens: Sequence[Hashable | None] | None = None,
         requires: Sequence[Hashable | None] | None = None,
         prefer: Sequence[GateChoice] | None = None,
+        trees: Sequence[ast.Node] | None = None,
     ) -> None:
         self.subscriptions: tuple[Subscription, ...] = tuple(subscriptions)
-        if prefer is not None and len(prefer) != len(self.subscriptions):
-            raise ValueError(f"prefer has {len(prefer)} entries for {len(self.subscriptions)} subscriptions")
+        count = len(self.subscriptions)
+        for name, aligned in (("prefer", prefer), ("trees", trees)):
+            if aligned is not None and len(aligned) != count:
+                raise ValueError(f"{name} has {len(aligned)} entries for {count} subscriptions")
         group_ids: dict[Hashable, int] = {}
 
         def groups(labels: Sequence[Hashable | None] | None, what: str) -> list[int]:
             if labels is None:
-                return [-1] * len(self.subscriptions)
-            if len(labels) != len(self.subscriptions):
-                raise ValueError(
-                    f"{what} has {len(labels)} entries for {len(self.subscriptions)} subscriptions"
-                )
+                return [-1] * count
+            if len(labels) != count:
+                raise ValueError(f"{what} has {len(labels)} entries for {count} subscriptions")
             return [-1 if g is None else group_ids.setdefault(g, len(group_ids)) for g in labels]
 
         opened, required = groups(opens, "opens"), groups(requires, "requires")
         if any(o >= 0 and r >= 0 for o, r in zip(opened, required, strict=True)):
             raise ValueError("a subscription cannot both open a group and require one")
-        lowering = _Lowering()
+        # Lowered entries of ``reuse`` are valid only in its node and slot numbering: extend its lowering.
+        extend = reuse is not None and reuse._lowering.extensible()
+        lowering = _Lowering(reuse._lowering if extend and reuse is not None else None)
+        earlier_entries: dict[_EntryKey, _native.Entry] = (
+            reuse._entries if extend and reuse is not None else {}
+        )
+        entries: dict[_EntryKey, _native.Entry] = {}
         # Parsing is most of the cost of a build; a later plan starts from the trees of ``reuse``.
         earlier: dict[_CheckKey, ast.Node] = reuse._checked if reuse is not None else {}
         checked: dict[_CheckKey, ast.Node] = {}
-        offered: list[tuple[list[ast.Node], bool, Mapping[str, str], list[_Gate]]] = []
+        # Per subscription its lowered form, once known; the others' (position, entry key, conjuncts, dialect,
+        # types, gates), to lower once the gates are counted.
+        lowered: list[_native.Entry | None] = []
+        to_lower: list[
+            tuple[int, _EntryKey | None, list[ast.Node], bool, Mapping[str, str], list[_Gate]]
+        ] = []
         eq_count: Counter[tuple[int, tuple[object, ...]]] = Counter()
         range_count: Counter[tuple[int, int]] = Counter()
-        for sub in self.subscriptions:
-            types: Mapping[str, str] = dict(sub.types or {})
-            key = (sub.text, sub.dialect, tuple(sorted(types.items())))
-            tree = checked.get(key)
-            if tree is None:
-                tree = earlier.get(key)
-                if tree is None:
-                    tree = check(sub.text, sub.dialect, types)
-                    if pause is not None:  # let other threads run between parses (see compile_plan)
+        # The subscriptions of one app share one types mapping: its number is found once per build (ids are
+        # stable, as ``self.subscriptions`` holds every mapping until the end), and an entry's key holds that
+        # number, cheaper to hash than the types themselves.
+        type_of: dict[int, tuple[tuple[tuple[str, str], ...], int]] = {}
+        reused = 0
+        for position, sub in enumerate(self.subscriptions):
+            found_types = type_of.get(id(sub.types))
+            if found_types is None:
+                type_key = tuple(sorted((sub.types or {}).items()))
+                found_types = type_of[id(sub.types)] = (type_key, lowering.types_number(type_key))
+            type_key, type_number = found_types
+            entry_key: _EntryKey | None = None
+            if prefer is not None:
+                choice = prefer[position]
+                gate_key = choice if choice is None or choice[2] is None else _choice_key(choice)
+                entry_key = (sub.text, sub.dialect, type_number, gate_key)
+                found = entries.get(entry_key) or earlier_entries.get(entry_key)
+                if found is not None:
+                    entries[entry_key] = found
+                    lowered.append(found)
+                    reused += 1
+                    if trees is None:  # kept for a later plan that may want it under another gate
+                        tree = earlier.get((sub.text, sub.dialect, type_key))
+                        if tree is not None:
+                            checked[(sub.text, sub.dialect, type_key)] = tree
+                    if pause is not None:
                         pause()
-                checked[key] = tree
+                    continue
+            key = (sub.text, sub.dialect, type_key)
+            tree = trees[position] if trees is not None else checked.get(key) or earlier.get(key)
+            if tree is None:
+                tree = check(sub.text, sub.dialect, dict(type_key))
+                if pause is not None:  # let other threads run between parses (see compile_plan)
+                    pause()
+            checked[key] = tree
             sql = sub.dialect == "sql92"
+            types = dict(type_key)
             conjuncts = _conjuncts(tree)
             gates = _gates(conjuncts, sql, _SlotFn(lowering, types))
-            for g in gates:
-                if g.kind == _EQ:
-                    eq_count.update((g.slot, _num_key(k)) for k in g.keys)
-                elif g.kind == _RANGE:
-                    range_count[(g.slot, g.op)] += 1
-            offered.append((conjuncts, sql, types, gates))
+            if prefer is None:  # the gates' costs, to choose among them
+                for g in gates:
+                    if g.kind == _EQ:
+                        eq_count.update((g.slot, _num_key(k)) for k in g.keys)
+                    elif g.kind == _RANGE:
+                        range_count[(g.slot, g.op)] += 1
+            lowered.append(None)
+            to_lower.append((position, entry_key, conjuncts, sql, types, gates))
 
         def cost(g: _Gate) -> tuple[float, int, int]:
             # The expected number of candidates the gate lets through (as expressions.plan estimates it).
@@ -363,12 +430,8 @@ class NativePlan:
                         return g
             return None
 
-        subs: list[SubTuple] = []
-        counts = Counter[str]()
-        for position, ((conjuncts, sql, types, gates), group_opened, group_required) in enumerate(
-            zip(offered, opened, required, strict=True)
-        ):
-            if pause is not None:  # a rebuild parses nothing: lowering every expression is then the work
+        for position, entry_key, conjuncts, sql, entry_types, gates in to_lower:
+            if pause is not None:  # a rebuild parses little: lowering the expressions is then the work
                 pause()
             if prefer is None:
                 gate = min(gates, key=cost) if gates else None
@@ -377,36 +440,42 @@ class NativePlan:
             rest = conjuncts
             if gate is not None and gate.droppable:
                 rest = conjuncts[: gate.conjunct] + conjuncts[gate.conjunct + 1 :]
-            residual = [lowering.lower(c, sql, types) for c in rest]
-            if gate is None:
-                subs.append((_NO_GATE, 0, 0, [], residual, group_opened, group_required))
-                counts["unindexed"] += 1
-            else:
-                subs.append(
-                    (gate.kind, gate.slot, gate.op, list(gate.keys), residual, group_opened, group_required)
+            residual = [lowering.lower(c, sql, entry_types) for c in rest]
+            try:
+                entry = (
+                    _native.Entry(_NO_GATE, 0, 0, [], residual)
+                    if gate is None
+                    else _native.Entry(gate.kind, gate.slot, gate.op, gate.keys, residual)
                 )
-                counts[
-                    {_EQ: "indexed_equality", _RANGE: "indexed_range", _INTERVAL: "indexed_interval"}[
-                        gate.kind
-                    ]
-                ] += 1
+            except ValueError as exc:
+                raise NativePlanError(str(exc)) from exc
+            if entry_key is not None:
+                entries[entry_key] = entry
+            lowered[position] = entry
+        done = cast(list[_native.Entry], lowered)  # every position is lowered now
         props = [(name, TYPE_CODES[type_name]) for (name, type_name) in lowering.slots]
         try:
-            self._native = _native.NativePlan(props, lowering.nodes, subs)
+            self._native = _native.NativePlan(props, lowering.nodes, done, opened, required)
         except ValueError as exc:
             raise NativePlanError(str(exc)) from exc
+        if not extend:
+            lowering.fresh = len(lowering.nodes)
+        self._gate_kinds: tuple[int, ...] = tuple([e.kind for e in done])
         self.properties: frozenset[str] = frozenset(name for name, _ in lowering.slots)
         self.stats: dict[str, int] = {
-            "subscriptions": len(self.subscriptions),
-            "indexed_equality": counts["indexed_equality"],
-            "indexed_range": counts["indexed_range"],
-            "indexed_interval": counts["indexed_interval"],
-            "unindexed": counts["unindexed"],
+            "subscriptions": count,
+            "indexed_equality": self._gate_kinds.count(_EQ),
+            "indexed_range": self._gate_kinds.count(_RANGE),
+            "indexed_interval": self._gate_kinds.count(_INTERVAL),
+            "unindexed": self._gate_kinds.count(_NO_GATE),
             "nodes": len(lowering.nodes),
+            "lowered": count - reused,
+            "reused": reused,
         }
         self._ids: tuple[Hashable, ...] = tuple(sub.id for sub in self.subscriptions)
-        self._gate_kinds: tuple[int, ...] = tuple(sub[0] for sub in subs)
         self._checked: dict[_CheckKey, ast.Node] = checked
+        self._lowering: _Lowering = lowering
+        self._entries: dict[_EntryKey, _native.Entry] = entries
 
     def __len__(self) -> int:
         return len(self.subscriptions)
@@ -438,6 +507,15 @@ class NativePlan:
     def match(self, headers: Headers) -> frozenset[Hashable]:
         """The ids of the subscriptions that one record with these headers matches."""
         return self.match_batch([headers])[0]
+
+
+def _choice_key(choice: GateChoice) -> object:
+    """A preferred gate as a cache key: an interval's bounds with their types (5 == 5.0, but only int bounds
+    give an interval gate)."""
+    if choice is None or choice[2] is None:
+        return choice
+    low, high = choice[2]
+    return (*choice, type(low).__name__, type(high).__name__)
 
 
 def _num_key(key: KeyTuple) -> tuple[object, ...]:
