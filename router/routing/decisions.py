@@ -419,7 +419,8 @@ def _native_routing(
         return None
     ids = tuple(cast(PlanId, sub.id) for sub in subs)
     exact = tuple(
-        plan.gate_of(i) == (choice[0] if choice is not None else None) for i, choice in enumerate(prefer)
+        gate == (choice[0] if choice is not None else None)
+        for gate, choice in zip(plan.gates(), prefer, strict=True)
     )
     return NativeRouting(plan, ids, filter_count, spans, exact)
 

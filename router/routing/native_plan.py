@@ -45,6 +45,7 @@ _CMP = {"==": 0, "!=": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
 # Gate kinds and equality-key classes, as router/routing/native/src/python.rs reads them.
 _NO_GATE, _EQ, _RANGE, _INTERVAL = 0, 1, 2, 3
 _K_INT, _K_SQL_INT, _K_SQL_FLOAT, _K_STR, _K_BOOL = 0, 1, 2, 3, 4
+_GATE_NAMES: dict[int, str | None] = {_NO_GATE: None, _EQ: "equality", _RANGE: "range", _INTERVAL: "interval"}
 
 
 class NativePlanError(ValueError):
@@ -104,13 +105,20 @@ class _Lowering:
         self.type_numbers: dict[tuple[tuple[str, str], ...], int] = (
             dict(extend.type_numbers) if extend else {}
         )
+        # Every entry lowered into these nodes, by what it depends on; and how many there were at the fresh start.
+        self.entries: dict[_EntryKey, _native.Entry] = dict(extend.entries) if extend else {}
+        self.fresh_entries: int = extend.fresh_entries if extend else 0
 
     def types_number(self, type_key: tuple[tuple[str, str], ...]) -> int:
         return self.type_numbers.setdefault(type_key, len(self.type_numbers))
 
     def extensible(self) -> bool:
-        """Whether a later plan may extend this lowering (else the nodes no plan reads any more are too many)."""
-        return len(self.nodes) <= 2 * self.fresh + GARBAGE_SLACK
+        """Whether a later plan may extend this lowering (else the nodes and entries no plan reads any more are
+        too many)."""
+        return (
+            len(self.nodes) <= 2 * self.fresh + GARBAGE_SLACK
+            and len(self.entries) <= 2 * self.fresh_entries + GARBAGE_SLACK
+        )
 
     def slot(self, name: str, types: Mapping[str, str]) -> int:
         key = (name, types.get(name, "string"))
@@ -287,8 +295,8 @@ class NativePlan:
     ``match_batch`` gives, per record, exactly the ids that evaluating each subscription alone (with its own
     declared types decoding the headers) would match. Raises ``ExpressionError`` for a bad expression, as
     ``expressions.compile_plan`` does; ``reuse`` and ``pause`` are as there (expressions of an earlier plan
-    are not parsed again; ``pause`` is called after each parse and after each subscription is lowered or
-    reused). ``trees`` (aligned with the subscriptions, optional) are their checked trees, normalized or not
+    are not parsed again; ``pause`` is called after each parse, after each subscription is lowered and after
+    every 64 reused). ``trees`` (aligned with the subscriptions, optional) are their checked trees, normalized or not
     (``Plan.trees``): nothing is then parsed. The native build runs with the GIL released.
 
     ``opens`` and ``requires`` (aligned with the subscriptions, a group label or None each) make one plan hold
@@ -340,10 +348,12 @@ class NativePlan:
         # Lowered entries of ``reuse`` are valid only in its node and slot numbering: extend its lowering.
         extend = reuse is not None and reuse._lowering.extensible()
         lowering = _Lowering(reuse._lowering if extend and reuse is not None else None)
-        earlier_entries: dict[_EntryKey, _native.Entry] = (
-            reuse._entries if extend and reuse is not None else {}
-        )
-        entries: dict[_EntryKey, _native.Entry] = {}
+        entries = lowering.entries
+        # The earlier plan's entries by subscription object: an app whose Python plan is unchanged hands over
+        # the very same subscriptions and gate choices, found here without computing their keys. (An id is
+        # taken only with the object it was recorded for, which that plan keeps alive.)
+        earlier_by_sub = reuse._by_sub if extend and reuse is not None else {}
+        by_sub: dict[int, tuple[Subscription, GateChoice, _native.Entry]] = {}
         # Parsing is most of the cost of a build; a later plan starts from the trees of ``reuse``.
         earlier: dict[_CheckKey, ast.Node] = reuse._checked if reuse is not None else {}
         checked: dict[_CheckKey, ast.Node] = {}
@@ -361,6 +371,20 @@ class NativePlan:
         type_of: dict[int, tuple[tuple[tuple[str, str], ...], int]] = {}
         reused = 0
         for position, sub in enumerate(self.subscriptions):
+            if prefer is not None:
+                hit = earlier_by_sub.get(id(sub))
+                if hit is not None and hit[0] is sub and _same_choice(hit[1], prefer[position]):
+                    by_sub[id(sub)] = hit
+                    lowered.append(hit[2])
+                    reused += 1
+                    if trees is None:  # kept for a later plan that may want it under another gate
+                        type_key = tuple(sorted((sub.types or {}).items()))
+                        tree = earlier.get((sub.text, sub.dialect, type_key))
+                        if tree is not None:
+                            checked[(sub.text, sub.dialect, type_key)] = tree
+                    if pause is not None and not reused % 64:  # a reused entry costs under a microsecond
+                        pause()
+                    continue
             found_types = type_of.get(id(sub.types))
             if found_types is None:
                 type_key = tuple(sorted((sub.types or {}).items()))
@@ -371,16 +395,16 @@ class NativePlan:
                 choice = prefer[position]
                 gate_key = choice if choice is None or choice[2] is None else _choice_key(choice)
                 entry_key = (sub.text, sub.dialect, type_number, gate_key)
-                found = entries.get(entry_key) or earlier_entries.get(entry_key)
+                found = entries.get(entry_key)
                 if found is not None:
-                    entries[entry_key] = found
+                    by_sub[id(sub)] = (sub, choice, found)
                     lowered.append(found)
                     reused += 1
                     if trees is None:  # kept for a later plan that may want it under another gate
                         tree = earlier.get((sub.text, sub.dialect, type_key))
                         if tree is not None:
                             checked[(sub.text, sub.dialect, type_key)] = tree
-                    if pause is not None:
+                    if pause is not None and not reused % 64:  # a reused entry costs about a microsecond
                         pause()
                     continue
             key = (sub.text, sub.dialect, type_key)
@@ -449,8 +473,10 @@ class NativePlan:
                 )
             except ValueError as exc:
                 raise NativePlanError(str(exc)) from exc
-            if entry_key is not None:
+            if entry_key is not None and prefer is not None:
                 entries[entry_key] = entry
+                sub = self.subscriptions[position]
+                by_sub[id(sub)] = (sub, prefer[position], entry)
             lowered[position] = entry
         done = cast(list[_native.Entry], lowered)  # every position is lowered now
         props = [(name, TYPE_CODES[type_name]) for (name, type_name) in lowering.slots]
@@ -459,7 +485,7 @@ class NativePlan:
         except ValueError as exc:
             raise NativePlanError(str(exc)) from exc
         if not extend:
-            lowering.fresh = len(lowering.nodes)
+            lowering.fresh, lowering.fresh_entries = len(lowering.nodes), len(entries)
         self._gate_kinds: tuple[int, ...] = tuple([e.kind for e in done])
         self.properties: frozenset[str] = frozenset(name for name, _ in lowering.slots)
         self.stats: dict[str, int] = {
@@ -475,7 +501,7 @@ class NativePlan:
         self._ids: tuple[Hashable, ...] = tuple(sub.id for sub in self.subscriptions)
         self._checked: dict[_CheckKey, ast.Node] = checked
         self._lowering: _Lowering = lowering
-        self._entries: dict[_EntryKey, _native.Entry] = entries
+        self._by_sub: dict[int, tuple[Subscription, GateChoice, _native.Entry]] = by_sub
 
     def __len__(self) -> int:
         return len(self.subscriptions)
@@ -483,7 +509,11 @@ class NativePlan:
     def gate_of(self, position: int) -> str | None:
         """How the subscription at ``position`` is indexed: "equality", "range", "interval", or None (it is
         evaluated for every record)."""
-        return {_EQ: "equality", _RANGE: "range", _INTERVAL: "interval"}.get(self._gate_kinds[position])
+        return _GATE_NAMES[self._gate_kinds[position]]
+
+    def gates(self) -> list[str | None]:
+        """``gate_of`` of every position."""
+        return [_GATE_NAMES[kind] for kind in self._gate_kinds]
 
     def match_indexes(self, records: Sequence[Headers]) -> list[list[int]]:
         """Per record, the positions (ascending) of the subscriptions it matches."""
@@ -507,6 +537,10 @@ class NativePlan:
     def match(self, headers: Headers) -> frozenset[Hashable]:
         """The ids of the subscriptions that one record with these headers matches."""
         return self.match_batch([headers])[0]
+
+
+def _same_choice(a: GateChoice, b: GateChoice) -> bool:
+    return a is b or (a == b and _choice_key(a) == _choice_key(b))
 
 
 def _choice_key(choice: GateChoice) -> object:
