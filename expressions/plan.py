@@ -112,6 +112,12 @@ class Plan:
     def __len__(self) -> int:
         return len(self.subscriptions)
 
+    @property
+    def trees(self) -> tuple[ast.Node, ...]:
+        """Each subscription's checked and normalized tree, aligned with ``subscriptions``: the native plan
+        lowers these instead of parsing the texts again (router/routing/native_plan.py)."""
+        return self._roots
+
     def _snapshot(self, props: Props) -> Mapping[str, Any]:
         """Each property the plan reads, read once from the message. A plain dict is read as it is: reading it
         twice gives the same value, and the names the plan does not read are never looked at."""

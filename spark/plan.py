@@ -6,7 +6,10 @@ Spark reads the input topics in batch (Spark's ``kafka`` format where present, e
 source, the same choice as the job), and every record is routed twice with the router's own engine inside
 ``mapInArrow``: under the configuration in force (read from the config topic) and under the proposed one (the
 YAML file, validated first). Each Spark partition compiles the two routing tables once and routes its records
-with one ``Router`` per configuration. The result is, per app, a table ``old destination -> new destination:
+with one ``Router`` per configuration, an Arrow batch at a time as the worker routes a batch:
+``Router.route_batch`` evaluates each table's native plan once per batch (decoding and every expression in
+Rust, with the GIL released), then makes each record's decisions in Python, exactly as ``Router.route`` would
+record by record (``route_columns``). The result is, per app, a table ``old destination -> new destination:
 count`` and the records that would match no consumer subscription under the proposed configuration. Nothing
 is written anywhere: the config topic is only read.
 
@@ -47,7 +50,7 @@ from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.validation import ConfigError, validate_group, validate_state
 from subroute.config.yaml import load_yaml_source
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
-from subroute.routing.decisions import Action, Decision, Lag, MessageView, Router, build_table
+from subroute.routing.decisions import Action, Decision, Lag, MessageView, Router, RoutingTable, build_table
 from subroute.topic_patterns import input_matches
 
 if TYPE_CHECKING:
@@ -285,29 +288,52 @@ def route_records(
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        old_table, new_table = build_table(current), build_table(proposed)
-        old_router, new_router = Router(), Router()
+        tables = (build_table(current), build_table(proposed))
+        routers = (Router(), Router())
         summary = PartitionSummary(examples)
         for batch in batches:
-            columns = batch.to_pydict()
-            for topic, partition, offset, ts_ms, raw_headers in zip(
-                columns["topic"],
-                columns["partition"],
-                columns["offset"],
-                columns["ts_ms"],
-                columns["headers"],
-                strict=True,
-            ):
-                headers = tuple((h["key"], h["value"]) for h in raw_headers or ())
-                view = MessageView(topic, headers, ts_ms or 0)
-                now_ms = at_ms if at_ms is not None else ts_ms or 0
-                old = {d.app: d for d in old_router.route(old_table, view, EMPTY_LAG, now_ms).decisions}
-                new = {d.app: d for d in new_router.route(new_table, view, EMPTY_LAG, now_ms).decisions}
-                summary.add(topic, partition, offset, headers, old, new)
+            route_columns(tables, routers, batch.to_pydict(), at_ms, summary)
         schema = to_arrow_schema(summary_schema(), timezone="UTC")
         yield pa.RecordBatch.from_pydict(summary.rows(), schema=schema)
 
     return route
+
+
+def route_columns(
+    tables: tuple[RoutingTable, RoutingTable],
+    routers: tuple[Router, Router],
+    columns: Mapping[str, Sequence[Any]],
+    at_ms: int | None,
+    summary: PartitionSummary,
+) -> None:
+    """Route one batch of records (``columns``: topic, partition, offset, ts_ms, headers, as Arrow gives them)
+    under the ``(current, proposed)`` tables with their routers, and add each record to ``summary``.
+
+    One ``Router.route_batch`` per table: its decisions are ``Router.route``'s for each record in turn, and
+    the round-robin cursors move as they would. On arrival (``at_ms`` None) a record is routed at its own
+    timestamp, where nothing has expired (no expiration is negative: ``now - timestamp > limit`` never
+    holds); the records then go with timestamp 0, which skips expiration as well, so that one ``now`` serves
+    the whole batch.
+    """
+    headers = [tuple((h["key"], h["value"]) for h in raw or ()) for raw in columns["headers"]]
+    topics = columns["topic"]
+    if at_ms is None:
+        views = [MessageView(topic, h, 0) for topic, h in zip(topics, headers, strict=True)]
+        now_ms = 0
+    else:
+        views = [
+            MessageView(topic, h, ts_ms or 0)
+            for topic, h, ts_ms in zip(topics, headers, columns["ts_ms"], strict=True)
+        ]
+        now_ms = at_ms
+    old_results = routers[0].route_batch(tables[0], views, EMPTY_LAG, now_ms)
+    new_results = routers[1].route_batch(tables[1], views, EMPTY_LAG, now_ms)
+    for topic, partition, offset, h, old, new in zip(
+        topics, columns["partition"], columns["offset"], headers, old_results, new_results, strict=True
+    ):
+        summary.add(
+            topic, partition, offset, h, {d.app: d for d in old.decisions}, {d.app: d for d in new.decisions}
+        )
 
 
 # --- reading and planning (driver) --------------------------------------------------------------------------

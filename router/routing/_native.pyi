@@ -2,12 +2,26 @@
 
 from collections.abc import Iterable, Sequence
 
+class Entry:
+    def __init__(
+        self,
+        kind: int,
+        slot: int,
+        op: int,
+        keys: Sequence[tuple[int, int, float, bytes]],
+        residual: Sequence[int],
+    ) -> None: ...
+    @property
+    def kind(self) -> int: ...
+
 class NativePlan:
     def __init__(
         self,
         props: Sequence[tuple[str, int]],
         nodes: Sequence[tuple[str, bool, list[int], float, bytes, list[bytes]]],
-        subs: Sequence[tuple[int, int, int, list[tuple[int, int, float, bytes]], list[int], int, int]],
+        entries: Sequence[Entry],
+        opens: Sequence[int],
+        requires: Sequence[int],
     ) -> None: ...
     def match_batch(
         self, records: Iterable[Sequence[tuple[str, bytes | None]] | None]

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 from subroute import expressions, names
 from subroute.config.model import AppConfig, Config, GroupConfig
+from subroute.expressions import ast
 from subroute.expressions.plan import GateChoice
 from subroute.routing import priority
 from subroute.routing.expiration import EXPIRED, message_expiration, should_drop
@@ -382,8 +383,11 @@ def _native_routing(
     opens: list[str | None] = []
     requires: list[str | None] = []
     prefer: list[GateChoice] = []
+    # The Python plans' trees: the native plan parses nothing, and lowers only entries its previous plan lacks.
+    trees: list[ast.Node] = []
     for env in environments:
         filter_plan = env.plan
+        trees.extend(filter_plan.trees)
         for sub, choice in zip(filter_plan.subscriptions, filter_plan.gate_choices, strict=True):
             subs.append(sub)
             opens.append(cast(PlanId, sub.id)[1])  # filter ids are ("filter", app, i)
@@ -398,6 +402,7 @@ def _native_routing(
         opens.extend([None] * len(app.plan))
         requires.extend([label] * len(app.plan))
         prefer.extend(app.plan.gate_choices)
+        trees.extend(app.plan.trees)
         spans[app.name] = (start, len(subs))
     try:
         plan = NativePlan(
@@ -407,13 +412,15 @@ def _native_routing(
             opens=opens,
             requires=requires,
             prefer=prefer,
+            trees=trees,
         )
     except NativePlanError:
         log.exception("the native plan refused this config; routing on the Python path")
         return None
     ids = tuple(cast(PlanId, sub.id) for sub in subs)
     exact = tuple(
-        plan.gate_of(i) == (choice[0] if choice is not None else None) for i, choice in enumerate(prefer)
+        gate == (choice[0] if choice is not None else None)
+        for gate, choice in zip(plan.gates(), prefer, strict=True)
     )
     return NativeRouting(plan, ids, filter_count, spans, exact)
 

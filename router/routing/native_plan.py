@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from subroute.expressions import ast
 from subroute.expressions.expression import check
@@ -31,7 +32,12 @@ Headers = Sequence[tuple[str, bytes | None]] | None
 NodeTuple = tuple[str, bool, list[int], float, bytes, list[bytes]]
 _CheckKey = tuple[str, str, tuple[tuple[str, str], ...]]  # text, dialect, declared types
 KeyTuple = tuple[int, int, float, bytes]
-SubTuple = tuple[int, int, int, list[KeyTuple], list[int], int, int]
+# What a lowered entry depends on: the text, dialect and declared types, and the gate preferred for it.
+_EntryKey = tuple[str, str, int, object]  # text, dialect, number of the declared types, preferred gate
+
+# A later plan extends the node list of the plan it reuses, so nodes only entries of earlier plans read stay
+# in it: it starts afresh once it holds more than twice the nodes of its last fresh start, plus this many.
+GARBAGE_SLACK = 4096
 
 TYPE_CODES = {"string": 0, "int": 1, "bool": 2, "float": 3}
 _ARITH = {"+": 0, "-": 1, "*": 2, "/": 3, "%": 4}
@@ -39,6 +45,7 @@ _CMP = {"==": 0, "!=": 1, "<": 2, "<=": 3, ">": 4, ">=": 5}
 # Gate kinds and equality-key classes, as router/routing/native/src/python.rs reads them.
 _NO_GATE, _EQ, _RANGE, _INTERVAL = 0, 1, 2, 3
 _K_INT, _K_SQL_INT, _K_SQL_FLOAT, _K_STR, _K_BOOL = 0, 1, 2, 3, 4
+_GATE_NAMES: dict[int, str | None] = {_NO_GATE: None, _EQ: "equality", _RANGE: "range", _INTERVAL: "interval"}
 
 
 class NativePlanError(ValueError):
@@ -86,10 +93,32 @@ def _oriented(node: ast.Node) -> ast.Node:
 class _Lowering:
     """Lowers checked trees of both dialects into one node list, sharing equal nodes."""
 
-    def __init__(self) -> None:
-        self.slots: dict[tuple[str, str], int] = {}
-        self.nodes: list[NodeTuple] = []
-        self.index: dict[tuple[object, ...], int] = {}
+    def __init__(self, extend: _Lowering | None = None) -> None:
+        # Extending an earlier plan's lowering keeps its slot and node numbers, so its lowered entries stay
+        # valid; a copy, as that plan may still be read (or extended again) while this one is built.
+        self.slots: dict[tuple[str, str], int] = dict(extend.slots) if extend else {}
+        self.nodes: list[NodeTuple] = list(extend.nodes) if extend else []
+        self.index: dict[tuple[object, ...], int] = dict(extend.index) if extend else {}
+        # The node count at the end of the build that started this lowering empty.
+        self.fresh: int = extend.fresh if extend else 0
+        # A number for each set of declared types met (sorted (name, type) pairs).
+        self.type_numbers: dict[tuple[tuple[str, str], ...], int] = (
+            dict(extend.type_numbers) if extend else {}
+        )
+        # Every entry lowered into these nodes, by what it depends on; and how many there were at the fresh start.
+        self.entries: dict[_EntryKey, _native.Entry] = dict(extend.entries) if extend else {}
+        self.fresh_entries: int = extend.fresh_entries if extend else 0
+
+    def types_number(self, type_key: tuple[tuple[str, str], ...]) -> int:
+        return self.type_numbers.setdefault(type_key, len(self.type_numbers))
+
+    def extensible(self) -> bool:
+        """Whether a later plan may extend this lowering (else the nodes and entries no plan reads any more are
+        too many)."""
+        return (
+            len(self.nodes) <= 2 * self.fresh + GARBAGE_SLACK
+            and len(self.entries) <= 2 * self.fresh_entries + GARBAGE_SLACK
+        )
 
     def slot(self, name: str, types: Mapping[str, str]) -> int:
         key = (name, types.get(name, "string"))
@@ -266,8 +295,9 @@ class NativePlan:
     ``match_batch`` gives, per record, exactly the ids that evaluating each subscription alone (with its own
     declared types decoding the headers) would match. Raises ``ExpressionError`` for a bad expression, as
     ``expressions.compile_plan`` does; ``reuse`` and ``pause`` are as there (expressions of an earlier plan
-    are not parsed again; ``pause`` is called after each parse and after each expression is lowered). The
-    native build runs with the GIL released.
+    are not parsed again; ``pause`` is called after each parse, after each subscription is lowered and after
+    every 64 reused). ``trees`` (aligned with the subscriptions, optional) are their checked trees, normalized or not
+    (``Plan.trees``): nothing is then parsed. The native build runs with the GIL released.
 
     ``opens`` and ``requires`` (aligned with the subscriptions, a group label or None each) make one plan hold
     app filters and the subscriptions behind them (DESIGN.md §2, step 1): a subscription that requires group
@@ -280,6 +310,12 @@ class NativePlan:
     evaluate it and can report its errors. Where this plan cannot index by that gate (an interval with float
     bounds, or on a property not declared int) the subscription is evaluated for every record: a superset.
     The router relies on this to count evaluation errors as the Python plans do (``decisions.Router``).
+
+    With ``prefer``, a subscription's lowered form depends only on it and its preferred gate, so a plan built
+    with ``reuse`` takes the lowered form of every such subscription ``reuse`` holds instead of lowering it
+    again (``stats``: ``lowered`` and ``reused``): a config change that rewrites one group lowers that group's
+    expressions only. Its node list then extends that of ``reuse`` (``GARBAGE_SLACK``), so ``properties`` and
+    the ``nodes`` count may include what only earlier plans read.
     """
 
     def __init__(
@@ -290,51 +326,106 @@ class NativePlan:
         opens: Sequence[Hashable | None] | None = None,
         requires: Sequence[Hashable | None] | None = None,
         prefer: Sequence[GateChoice] | None = None,
+        trees: Sequence[ast.Node] | None = None,
     ) -> None:
         self.subscriptions: tuple[Subscription, ...] = tuple(subscriptions)
-        if prefer is not None and len(prefer) != len(self.subscriptions):
-            raise ValueError(f"prefer has {len(prefer)} entries for {len(self.subscriptions)} subscriptions")
+        count = len(self.subscriptions)
+        for name, aligned in (("prefer", prefer), ("trees", trees)):
+            if aligned is not None and len(aligned) != count:
+                raise ValueError(f"{name} has {len(aligned)} entries for {count} subscriptions")
         group_ids: dict[Hashable, int] = {}
 
         def groups(labels: Sequence[Hashable | None] | None, what: str) -> list[int]:
             if labels is None:
-                return [-1] * len(self.subscriptions)
-            if len(labels) != len(self.subscriptions):
-                raise ValueError(
-                    f"{what} has {len(labels)} entries for {len(self.subscriptions)} subscriptions"
-                )
+                return [-1] * count
+            if len(labels) != count:
+                raise ValueError(f"{what} has {len(labels)} entries for {count} subscriptions")
             return [-1 if g is None else group_ids.setdefault(g, len(group_ids)) for g in labels]
 
         opened, required = groups(opens, "opens"), groups(requires, "requires")
         if any(o >= 0 and r >= 0 for o, r in zip(opened, required, strict=True)):
             raise ValueError("a subscription cannot both open a group and require one")
-        lowering = _Lowering()
+        # Lowered entries of ``reuse`` are valid only in its node and slot numbering: extend its lowering.
+        extend = reuse is not None and reuse._lowering.extensible()
+        lowering = _Lowering(reuse._lowering if extend and reuse is not None else None)
+        entries = lowering.entries
+        # The earlier plan's entries by subscription object: an app whose Python plan is unchanged hands over
+        # the very same subscriptions and gate choices, found here without computing their keys. (An id is
+        # taken only with the object it was recorded for, which that plan keeps alive.)
+        earlier_by_sub = reuse._by_sub if extend and reuse is not None else {}
+        by_sub: dict[int, tuple[Subscription, GateChoice, _native.Entry]] = {}
         # Parsing is most of the cost of a build; a later plan starts from the trees of ``reuse``.
         earlier: dict[_CheckKey, ast.Node] = reuse._checked if reuse is not None else {}
         checked: dict[_CheckKey, ast.Node] = {}
-        offered: list[tuple[list[ast.Node], bool, Mapping[str, str], list[_Gate]]] = []
+        # Per subscription its lowered form, once known; the others' (position, entry key, conjuncts, dialect,
+        # types, gates), to lower once the gates are counted.
+        lowered: list[_native.Entry | None] = []
+        to_lower: list[
+            tuple[int, _EntryKey | None, list[ast.Node], bool, Mapping[str, str], list[_Gate]]
+        ] = []
         eq_count: Counter[tuple[int, tuple[object, ...]]] = Counter()
         range_count: Counter[tuple[int, int]] = Counter()
-        for sub in self.subscriptions:
-            types: Mapping[str, str] = dict(sub.types or {})
-            key = (sub.text, sub.dialect, tuple(sorted(types.items())))
-            tree = checked.get(key)
-            if tree is None:
-                tree = earlier.get(key)
-                if tree is None:
-                    tree = check(sub.text, sub.dialect, types)
-                    if pause is not None:  # let other threads run between parses (see compile_plan)
+        # The subscriptions of one app share one types mapping: its number is found once per build (ids are
+        # stable, as ``self.subscriptions`` holds every mapping until the end), and an entry's key holds that
+        # number, cheaper to hash than the types themselves.
+        type_of: dict[int, tuple[tuple[tuple[str, str], ...], int]] = {}
+        reused = 0
+        for position, sub in enumerate(self.subscriptions):
+            if prefer is not None:
+                hit = earlier_by_sub.get(id(sub))
+                if hit is not None and hit[0] is sub and _same_choice(hit[1], prefer[position]):
+                    by_sub[id(sub)] = hit
+                    lowered.append(hit[2])
+                    reused += 1
+                    if trees is None:  # kept for a later plan that may want it under another gate
+                        type_key = tuple(sorted((sub.types or {}).items()))
+                        tree = earlier.get((sub.text, sub.dialect, type_key))
+                        if tree is not None:
+                            checked[(sub.text, sub.dialect, type_key)] = tree
+                    if pause is not None and not reused % 64:  # a reused entry costs under a microsecond
                         pause()
-                checked[key] = tree
+                    continue
+            found_types = type_of.get(id(sub.types))
+            if found_types is None:
+                type_key = tuple(sorted((sub.types or {}).items()))
+                found_types = type_of[id(sub.types)] = (type_key, lowering.types_number(type_key))
+            type_key, type_number = found_types
+            entry_key: _EntryKey | None = None
+            if prefer is not None:
+                choice = prefer[position]
+                gate_key = choice if choice is None or choice[2] is None else _choice_key(choice)
+                entry_key = (sub.text, sub.dialect, type_number, gate_key)
+                found = entries.get(entry_key)
+                if found is not None:
+                    by_sub[id(sub)] = (sub, choice, found)
+                    lowered.append(found)
+                    reused += 1
+                    if trees is None:  # kept for a later plan that may want it under another gate
+                        tree = earlier.get((sub.text, sub.dialect, type_key))
+                        if tree is not None:
+                            checked[(sub.text, sub.dialect, type_key)] = tree
+                    if pause is not None and not reused % 64:  # a reused entry costs about a microsecond
+                        pause()
+                    continue
+            key = (sub.text, sub.dialect, type_key)
+            tree = trees[position] if trees is not None else checked.get(key) or earlier.get(key)
+            if tree is None:
+                tree = check(sub.text, sub.dialect, dict(type_key))
+                if pause is not None:  # let other threads run between parses (see compile_plan)
+                    pause()
+            checked[key] = tree
             sql = sub.dialect == "sql92"
+            types = dict(type_key)
             conjuncts = _conjuncts(tree)
             gates = _gates(conjuncts, sql, _SlotFn(lowering, types))
-            for g in gates:
-                if g.kind == _EQ:
-                    eq_count.update((g.slot, _num_key(k)) for k in g.keys)
-                elif g.kind == _RANGE:
-                    range_count[(g.slot, g.op)] += 1
-            offered.append((conjuncts, sql, types, gates))
+            if prefer is None:  # the gates' costs, to choose among them
+                for g in gates:
+                    if g.kind == _EQ:
+                        eq_count.update((g.slot, _num_key(k)) for k in g.keys)
+                    elif g.kind == _RANGE:
+                        range_count[(g.slot, g.op)] += 1
+            lowered.append(None)
+            to_lower.append((position, entry_key, conjuncts, sql, types, gates))
 
         def cost(g: _Gate) -> tuple[float, int, int]:
             # The expected number of candidates the gate lets through (as expressions.plan estimates it).
@@ -363,12 +454,8 @@ class NativePlan:
                         return g
             return None
 
-        subs: list[SubTuple] = []
-        counts = Counter[str]()
-        for position, ((conjuncts, sql, types, gates), group_opened, group_required) in enumerate(
-            zip(offered, opened, required, strict=True)
-        ):
-            if pause is not None:  # a rebuild parses nothing: lowering every expression is then the work
+        for position, entry_key, conjuncts, sql, entry_types, gates in to_lower:
+            if pause is not None:  # a rebuild parses little: lowering the expressions is then the work
                 pause()
             if prefer is None:
                 gate = min(gates, key=cost) if gates else None
@@ -377,36 +464,44 @@ class NativePlan:
             rest = conjuncts
             if gate is not None and gate.droppable:
                 rest = conjuncts[: gate.conjunct] + conjuncts[gate.conjunct + 1 :]
-            residual = [lowering.lower(c, sql, types) for c in rest]
-            if gate is None:
-                subs.append((_NO_GATE, 0, 0, [], residual, group_opened, group_required))
-                counts["unindexed"] += 1
-            else:
-                subs.append(
-                    (gate.kind, gate.slot, gate.op, list(gate.keys), residual, group_opened, group_required)
+            residual = [lowering.lower(c, sql, entry_types) for c in rest]
+            try:
+                entry = (
+                    _native.Entry(_NO_GATE, 0, 0, [], residual)
+                    if gate is None
+                    else _native.Entry(gate.kind, gate.slot, gate.op, gate.keys, residual)
                 )
-                counts[
-                    {_EQ: "indexed_equality", _RANGE: "indexed_range", _INTERVAL: "indexed_interval"}[
-                        gate.kind
-                    ]
-                ] += 1
+            except ValueError as exc:
+                raise NativePlanError(str(exc)) from exc
+            if entry_key is not None and prefer is not None:
+                entries[entry_key] = entry
+                sub = self.subscriptions[position]
+                by_sub[id(sub)] = (sub, prefer[position], entry)
+            lowered[position] = entry
+        done = cast(list[_native.Entry], lowered)  # every position is lowered now
         props = [(name, TYPE_CODES[type_name]) for (name, type_name) in lowering.slots]
         try:
-            self._native = _native.NativePlan(props, lowering.nodes, subs)
+            self._native = _native.NativePlan(props, lowering.nodes, done, opened, required)
         except ValueError as exc:
             raise NativePlanError(str(exc)) from exc
+        if not extend:
+            lowering.fresh, lowering.fresh_entries = len(lowering.nodes), len(entries)
+        self._gate_kinds: tuple[int, ...] = tuple([e.kind for e in done])
         self.properties: frozenset[str] = frozenset(name for name, _ in lowering.slots)
         self.stats: dict[str, int] = {
-            "subscriptions": len(self.subscriptions),
-            "indexed_equality": counts["indexed_equality"],
-            "indexed_range": counts["indexed_range"],
-            "indexed_interval": counts["indexed_interval"],
-            "unindexed": counts["unindexed"],
+            "subscriptions": count,
+            "indexed_equality": self._gate_kinds.count(_EQ),
+            "indexed_range": self._gate_kinds.count(_RANGE),
+            "indexed_interval": self._gate_kinds.count(_INTERVAL),
+            "unindexed": self._gate_kinds.count(_NO_GATE),
             "nodes": len(lowering.nodes),
+            "lowered": count - reused,
+            "reused": reused,
         }
         self._ids: tuple[Hashable, ...] = tuple(sub.id for sub in self.subscriptions)
-        self._gate_kinds: tuple[int, ...] = tuple(sub[0] for sub in subs)
         self._checked: dict[_CheckKey, ast.Node] = checked
+        self._lowering: _Lowering = lowering
+        self._by_sub: dict[int, tuple[Subscription, GateChoice, _native.Entry]] = by_sub
 
     def __len__(self) -> int:
         return len(self.subscriptions)
@@ -414,7 +509,11 @@ class NativePlan:
     def gate_of(self, position: int) -> str | None:
         """How the subscription at ``position`` is indexed: "equality", "range", "interval", or None (it is
         evaluated for every record)."""
-        return {_EQ: "equality", _RANGE: "range", _INTERVAL: "interval"}.get(self._gate_kinds[position])
+        return _GATE_NAMES[self._gate_kinds[position]]
+
+    def gates(self) -> list[str | None]:
+        """``gate_of`` of every position."""
+        return [_GATE_NAMES[kind] for kind in self._gate_kinds]
 
     def match_indexes(self, records: Sequence[Headers]) -> list[list[int]]:
         """Per record, the positions (ascending) of the subscriptions it matches."""
@@ -438,6 +537,19 @@ class NativePlan:
     def match(self, headers: Headers) -> frozenset[Hashable]:
         """The ids of the subscriptions that one record with these headers matches."""
         return self.match_batch([headers])[0]
+
+
+def _same_choice(a: GateChoice, b: GateChoice) -> bool:
+    return a is b or (a == b and _choice_key(a) == _choice_key(b))
+
+
+def _choice_key(choice: GateChoice) -> object:
+    """A preferred gate as a cache key: an interval's bounds with their types (5 == 5.0, but only int bounds
+    give an interval gate)."""
+    if choice is None or choice[2] is None:
+        return choice
+    low, high = choice[2]
+    return (*choice, type(low).__name__, type(high).__name__)
 
 
 def _num_key(key: KeyTuple) -> tuple[object, ...]:

@@ -22,9 +22,8 @@ type NodeTuple = (
 );
 /// (class, int, float, bytes): 0 bmq int, 1 sql92 int, 2 sql92 float, 3 string, 4 bool (int 0/1)
 type KeyTuple = (u8, i64, f64, PyBackedBytes);
-/// (gate kind 0 none / 1 equality / 2 range / 3 interval, slot, comparison code, keys, residual nodes,
-/// group opened or -1, group required or -1)
-type SubTuple = (u8, usize, i64, Vec<KeyTuple>, Vec<usize>, i64, i64);
+/// (gate kind 0 none / 1 equality / 2 range / 3 interval, slot, comparison code, keys, residual nodes)
+type EntryTuple = (u8, usize, i64, Vec<KeyTuple>, Vec<usize>);
 
 fn key(k: &KeyTuple) -> Result<Key, String> {
     Ok(match k.0 {
@@ -45,18 +44,9 @@ fn num(k: &KeyTuple) -> Result<Num, String> {
     }
 }
 
-fn sub_spec(t: &SubTuple) -> Result<SubSpec, String> {
-    let (kind, slot, op, keys, residual, opens, requires) = t;
-    let group = |g: i64| -> Result<Option<u32>, String> {
-        if g < 0 {
-            Ok(None)
-        } else {
-            u32::try_from(g)
-                .map(Some)
-                .map_err(|_| format!("bad group {g}"))
-        }
-    };
-    let gate = match kind {
+fn gate_spec(t: &EntryTuple) -> Result<GateSpec, String> {
+    let (kind, slot, op, keys, _) = t;
+    Ok(match kind {
         0 => GateSpec::None,
         1 => GateSpec::Eq {
             slot: *slot,
@@ -86,13 +76,54 @@ fn sub_spec(t: &SubTuple) -> Result<SubSpec, String> {
             _ => return Err("an interval gate takes two int bounds".into()),
         },
         other => return Err(format!("bad gate kind {other}")),
-    };
-    Ok(SubSpec {
-        gate,
-        residual: residual.clone(),
-        opens: group(*opens)?,
-        requires: group(*requires)?,
     })
+}
+
+fn group(g: i64) -> Result<Option<u32>, String> {
+    if g < 0 {
+        Ok(None)
+    } else {
+        u32::try_from(g)
+            .map(Some)
+            .map_err(|_| format!("bad group {g}"))
+    }
+}
+
+/// One subscription lowered: its gate and residual, without its groups. Made once from Python and shared by
+/// every plan that holds the subscription, so a rebuild hands over an object per subscription instead of
+/// converting its keys and residual again with the GIL held.
+#[pyclass(frozen, module = "router._native")]
+struct Entry {
+    gate: GateSpec,
+    residual: Vec<usize>,
+    kind: u8,
+}
+
+#[pymethods]
+impl Entry {
+    /// From `(gate kind, slot, comparison code, keys, residual nodes)`.
+    #[new]
+    fn new(
+        kind: u8,
+        slot: usize,
+        op: i64,
+        keys: Vec<KeyTuple>,
+        residual: Vec<usize>,
+    ) -> PyResult<Entry> {
+        let t = (kind, slot, op, keys, residual);
+        let gate = gate_spec(&t).map_err(PyValueError::new_err)?;
+        Ok(Entry {
+            gate,
+            residual: t.4,
+            kind,
+        })
+    }
+
+    /// The gate kind: 0 none, 1 equality, 2 range, 3 interval.
+    #[getter]
+    fn kind(&self) -> u8 {
+        self.kind
+    }
 }
 
 /// A compiled plan. Build it with the slots `[(header name, type code)]` (type codes: 0 string, 1 int,
@@ -105,39 +136,58 @@ struct NativePlan {
 
 #[pymethods]
 impl NativePlan {
+    /// The plan of `entries` (each opening group `opens[i]` and requiring `requires[i]`, -1 for none) over
+    /// the slots and nodes. Only reading the arguments holds the GIL: converting and building run without it.
     #[new]
     fn new(
         py: Python<'_>,
         props: Vec<(String, u8)>,
         nodes: Vec<NodeTuple>,
-        subs: Vec<SubTuple>,
+        entries: Vec<Py<Entry>>,
+        opens: Vec<i64>,
+        requires: Vec<i64>,
     ) -> PyResult<NativePlan> {
-        let props = props
-            .into_iter()
-            .map(|(name, code)| {
-                PropType::from_code(code)
-                    .map(|t| (name, t))
-                    .ok_or_else(|| PyValueError::new_err(format!("bad type code {code}")))
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        let specs: Vec<NodeSpec> = nodes
-            .into_iter()
-            .map(|(tag, sql, ints, num, text, texts)| NodeSpec {
-                tag,
-                sql,
-                ints,
-                num,
-                text: text.to_vec(),
-                texts: texts.iter().map(|t| t.to_vec()).collect(),
-            })
-            .collect();
-        let subs = subs
-            .iter()
-            .map(sub_spec)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(PyValueError::new_err)?;
+        if opens.len() != entries.len() || requires.len() != entries.len() {
+            return Err(PyValueError::new_err(
+                "opens and requires are aligned with the entries",
+            ));
+        }
         let plan = py
-            .detach(|| Plan::build(&props, &specs, &subs))
+            .detach(|| {
+                let props = props
+                    .into_iter()
+                    .map(|(name, code)| {
+                        PropType::from_code(code)
+                            .map(|t| (name, t))
+                            .ok_or_else(|| format!("bad type code {code}"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let specs: Vec<NodeSpec> = nodes
+                    .into_iter()
+                    .map(|(tag, sql, ints, num, text, texts)| NodeSpec {
+                        tag,
+                        sql,
+                        ints,
+                        num,
+                        text: text.to_vec(),
+                        texts: texts.iter().map(|t| t.to_vec()).collect(),
+                    })
+                    .collect();
+                let subs = entries
+                    .iter()
+                    .zip(opens.iter().zip(&requires))
+                    .map(|(entry, (&o, &r))| {
+                        let entry = entry.get();
+                        Ok(SubSpec {
+                            gate: entry.gate.clone(),
+                            residual: entry.residual.clone(),
+                            opens: group(o)?,
+                            requires: group(r)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
+                Plan::build(&props, &specs, &subs)
+            })
             .map_err(PyValueError::new_err)?;
         let names = plan
             .names()
@@ -216,5 +266,6 @@ impl NativePlan {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<NativePlan>()
+    m.add_class::<NativePlan>()?;
+    m.add_class::<Entry>()
 }
