@@ -87,7 +87,9 @@ class NativeDecisions:
     cursors: tuple[tuple[str, int], ...]  # (app, priority) by cursor
     app_index: Mapping[str, int]
     environment: Mapping[str, int]  # app -> its environment's index
-    routes: dict[tuple[str, str | None], int] = field(default_factory=dict)  # (topic, only_app) -> route
+    # The routes registered with the decider: by topic (a record for every app reading it), by only_app.
+    by_topic: dict[str, int] = field(default_factory=dict)
+    by_app: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
     def build(
@@ -110,6 +112,9 @@ class NativeDecisions:
         slot_of: dict[GroupId, int] = {}
         capacity: dict[int, GroupId] = {}
         cursors: list[tuple[str, int]] = []
+        filters: dict[str, list[int]] = {}
+        for p in range(filter_count):
+            filters.setdefault(ids[p][1], []).append(p)
         described = []
         for app, objs in zip(apps, objects, strict=True):
             start, end = spans[app.name]
@@ -131,7 +136,7 @@ class NativeDecisions:
             layout = (
                 start,
                 end,
-                [p for p in range(filter_count) if ids[p][1] == app.name],
+                filters.get(app.name, []),
                 [p for p in range(start, end) if ids[p][0] == "band"],  # k = 1..9, in order
                 app.environment,
                 len(cursors),
@@ -171,14 +176,14 @@ class NativeDecisions:
     ) -> int:
         """The native route of a record of ``topic`` (or for ``only_app``): ``groups_for`` gives its apps' names
         by environment (``RoutingTable.groups_for``)."""
-        key = (topic, only_app)
-        found = self.routes.get(key)
+        cache, key = (self.by_topic, topic) if only_app is None else (self.by_app, only_app)
+        found = cache.get(key)
         if found is None:
             index = self.app_index
             groups = [
                 (self.environment[apps[0]], [index[a] for a in apps]) for apps in groups_for(topic, only_app)
             ]
-            found = self.routes[key] = self.decider.add_route(groups)
+            found = cache[key] = self.decider.add_route(groups)
         return found
 
     def decide(
@@ -199,16 +204,24 @@ class NativeDecisions:
         # Snapshot.note_routed counts only for measured groups, and only when something was measured.
         measured = snapshot.measured if snapshot is not None and snapshot.measured else None
         cursor_keys = self.cursors
-        route_of = self.route_of
+        by_topic, by_app = self.by_topic, self.by_app
         start = 0
         restarts = 0
         while start < len(messages):
             batch = messages[start:] if start else messages
             only = only_apps[start:] if only_apps is not None else None
-            routes = [
-                route_of(m.topic, only[i] if only is not None else None, groups_for)
-                for i, m in enumerate(batch)
-            ]
+            # Known routes by a lookup each (-1: not registered yet, done below once per topic or app).
+            if only is None:
+                routes = [by_topic.get(m.topic, -1) for m in batch]
+            else:
+                routes = [
+                    by_topic.get(m.topic, -1) if o is None else by_app.get(o, -1)
+                    for m, o in zip(batch, only, strict=True)
+                ]
+            if -1 in routes:
+                for i, m in enumerate(batch):
+                    if routes[i] < 0:
+                        routes[i] = self.route_of(m.topic, only[i] if only is not None else None, groups_for)
             counts = [
                 (slot, lag.get(key, 0), measured is not None and key in measured)
                 for slot, key in self.capacity
