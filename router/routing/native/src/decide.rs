@@ -281,10 +281,6 @@ impl Decider {
         })
     }
 
-    pub fn app_count(&self) -> usize {
-        self.apps.len()
-    }
-
     /// A record's apps, by environment, in table order (`[(env, apps)]`).
     pub fn route(&self, groups: Vec<(u32, Vec<u32>)>) -> Result<Route, String> {
         let mut members = Vec::new();
