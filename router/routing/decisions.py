@@ -181,7 +181,8 @@ class NativeRouting:
     # By position: indexed by the very gate its Python plan chose, so it reports exactly that plan's errors
     # (False: evaluated on more records than there, so it may report errors the Python plan does not).
     exact: tuple[bool, ...] = ()
-    # The native decider built on ``plan`` (router/routing/native_decisions.py).
+    # The native decider built on ``plan`` (router/routing/native_decisions.py); None: refused (a bug, logged),
+    # so ``route_batch`` is ``route`` per record.
     decisions: NativeDecisions | None = None
 
     def owner(self, position: int) -> str:
@@ -420,13 +421,13 @@ def _native_routing(
         for app in apps
     ]
     kinds = (RouteResult, Decision, Action.ROUTE, Action.PENDING, CAPACITY, NO_CONSUMER)
+    decisions: NativeDecisions | None = None
     try:
         decisions = NativeDecisions.build(
             plan, apps, environments, ids, spans, filter_count, exact, objects, kinds
         )
-    except ValueError:
+    except (ValueError, OverflowError):  # a bug, or a number past int64 (validation bounds them)
         log.exception("the native decider refused this config; routing on the Python path")
-        return None
     return NativeRouting(plan, ids, filter_count, spans, exact, decisions)
 
 

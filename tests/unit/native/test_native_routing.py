@@ -30,6 +30,7 @@ from expr_strategies import bmq_expressions, plan_bmq, plan_sql, sql_expressions
 from subroute import expressions, names
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.expressions.expression import check
+from subroute.routing import native_decisions
 from subroute.routing.decisions import MessageView, Router, RouteResult, RoutingTable, build_table
 from subroute.routing.snapshot import Snapshot
 
@@ -407,3 +408,20 @@ def test_a_batch_fills_groups_as_route_does(data: st.DataObject) -> None:
     ):
         for decision in result.routed:
             event(f"{decision.action.value} {decision.reason or ''}")
+
+
+def test_a_table_without_the_decider_routes_record_by_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should the native side refuse the decider (a bug), the table keeps its native plan, and ``route_batch`` is
+    ``route`` per record."""
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("refused")
+
+    monkeypatch.setattr(native_decisions.NativeDecisions, "build", refuse)
+    app = AppConfig("app0", ("orders",), "bmq", {"a": "int"}, filter=("a > 0",), fairness="round-robin")
+    groups = {(app.name, g): GroupConfig(app.name, g, (SubscriptionConfig("a > 1"),)) for g in ("g0", "g1")}
+    table = build_table(Config(version=1, apps={app.name: app}, groups=groups))
+    assert table.native is not None and table.native.decisions is None
+    batch = [(MessageView("orders", [("a", str(n).encode())], 0), None) for n in range(4)]
+    results = _check(table, batch, {})
+    assert [[d.group for d in r.routed] for r in results] == [[], [None], ["g0"], ["g1"]]  # filtered, pending
