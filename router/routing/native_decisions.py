@@ -81,9 +81,8 @@ class NativeDecisions:
     decider: _native.NativeDecider
     slots: tuple[GroupId, ...]  # (app, group) by slot
     slot_of: Mapping[GroupId, int]
-    capacity: tuple[
-        tuple[int, GroupId], ...
-    ]  # the slots whose count matters: a candidate has max_unconfirmed
+    # (slot, key) of the slots whose count matters: a candidate there has a max_unconfirmed.
+    capacity: tuple[tuple[int, GroupId], ...]
     cursors: tuple[tuple[str, int], ...]  # (app, priority) by cursor
     app_index: Mapping[str, int]
     environment: Mapping[str, int]  # app -> its environment's index
