@@ -1,6 +1,7 @@
 """Types of the native routing core (router/native, a PyO3 extension); see router/routing/native_plan.py."""
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 class Entry:
     def __init__(
@@ -31,3 +32,35 @@ class NativePlan:
     ) -> list[tuple[list[int], list[int]]]: ...
     def stats(self) -> list[int]: ...
     def __len__(self) -> int: ...
+
+class NativeDecider:
+    def __init__(
+        self,
+        plan: NativePlan,
+        apps: Sequence[
+            tuple[
+                tuple[int, int, list[int], list[int], int, int],
+                tuple[int, bool, bool, str | None, bytes, int | None],
+                list[tuple[int, int | None, int, str, int, Any]],
+                tuple[Any, ...],
+            ]
+        ],
+        owner: Sequence[int],
+        exact: Sequence[bool],
+        filter_count: int,
+        environments: Sequence[Sequence[tuple[str, int]]],
+        expiration_name: str,
+        kinds: tuple[Any, ...],
+    ) -> None: ...
+    def sizes(self) -> tuple[int, int]: ...
+    def add_route(self, groups: Sequence[tuple[int, Sequence[int]]]) -> int: ...
+    def decide(
+        self,
+        records: Iterable[Sequence[tuple[str, bytes | None]] | None],
+        routes: Sequence[int],
+        timestamps: Sequence[int],
+        now_ms: int,
+        counts: Sequence[tuple[int, int, bool]],
+        cursors: Sequence[int],
+        absent: Sequence[int],
+    ) -> tuple[int, list[Any], list[tuple[int, int]], list[tuple[int, int]]]: ...

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from bisect import bisect_left
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -27,8 +26,9 @@ from subroute.expressions import ast
 from subroute.expressions.plan import GateChoice
 from subroute.routing import priority
 from subroute.routing.expiration import EXPIRED, message_expiration, should_drop
+from subroute.routing.native_decisions import NativeDecisions
 from subroute.routing.native_plan import NativePlan, NativePlanError
-from subroute.routing.properties import Decoder, PropertyValue, decode_failures, decode_with, decoders_for
+from subroute.routing.properties import Decoder, PropertyValue, decode_with, decoders_for
 from subroute.routing.snapshot import Snapshot
 from subroute.topic_patterns import compile_pattern
 
@@ -143,8 +143,6 @@ class EnvironmentGroup:
     environment: Environment
     apps: tuple[AppRoute, ...]
     outcomes: dict[frozenset[Hashable], FilterOutcome] = field(default_factory=dict)
-    # The same, keyed by the native plan's positions of the filters that held (``Router.route_batch``).
-    native_outcomes: dict[tuple[int, ...], FilterOutcome] = field(default_factory=dict)
 
     expiring: bool = False  # an app here has an expiration of its own
 
@@ -162,16 +160,6 @@ class EnvironmentGroup:
             if len(self.outcomes) >= 4096:  # filters that vary without bound: keep the cache bounded
                 self.outcomes.clear()
             self.outcomes[held] = found
-        return found
-
-    def native_outcome(self, held: tuple[int, ...], ids: Sequence[Hashable]) -> FilterOutcome:
-        """``outcome`` for the filters at these positions of the native plan (``NativeRouting.ids``)."""
-        found = self.native_outcomes.get(held)
-        if found is None:
-            found = self.outcome(frozenset([ids[p] for p in held]))
-            if len(self.native_outcomes) >= 4096:  # as ``outcomes``
-                self.native_outcomes.clear()
-            self.native_outcomes[held] = found
         return found
 
 
@@ -194,6 +182,9 @@ class NativeRouting:
     # By position: indexed by the very gate its Python plan chose, so it reports exactly that plan's errors
     # (False: evaluated on more records than there, so it may report errors the Python plan does not).
     exact: tuple[bool, ...] = ()
+    # The native decider built on ``plan`` (router/routing/native_decisions.py); None: refused (a bug, logged),
+    # so ``route_batch`` is ``route`` per record.
+    decisions: NativeDecisions | None = None
 
     def owner(self, position: int) -> str:
         return self.ids[position][1]
@@ -422,7 +413,29 @@ def _native_routing(
         gate == (choice[0] if choice is not None else None)
         for gate, choice in zip(plan.gates(), prefer, strict=True)
     )
-    return NativeRouting(plan, ids, filter_count, spans, exact)
+    # The decisions' immutable pieces, made once: most records' decisions are these very objects.
+    objects = [
+        (
+            app.name,
+            Decision(
+                app.name, Action.DROP if should_drop(app.config) else Action.DEAD_LETTER, reason=EXPIRED
+            ),
+            app.pending,
+            Decision(app.name, Action.PENDING, reason=CAPACITY),
+            Decision(app.name, Action.PENDING, reason=NO_CONSUMER),
+            app.filtered,
+        )
+        for app in apps
+    ]
+    kinds = (RouteResult, Decision, Action.ROUTE, Action.PENDING, CAPACITY, NO_CONSUMER)
+    decisions: NativeDecisions | None = None
+    try:
+        decisions = NativeDecisions.build(
+            plan, apps, environments, ids, spans, filter_count, exact, objects, kinds
+        )
+    except (ValueError, OverflowError):  # a bug, or a number past int64 (validation bounds them)
+        log.exception("the native decider refused this config; routing on the Python path")
+    return NativeRouting(plan, ids, filter_count, spans, exact, decisions)
 
 
 # --- choosing among candidates ----------------------------------------------------------------------------------
@@ -698,112 +711,33 @@ class Router:
         now_ms: int,
         only_apps: Sequence[str | None] | None = None,
     ) -> list[RouteResult]:
-        """``route`` for each message in turn (``only_apps``: each one's ``only_app``), with one native plan
-        evaluation for the whole batch (``table.native``): the results are those of ``route``, decision for
-        decision and count for count, and the cursors move as they would.
+        """``route`` for each message in turn (``only_apps``: each one's ``only_app``), with one native call for
+        the whole batch (``table.native``, GIL released): the plan's evaluation and every decision. The results
+        are those of ``route``, decision for decision and count for count; the cursors and a ``Snapshot``'s
+        routed counts move as they would (router/routing/native_decisions.py).
 
-        The native plan gives each record's matches and evaluation errors; decode failures are counted here (a
-        record's headers, by its environment's decoders, as ``decode_with`` counts them). An entry indexed by
-        its Python plan's own gate reports exactly that plan's errors (``NativeRouting``); a record with an
-        error on another entry of its apps takes ``route`` itself (the Python plans may count fewer there).
+        An entry indexed by its Python plan's own gate reports exactly that plan's errors (``NativeRouting``);
+        a record with an error on another entry of its apps takes ``route`` itself (the Python plans may count
+        fewer there). ``route`` and ``decide_app`` stay the reference (explain, the oracle tests).
         """
         native = table.native
         if only_apps is not None and len(only_apps) != len(messages):
             raise ValueError(f"only_apps has {len(only_apps)} entries for {len(messages)} messages")
-        if native is None:
+        if native is None or native.decisions is None:
             return [
                 self.route(table, m, lag, now_ms, only_apps[i] if only_apps is not None else None)
                 for i, m in enumerate(messages)
             ]
-        # The native plan decodes and evaluates the batch with the GIL released.
-        outcomes = native.plan.match_indexes_with_errors([m.headers for m in messages])
-        results: list[RouteResult] = []
-        for i, message in enumerate(messages):
-            only_app = only_apps[i] if only_apps is not None else None
-            matched, failed = outcomes[i]
-            if failed and _inexact_errors(table, native, failed, message.topic, only_app):
-                results.append(self.route(table, message, lag, now_ms, only_app))
-            else:
-                results.append(
-                    self._route_matched(table, native, message, matched, failed, lag, now_ms, only_app)
-                )
-        return results
 
-    def _route_matched(
-        self,
-        table: RoutingTable,
-        native: NativeRouting,
-        message: MessageView,
-        matched: list[int],
-        failed: list[int],
-        lag: Lag,
-        now_ms: int,
-        only_app: str | None,
-    ) -> RouteResult:
-        """``route`` for one message given the native plan's matches for it and the entries that failed to
-        evaluate (ascending positions; every failed entry of its apps exact). Keep in step with ``route``."""
-        headers = message.headers
-        timestamp = message.timestamp_ms
-        routed: list[Decision] = []
-        filtered: Sequence[Decision] = ()
-        decode_errors: dict[str, int] = {}
-        evaluation_errors: dict[str, int] = {}
-        own_expiration = message_expiration(headers) if timestamp > 0 else None
-        cursors = self.cursors
-        ids = native.ids
-        spans = native.spans
-        held_count = bisect_left(matched, native.filter_count)
-        held = tuple(matched[:held_count])
-        for group in table.groups_for(message.topic, only_app):
-            # Expiration comes first: an expired record is dead-lettered (or dropped) for the app, whatever its
-            # filter.
-            expired = _expire(table, group, own_expiration, timestamp, now_ms, routed)
-            if len(expired) == len(group.apps):
-                continue
-            failures = decode_failures(headers, group.environment.decoders)
-            if failures:
-                for app in group.apps:
-                    if app.name not in expired:
-                        decode_errors[app.name] = failures
-            if failed:  # as route: an app's own filter errors (apps of the group, not expired)
-                for app in group.apps:
-                    if app.name not in expired:
-                        own = sum(1 for p in failed if p < native.filter_count and ids[p][1] == app.name)
-                        if own:
-                            evaluation_errors[app.name] = own
-            outcome = group.native_outcomes.get(held) or group.native_outcome(held, ids)
-            passed: Sequence[AppRoute] = outcome.passed
-            skipped: Sequence[Decision] = outcome.filtered
-            if expired:
-                passed = [a for a in passed if a.name not in expired]
-                skipped = [d for d in skipped if d.app not in expired]
-            filtered = skipped if not filtered else [*filtered, *skipped]
-            for app in passed:
-                start, end = spans[app.name]
-                if failed:  # as route: the errors of the app's own plan, evaluated because it passed
-                    errored = sum(1 for p in failed if start <= p < end)
-                    if errored:
-                        evaluation_errors[app.name] = evaluation_errors.get(app.name, 0) + errored
-                low = bisect_left(matched, start, held_count)
-                high = bisect_left(matched, end, low)
-                config = app.config
-                key = group_key_of(config, headers) if config.group_by is not None else None
-                routed.append(decide_app(app, [ids[p] for p in matched[low:high]], key, lag, cursors))
-        return RouteResult(routed, filtered, evaluation_errors, decode_errors)
+        def groups_for(topic: str, only_app: str | None) -> list[list[str]]:
+            return [[app.name for app in group.apps] for group in table.groups_for(topic, only_app)]
 
+        def route(i: int) -> RouteResult:
+            return self.route(
+                table, messages[i], lag, now_ms, only_apps[i] if only_apps is not None else None
+            )
 
-def _inexact_errors(
-    table: RoutingTable, native: NativeRouting, failed: Sequence[int], topic: str, only_app: str | None
-) -> bool:
-    """Whether an entry that failed to evaluate, not indexed as in its Python plan, belongs to an app the record
-    is routed for. (The plan holds every app's filters: a record also evaluates those of apps that do not read
-    its topic, whose errors are not counted.)"""
-    exact = native.exact
-    inexact = [p for p in failed if not exact[p]]
-    if not inexact:
-        return False
-    apps = {app.name for group in table.groups_for(topic, only_app) for app in group.apps}
-    return any(native.owner(p) in apps for p in inexact)
+        return native.decisions.decide(messages, only_apps, lag, now_ms, self.cursors, groups_for, route)
 
 
 def expired_decision(table: RoutingTable, app_name: str) -> Decision:

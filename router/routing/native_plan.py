@@ -506,6 +506,11 @@ class NativePlan:
     def __len__(self) -> int:
         return len(self.subscriptions)
 
+    @property
+    def core(self) -> _native.NativePlan:
+        """The native plan itself (``router/routing/native_decisions.py`` builds a decider on it)."""
+        return self._native
+
     def gate_of(self, position: int) -> str | None:
         """How the subscription at ``position`` is indexed: "equality", "range", "interval", or None (it is
         evaluated for every record)."""

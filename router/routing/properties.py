@@ -107,29 +107,6 @@ def decode_with(
     return props, failures
 
 
-def decode_failures(
-    headers: Sequence[tuple[str, bytes | None]] | None, decoders: Mapping[str, Decoder]
-) -> int:
-    """How many values ``decode_with`` would fail to decode (each occurrence of a repeated header counts), without
-    keeping the values: for a caller that has them decoded elsewhere (the native plan) but counts as it does."""
-    failures = 0
-    if not headers:
-        return failures
-    for name, raw in headers:
-        decode = decoders.get(name)
-        if decode is None or raw is None:
-            continue
-        if decode is _decode_int and len(raw) < 19 and raw.isdigit():
-            continue  # decode_with's inline case: always decodes
-        if decode is bytes.decode and raw.isascii():
-            continue  # ASCII is valid UTF-8
-        try:
-            decode(raw)
-        except ValueError:
-            failures += 1
-    return failures
-
-
 def decode_headers(
     headers: Sequence[tuple[str, bytes | None]] | None,
     types: Mapping[str, str],

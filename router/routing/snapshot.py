@@ -70,16 +70,17 @@ class Snapshot(Mapping[GroupId, int]):
     def __len__(self) -> int:
         return len(self.measured) + sum(1 for k in self._routed if k not in self.measured)
 
-    def note_routed(self, key: GroupId) -> None:
-        """One record routed to ``key``'s group: its unconfirmed count is one more until a measurement says."""
+    def note_routed(self, key: GroupId, count: int = 1) -> None:
+        """``count`` records routed to ``key``'s group: its unconfirmed count is that much more until a
+        measurement says (``count`` at once is ``count`` calls of one: a batch decided natively)."""
         if key not in self.measured:
             return  # a group whose count decides nothing (no max_unconfirmed) is not tracked
-        self._routed[key] = self._routed.get(key, 0) + 1
+        self._routed[key] = self._routed.get(key, 0) + count
         entries = self._log.setdefault(key, [])
         if entries and entries[-1][0] == self.clock:
-            entries[-1][1] += 1
+            entries[-1][1] += count
         else:
-            entries.append([self.clock, 1])
+            entries.append([self.clock, count])
 
     def renewed(
         self, measured: Mapping[GroupId, int], absent: frozenset[GroupId], started_at: float

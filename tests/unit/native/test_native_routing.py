@@ -1,11 +1,15 @@
-"""Property test: ``Router.route_batch`` (one native plan evaluation per batch) gives exactly the ``RouteResult``
-of ``Router.route`` (the Python plans, per record) for every record: decisions, filtered apps, evaluation and
-decode error counts per app, and the round-robin cursors it leaves.
+"""Property test: ``Router.route_batch`` (one native call per batch: the plan and every decision) gives exactly
+the ``RouteResult`` of ``Router.route`` (the Python plans and ``decide_app``, per record) for every record:
+decisions, filtered apps, evaluation and decode error counts per app; and leaves the same round-robin cursors and
+the same routed counts in the lag ``Snapshot``.
 
 Configurations are random: apps of both dialects with filters, declared property types, priority expressions,
-fairness models, spillover, group_by and expirations, reading overlapping topics; groups with subscriptions,
-priorities and capacities. Records are random header lists (missing, repeated, null, mistyped and undecodable
-values, int64 edges, NaN), on any topic, some redriven for one app (``only_app``), some expired.
+the three fairness models, spillover, presence required or ignored, group_by with and without a default group,
+expirations with either on_expire, reading overlapping topics; groups with subscriptions, priorities and
+capacities. Records are random header lists (missing, repeated, null, mistyped and undecodable values, int64
+edges, NaN), on any topic, some redriven for one app (``only_app``), some expired by the app's limit or their
+own (parsable or not) ``subroute.expiration``. Lags are plain mappings or snapshots with measured counts (so what
+a batch routes moves later records' capacity) and absent groups; cursors start anywhere.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from expr_strategies import bmq_expressions, plan_bmq, plan_sql, sql_expressions
 from subroute import expressions, names
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.expressions.expression import check
+from subroute.routing import native_decisions
 from subroute.routing.decisions import MessageView, Router, RouteResult, RoutingTable, build_table
+from subroute.routing.snapshot import Snapshot
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("NATIVE_EXAMPLES", "300")),
@@ -83,6 +89,16 @@ raw_values: st.SearchStrategy[bytes | None] = st.one_of(
 header_names = st.sampled_from((*NAMES, "g", "other", names.EXPIRATION))
 headers_strategy: st.SearchStrategy[Headers] = st.lists(
     st.tuples(header_names, st.one_of(raw_values, st.sampled_from((b"1", b"2")))), max_size=8
+)
+
+
+# A record's own expiration: parsable (units, spaces, bare ms, 0, past any int64) or not (first that parses wins).
+expirations = st.one_of(
+    st.sampled_from(
+        (b"1s", b"1h", b"bad", b" 2 s ", b"\x1c3 s\x1f", b"500", b"0", b"", b"1 x", b"5ms", b"1\xc2\xa0s")
+    ),
+    st.sampled_from((b"9" * 32, b"9" * 33, b"9" * 31 + b"d")),
+    st.integers(0, 20_000).map(lambda n: str(n).encode()),
 )
 
 
@@ -155,9 +171,12 @@ def configs(draw: st.DrawFn) -> Config:
             properties=types,
             filter=tuple(filters),
             group_by=draw(st.sampled_from((None, None, "g", "s"))),
+            default_group=draw(st.sampled_from((None, "dg", ""))),
             fairness=draw(st.sampled_from(("round-robin", "proportional", "fast"))),
             spillover=draw(st.booleans()),
-            expiration_ms=draw(st.sampled_from((None, None, 1_000))),
+            presence=draw(st.sampled_from(("required", "ignored"))),
+            expiration_ms=draw(st.sampled_from((None, None, 1_000, 0))),
+            on_expire=draw(st.sampled_from(("dead-letter", "drop"))),
             priority=priority,
         )
         for j in range(draw(st.integers(1, 3))):
@@ -168,7 +187,7 @@ def configs(draw: st.DrawFn) -> Config:
                     continue
                 subs.append(
                     SubscriptionConfig(
-                        text, draw(st.integers(0, 2)), draw(st.sampled_from((None, None, 1, 2)))
+                        text, draw(st.integers(0, 2)), draw(st.sampled_from((None, None, 0, 1, 2, 3)))
                     )
                 )
             groups[(name, f"g{j}")] = GroupConfig(
@@ -180,8 +199,8 @@ def configs(draw: st.DrawFn) -> Config:
 @st.composite
 def records(draw: st.DrawFn, apps: Sequence[str]) -> tuple[MessageView, str | None]:
     headers = draw(headers_strategy)
-    if draw(st.integers(0, 5)) == 0:  # now 10,000: the apps' 1 s expiration, or the record's own
-        headers.append((names.EXPIRATION, draw(st.sampled_from((b"1s", b"1h", b"bad")))))
+    if draw(st.integers(0, 3)) == 0:  # now 10,000: the apps' 1 s expiration, or the record's own
+        headers.append((names.EXPIRATION, draw(expirations)))
     timestamp = draw(st.sampled_from((0, 9_500, 5_000)))
     only_app = draw(st.one_of(st.none(), st.none(), st.sampled_from((*apps, "missing"))))
     return MessageView(draw(st.sampled_from(TOPICS)), headers, timestamp), only_app
@@ -191,18 +210,72 @@ def _fields(result: RouteResult) -> tuple[object, ...]:
     return (result.routed, list(result.filtered), result.evaluation_errors, result.decode_errors)
 
 
+Lag = dict[tuple[str, str], int]
+# How a test's lag is made: a plain mapping, or a snapshot (measured counts, absent groups), fresh for each side.
+LagSpec = Lag | tuple[Lag, frozenset[tuple[str, str]]]
+
+
+def _lag(spec: LagSpec) -> Lag | Snapshot:
+    if isinstance(spec, tuple):
+        measured, absent = spec
+        return Snapshot(dict(measured), absent, started_at=1.0)
+    return spec
+
+
+def _state(lag: Lag | Snapshot) -> object:
+    """What routing leaves in a lag: a snapshot's routed counts and their log."""
+    return (
+        (dict(lag._routed), {k: [list(e) for e in v] for k, v in lag._log.items()})
+        if isinstance(lag, Snapshot)
+        else dict(lag)
+    )
+
+
 def _check(
-    table: RoutingTable, batch: list[tuple[MessageView, str | None]], lag: dict[tuple[str, str], int]
+    table: RoutingTable,
+    batch: list[tuple[MessageView, str | None]],
+    spec: LagSpec,
+    cursors: dict[tuple[str, int], int] | None = None,
+    split: int | None = None,
 ) -> list[RouteResult]:
-    # Fresh routers for each side: the round-robin cursors must move in step.
+    """``route`` record by record against ``route_batch`` (in two calls at ``split``), from the same cursors and
+    lag: the same results, and the same cursors and snapshot counts left."""
     reference, native = Router(), Router()
-    expected = [reference.route(table, m, lag, 10_000, only_app) for m, only_app in batch]
-    got = native.route_batch(table, [m for m, _ in batch], lag, 10_000, [o for _, o in batch])
+    reference.cursors = dict(cursors or {})
+    native.cursors = dict(cursors or {})
+    lag_ref, lag_native = _lag(spec), _lag(spec)
+    expected = [reference.route(table, m, lag_ref, 10_000, only_app) for m, only_app in batch]
+    cut = len(batch) if split is None else split
+    got = []
+    for part in (batch[:cut], batch[cut:]):
+        if part:
+            got += native.route_batch(table, [m for m, _ in part], lag_native, 10_000, [o for _, o in part])
     assert len(got) == len(expected)
     for (message, only_app), want, have in zip(batch, expected, got, strict=True):
         assert _fields(have) == _fields(want), (message, only_app)
     assert native.cursors == reference.cursors
+    assert _state(lag_native) == _state(lag_ref)
     return expected
+
+
+@st.composite
+def lag_specs(draw: st.DrawFn, config: Config) -> LagSpec:
+    keys = sorted(config.groups)
+    counts = {key: draw(st.integers(0, 3)) for key in keys if draw(st.integers(0, 3))}
+    kind = draw(st.integers(0, 5))
+    if kind == 0:
+        return {}
+    if kind == 1:
+        return counts
+    # A snapshot (most often): what the batch routes to a measured group counts against its capacity at once.
+    absent = draw(st.sets(st.sampled_from([*keys, ("app0", "unknown")]))) if draw(st.booleans()) else set()
+    return counts, frozenset(absent)
+
+
+@st.composite
+def cursor_maps(draw: st.DrawFn, config: Config) -> dict[tuple[str, int], int]:
+    keys = [(app, priority) for app in config.apps for priority in range(3)]
+    return {key: draw(st.integers(0, 7)) for key in keys if draw(st.integers(0, 2)) == 0}
 
 
 @SETTINGS
@@ -210,16 +283,20 @@ def _check(
 def test_route_batch_equals_route(data: st.DataObject) -> None:
     config = data.draw(configs())
     table = build_table(config)
-    assert table.native is not None
-    batch = data.draw(st.lists(records(sorted(config.apps)), min_size=1, max_size=12))
-    lag = {key: data.draw(st.integers(0, 3)) for key in config.groups} if data.draw(st.booleans()) else {}
-    for result in _check(table, batch, lag):
+    assert table.native is not None and table.native.decisions is not None  # the native decisions are tested
+    batch = data.draw(st.lists(records(sorted(config.apps)), min_size=1, max_size=20))
+    lag = data.draw(lag_specs(config))
+    cursors = data.draw(cursor_maps(config))
+    split = data.draw(st.one_of(st.none(), st.integers(0, len(batch))))
+    for result in _check(table, batch, lag, cursors, split):
         # What the examples reach (pytest --hypothesis-show-statistics).
         event("evaluation errors" if result.evaluation_errors else "no evaluation error")
         event("decode errors" if result.decode_errors else "no decode error")
         event(f"{len(result.routed)} routed, {len(result.filtered)} filtered")
+        for decision in result.routed:
+            event(f"{decision.action.value} {decision.reason or ''} {'key' if decision.key else ''}")
     # A table built from this one (the native plan reuses its parses) routes the same way.
-    _check(build_table(config, previous=table), batch, lag)
+    _check(build_table(config, previous=table), batch, lag, cursors)
 
 
 @pytest.mark.parametrize("dialect", ["bmq", "sql92"])
@@ -279,3 +356,72 @@ def test_entries_indexed_otherwise_fall_back_to_route(monkeypatch: pytest.Monkey
     # the entries on (c missing: not in the interval) but the native plan does (c BETWEEN is UNKNOWN, then the
     # division fails).
     assert batch[2][0] in routed_alone[len(batch) :]
+
+
+@st.composite
+def busy_configs(draw: st.DrawFn) -> Config:
+    """Apps on one topic without filters whose every group has a small max_unconfirmed: most records route, so
+    a batch fills groups and later records meet full ones (capacity, spillover, fairness among the rest)."""
+    apps: dict[str, AppConfig] = {}
+    groups: dict[tuple[str, str], GroupConfig] = {}
+    for i in range(draw(st.integers(1, 3))):
+        name = f"app{i}"
+        apps[name] = AppConfig(
+            name=name,
+            inputs=("orders",),
+            properties={"a": "int"},
+            group_by=draw(st.sampled_from((None, None, "g"))),
+            fairness=draw(st.sampled_from(("round-robin", "proportional", "fast"))),
+            spillover=draw(st.booleans()),
+            presence=draw(st.sampled_from(("required", "ignored"))),
+        )
+        for j in range(draw(st.integers(1, 4))):
+            subs = tuple(
+                SubscriptionConfig(
+                    draw(st.sampled_from((None, "a == 1", "a > 0"))),
+                    draw(st.integers(0, 1)),
+                    draw(st.sampled_from((None, 1, 2, 4))),
+                )
+                for _ in range(draw(st.integers(0, 2)))
+            )
+            groups[(name, f"g{j}")] = GroupConfig(name, f"g{j}", subs, order=j)
+    return Config(version=1, apps=apps, groups=groups)
+
+
+@SETTINGS
+@given(st.data())
+def test_a_batch_fills_groups_as_route_does(data: st.DataObject) -> None:
+    config = data.draw(busy_configs())
+    table = build_table(config)
+    headers = st.lists(
+        st.tuples(st.sampled_from(("a", "g")), st.sampled_from((b"1", b"2", b"0"))), max_size=2
+    )
+    batch = data.draw(
+        st.lists(headers.map(lambda h: (MessageView("orders", h, 0), None)), min_size=5, max_size=30)
+    )
+    keys = sorted(config.groups)
+    measured = {key: data.draw(st.integers(0, 2)) for key in keys if data.draw(st.integers(0, 4))}
+    absent = frozenset(data.draw(st.sets(st.sampled_from(keys))) if data.draw(st.booleans()) else ())
+    spec: LagSpec = (measured, absent) if data.draw(st.integers(0, 4)) else measured
+    for result in _check(
+        table, batch, spec, data.draw(cursor_maps(config)), data.draw(st.integers(0, len(batch)))
+    ):
+        for decision in result.routed:
+            event(f"{decision.action.value} {decision.reason or ''}")
+
+
+def test_a_table_without_the_decider_routes_record_by_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should the native side refuse the decider (a bug), the table keeps its native plan, and ``route_batch`` is
+    ``route`` per record."""
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("refused")
+
+    monkeypatch.setattr(native_decisions.NativeDecisions, "build", refuse)
+    app = AppConfig("app0", ("orders",), "bmq", {"a": "int"}, filter=("a > 0",), fairness="round-robin")
+    groups = {(app.name, g): GroupConfig(app.name, g, (SubscriptionConfig("a > 1"),)) for g in ("g0", "g1")}
+    table = build_table(Config(version=1, apps={app.name: app}, groups=groups))
+    assert table.native is not None and table.native.decisions is None
+    batch = [(MessageView("orders", [("a", str(n).encode())], 0), None) for n in range(4)]
+    results = _check(table, batch, {})
+    assert [[d.group for d in r.routed] for r in results] == [[], [None], ["g0"], ["g1"]]  # filtered, pending

@@ -66,7 +66,7 @@ pub fn decode_int(raw: &[u8]) -> Option<i64> {
 }
 
 /// Python's `str.isspace()` within ASCII (`str.strip()` removes these).
-fn is_python_space(b: u8) -> bool {
+pub fn is_python_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f)
 }
 

@@ -1,0 +1,768 @@
+//! A batch's routing decisions, made from the plan's matches exactly as `Router.route` makes them
+//! (router/routing/decisions.py): expiration, decode failure counts, the app filters' outcome, evaluation error
+//! counts, the message-group key, and per app its priority levels, presence, spillover, fairness, capacity and
+//! rendezvous hashing. Plain Rust; `python.rs` turns the result into the Python objects.
+
+use blake2::digest::{Update, VariableOutput};
+use blake2::Blake2bVar;
+
+use crate::decode::{decode, is_python_space, PropType};
+use crate::plan::{Batch, Header};
+
+/// How an app chooses among the matching candidates of one priority level (`AppConfig.fairness`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fairness {
+    RoundRobin,
+    Proportional,
+    Fast,
+}
+
+/// One consumer subscription of one group, as `decisions.Candidate`.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub priority: i64,
+    pub max_unconfirmed: Option<i64>,
+    /// The (app, group) slot: its unconfirmed count, presence and routed tally.
+    pub slot: u32,
+    /// `_stable_hash(group name)`, for rendezvous hashing.
+    pub group_hash: u64,
+    /// Its plan position; None: a group without subscriptions (matches any record).
+    pub position: Option<u32>,
+}
+
+/// An app as the decisions need it (see `decisions.AppRoute`).
+#[derive(Clone, Debug)]
+pub struct AppSpec {
+    /// `[start, end)` of its plan entries (consumer subscriptions and priority bands).
+    pub span: (u32, u32),
+    /// Positions of its filters; empty: every record passes.
+    pub filters: Vec<u32>,
+    /// In `AppRoute.levels` order: priority descending, then configuration order.
+    pub candidates: Vec<Candidate>,
+    pub fairness: Fairness,
+    pub spillover: bool,
+    pub presence_required: bool,
+    /// The group_by header (an index into the decider's names) and the default group's bytes.
+    pub group_by: Option<u32>,
+    pub default_group: Vec<u8>,
+    pub expiration_ms: Option<i64>,
+    /// Positions of the priority thresholds `(priority) >= k`, k = 1..9 (empty without a priority).
+    pub bands: Vec<u32>,
+    pub env: u32,
+    /// Its first round-robin cursor: one per priority level, highest first.
+    pub cursor_base: u32,
+}
+
+struct App {
+    spec: AppSpec,
+    /// By position relative to `span.0`: the candidate there, or `NONE`.
+    by_position: Vec<u32>,
+    unconditional: Vec<u32>,
+    /// Per candidate, its cursor (`cursor_base` + its level's index).
+    cursors: Vec<u32>,
+    slots: Vec<u32>,
+}
+
+const NONE: u32 = u32::MAX;
+
+/// The apps a record is routed for, by environment (`RoutingTable.groups_for`).
+#[derive(Clone, Debug)]
+pub struct Route {
+    groups: Vec<(u32, Vec<u32>, bool)>,
+    members: Vec<u32>,
+}
+
+/// Everything fixed for a table: the apps, each plan position's owner and exactness, the environments' declared
+/// header types (for counting decode failures) and the `subroute.expiration` header.
+pub struct Decider {
+    apps: Vec<App>,
+    owner: Vec<u32>,
+    exact: Vec<bool>,
+    filter_count: u32,
+    env_types: Vec<Vec<Option<PropType>>>,
+    expiration_name: Option<u32>,
+    pub slot_count: usize,
+    pub cursor_count: usize,
+}
+
+/// The mutable routing state a batch reads and moves: per (app, group) slot the unconfirmed count, whether
+/// routing adds to it (a measured group of a `Snapshot`), whether it is absent, and the records routed to it;
+/// per cursor its value and whether it moved.
+#[derive(Clone, Debug, Default)]
+pub struct State {
+    pub counts: Vec<i64>,
+    pub tracked: Vec<bool>,
+    pub absent: Vec<bool>,
+    pub routed: Vec<u32>,
+    pub cursors: Vec<i64>,
+    pub moved: Vec<bool>,
+}
+
+impl State {
+    pub fn new(slots: usize, cursors: usize) -> State {
+        State {
+            counts: vec![0; slots],
+            tracked: vec![false; slots],
+            absent: vec![false; slots],
+            routed: vec![0; slots],
+            cursors: vec![0; cursors],
+            moved: vec![false; cursors],
+        }
+    }
+}
+
+/// The message-group key of a decision: a header value (a range of the batch's bytes) or the app's default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupKey {
+    Header(usize, usize),
+    Default,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waiting {
+    /// Nothing matched (no reason).
+    Unmatched,
+    Capacity,
+    NoConsumer,
+}
+
+/// One decision, by app index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Made {
+    Expired(u32),
+    Routed {
+        app: u32,
+        candidate: u32,
+        band: u8,
+        key: Option<GroupKey>,
+    },
+    Pending {
+        app: u32,
+        reason: Waiting,
+        key: Option<GroupKey>,
+    },
+}
+
+/// One record's part of `Decided`'s lists.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Record {
+    pub made: (usize, usize),
+    pub filtered: (usize, usize),
+    pub evaluation_errors: (usize, usize),
+    pub decode_errors: (usize, usize),
+}
+
+/// The decisions of records `[0, records.len())`; `records.len()` is less than the batch when the record there
+/// needs `Router.route` (an inexact entry of its apps failed to evaluate).
+#[derive(Debug, Default)]
+pub struct Decided {
+    pub records: Vec<Record>,
+    pub made: Vec<Made>,
+    pub filtered: Vec<u32>,
+    /// (app, count)
+    pub counts: Vec<(u32, u32)>,
+}
+
+/// `_stable_hash`: blake2b with an 8-byte digest, big-endian.
+pub fn stable_hash(data: &[u8]) -> u64 {
+    let mut hasher = Blake2bVar::new(8).expect("8 is a valid blake2b digest size");
+    hasher.update(data);
+    let mut out = [0u8; 8];
+    hasher
+        .finalize_variable(&mut out)
+        .expect("the buffer is the digest size");
+    u64::from_be_bytes(out)
+}
+
+/// `_mix64`: splitmix64's finalizer.
+pub fn mix64(mut value: u64) -> u64 {
+    value = (value ^ (value >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    value = (value ^ (value >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    value ^ (value >> 31)
+}
+
+/// `durations.parse_duration_ms` (default unit ms) of ASCII text, saturating: Python's ints are unbounded, and any
+/// limit past i128 compares as i128::MAX does against a record's age.
+pub fn parse_duration_ms(text: &[u8]) -> Option<i128> {
+    const MAX_DURATION_TEXT: usize = 32;
+    if text.len() > MAX_DURATION_TEXT || !text.is_ascii() {
+        return None;
+    }
+    let start = text.iter().position(|b| !is_python_space(*b))?;
+    let end = text.iter().rposition(|b| !is_python_space(*b))? + 1;
+    let body = &text[start..end];
+    let digits = body.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
+        return None;
+    }
+    let rest = &body[digits..];
+    let unit = &rest[rest.iter().take_while(|b| is_python_space(**b)).count()..];
+    let scale: i128 = match unit {
+        b"" | b"ms" => 1,
+        b"s" => 1_000,
+        b"m" => 60_000,
+        b"h" => 3_600_000,
+        b"d" => 86_400_000,
+        _ => return None,
+    };
+    let value = body[..digits].iter().fold(0i128, |acc, d| {
+        acc.saturating_mul(10).saturating_add(i128::from(d - b'0'))
+    });
+    Some(value.saturating_mul(scale))
+}
+
+impl Decider {
+    /// `env_types[env]` are the declared type of each header name an environment decodes (by name index).
+    pub fn new(
+        specs: Vec<AppSpec>,
+        owner: Vec<u32>,
+        exact: Vec<bool>,
+        filter_count: u32,
+        env_types: Vec<Vec<Option<PropType>>>,
+        expiration_name: Option<u32>,
+    ) -> Result<Decider, String> {
+        if owner.len() != exact.len() || filter_count as usize > owner.len() {
+            return Err("owner, exact and filter_count disagree".into());
+        }
+        let mut slot_count = 0;
+        let mut cursor_count = 0;
+        let mut apps = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let (start, end) = spec.span;
+            if start > end || end as usize > owner.len() || spec.env as usize >= env_types.len() {
+                return Err("bad app span or environment".into());
+            }
+            let mut by_position = vec![NONE; (end - start) as usize];
+            let mut unconditional = Vec::new();
+            let mut cursors = Vec::with_capacity(spec.candidates.len());
+            let mut level = 0;
+            for (i, c) in spec.candidates.iter().enumerate() {
+                if i > 0 && spec.candidates[i - 1].priority != c.priority {
+                    level += 1;
+                }
+                cursors.push(spec.cursor_base + level);
+                match c.position {
+                    Some(p) if (start..end).contains(&p) => {
+                        by_position[(p - start) as usize] = i as u32
+                    }
+                    Some(p) => {
+                        return Err(format!("candidate position {p} outside its app's span"))
+                    }
+                    None => unconditional.push(i as u32),
+                }
+                slot_count = slot_count.max(c.slot as usize + 1);
+            }
+            if !spec.candidates.is_empty() {
+                cursor_count = cursor_count.max((spec.cursor_base + level) as usize + 1);
+            }
+            let mut slots: Vec<u32> = spec.candidates.iter().map(|c| c.slot).collect();
+            slots.sort_unstable();
+            slots.dedup();
+            apps.push(App {
+                spec,
+                by_position,
+                unconditional,
+                cursors,
+                slots,
+            });
+        }
+        if owner.iter().any(|&o| o as usize >= apps.len()) {
+            return Err("a position's owner is not an app".into());
+        }
+        Ok(Decider {
+            apps,
+            owner,
+            exact,
+            filter_count,
+            env_types,
+            expiration_name,
+            slot_count,
+            cursor_count,
+        })
+    }
+
+    /// A record's apps, by environment, in table order (`[(env, apps)]`).
+    pub fn route(&self, groups: Vec<(u32, Vec<u32>)>) -> Result<Route, String> {
+        let mut members = Vec::new();
+        let mut out = Vec::with_capacity(groups.len());
+        for (env, apps) in groups {
+            if apps.iter().any(|&a| a as usize >= self.apps.len()) {
+                return Err("a route names an unknown app".into());
+            }
+            let expiring = apps
+                .iter()
+                .any(|&a| self.apps[a as usize].spec.expiration_ms.is_some());
+            members.extend_from_slice(&apps);
+            out.push((env, apps, expiring));
+        }
+        members.sort_unstable();
+        Ok(Route {
+            groups: out,
+            members,
+        })
+    }
+
+    /// Decide the batch's records in order, each on `routes[record_routes[i]]`, from the plan's
+    /// `(matched, failed)` positions; stops before a record that needs `Router.route`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn decide(
+        &self,
+        batch: &Batch,
+        outcomes: &[(Vec<u32>, Vec<u32>)],
+        routes: &[Route],
+        record_routes: &[u32],
+        timestamps: &[i64],
+        now_ms: i64,
+        state: &mut State,
+    ) -> Result<Decided, String> {
+        let n = batch.records.len();
+        if outcomes.len() != n || record_routes.len() != n || timestamps.len() != n {
+            return Err("the batch's lists differ in length".into());
+        }
+        if state.counts.len() < self.slot_count || state.cursors.len() < self.cursor_count {
+            return Err("the state is smaller than the decider".into());
+        }
+        let mut out = Decided::default();
+        let mut expired: Vec<u32> = Vec::new();
+        for (r, &(start, end)) in batch.records.iter().enumerate() {
+            let route = routes
+                .get(record_routes[r] as usize)
+                .ok_or("unknown route")?;
+            let (matched, failed) = &outcomes[r];
+            let inexact = failed.iter().any(|&p| {
+                !self.exact[p as usize]
+                    && route.members.binary_search(&self.owner[p as usize]).is_ok()
+            });
+            if inexact {
+                break;
+            }
+            let headers = &batch.headers[start..end];
+            let made_start = out.made.len();
+            let filtered_start = out.filtered.len();
+            let errors_start = out.counts.len();
+            let mut decode_counts: Vec<(u32, u32)> = Vec::new();
+            let timestamp = timestamps[r];
+            let own = if timestamp > 0 {
+                self.own_expiration(headers, &batch.bytes)
+            } else {
+                None
+            };
+            for (env, apps, expiring) in &route.groups {
+                expired.clear();
+                if timestamp > 0 && (own.is_some() || *expiring) {
+                    let age = i128::from(now_ms) - i128::from(timestamp);
+                    for &a in apps {
+                        let limit =
+                            own.or(self.apps[a as usize].spec.expiration_ms.map(i128::from));
+                        if limit.is_some_and(|limit| age > limit) {
+                            expired.push(a);
+                            out.made.push(Made::Expired(a));
+                        }
+                    }
+                    if expired.len() == apps.len() {
+                        continue;
+                    }
+                }
+                let failures = self.decode_failures(*env, headers, &batch.bytes);
+                for &a in apps {
+                    if expired.contains(&a) {
+                        continue;
+                    }
+                    if failures > 0 {
+                        decode_counts.push((a, failures));
+                    }
+                    // As route: an app's own filter errors count for every app of the group not expired.
+                    let own_errors = failed
+                        .iter()
+                        .take_while(|&&p| p < self.filter_count)
+                        .filter(|&&p| self.owner[p as usize] == a)
+                        .count() as u32;
+                    if own_errors > 0 {
+                        add(&mut out.counts[errors_start..], a, own_errors)
+                            .unwrap_or_else(|| out.counts.push((a, own_errors)));
+                    }
+                }
+                for &a in apps {
+                    if expired.contains(&a) {
+                        continue;
+                    }
+                    let app = &self.apps[a as usize];
+                    let passed = app.spec.filters.is_empty()
+                        || app
+                            .spec
+                            .filters
+                            .iter()
+                            .any(|p| matched.binary_search(p).is_ok());
+                    if !passed {
+                        out.filtered.push(a);
+                        continue;
+                    }
+                    let (low, high) = app.spec.span;
+                    let errored = failed.iter().filter(|&&p| low <= p && p < high).count() as u32;
+                    if errored > 0 {
+                        add(&mut out.counts[errors_start..], a, errored)
+                            .unwrap_or_else(|| out.counts.push((a, errored)));
+                    }
+                    let from = matched.partition_point(|&p| p < low);
+                    let to = from + matched[from..].partition_point(|&p| p < high);
+                    let key = app.spec.group_by.map(|name| group_key(name, headers));
+                    let made = self.decide_app(a, &matched[from..to], key, &batch.bytes, state);
+                    out.made.push(made);
+                }
+            }
+            let errors_end = out.counts.len();
+            out.counts.extend_from_slice(&decode_counts);
+            out.records.push(Record {
+                made: (made_start, out.made.len()),
+                filtered: (filtered_start, out.filtered.len()),
+                evaluation_errors: (errors_start, errors_end),
+                decode_errors: (errors_end, out.counts.len()),
+            });
+        }
+        Ok(out)
+    }
+
+    /// `message_expiration`: the first `subroute.expiration` header that parses.
+    fn own_expiration(&self, headers: &[Header], bytes: &[u8]) -> Option<i128> {
+        let name = self.expiration_name?;
+        headers
+            .iter()
+            .filter(|h| h.name == name)
+            .filter_map(|h| h.value)
+            .find_map(|(s, e)| {
+                if s == e {
+                    None
+                } else {
+                    parse_duration_ms(&bytes[s..e])
+                }
+            })
+    }
+
+    /// `properties.decode_failures`: every occurrence of a declared (or read) header that does not decode.
+    fn decode_failures(&self, env: u32, headers: &[Header], bytes: &[u8]) -> u32 {
+        let types = &self.env_types[env as usize];
+        headers
+            .iter()
+            .filter(|h| {
+                matches!(
+                    (types.get(h.name as usize), h.value),
+                    (Some(Some(t)), Some((s, e))) if decode(&bytes[s..e], *t).is_none()
+                )
+            })
+            .count() as u32
+    }
+
+    /// `decide_app` for app `a` given its matched plan positions (ascending, within its span).
+    fn decide_app(
+        &self,
+        a: u32,
+        matched: &[u32],
+        key: Option<GroupKey>,
+        bytes: &[u8],
+        state: &mut State,
+    ) -> Made {
+        let app = &self.apps[a as usize];
+        let spec = &app.spec;
+        let start = spec.span.0;
+        let mut hits: Vec<u32> = matched
+            .iter()
+            .map(|&p| app.by_position[(p - start) as usize])
+            .filter(|&c| c != NONE)
+            .collect();
+        hits.extend_from_slice(&app.unconditional);
+        if hits.is_empty() {
+            return Made::Pending {
+                app: a,
+                reason: Waiting::Unmatched,
+                key,
+            };
+        }
+        hits.sort_unstable();
+        let absent = spec.presence_required && app.slots.iter().any(|&s| state.absent[s as usize]);
+        let key_hash = match key {
+            Some(GroupKey::Header(s, e)) => Some(stable_hash(&bytes[s..e])),
+            Some(GroupKey::Default) => Some(stable_hash(&spec.default_group)),
+            None => None,
+        };
+        let mut waiting = Waiting::NoConsumer;
+        let mut chosen = None;
+        let mut present: Vec<u32> = Vec::with_capacity(hits.len());
+        for level in hits.chunk_by(|x, y| {
+            spec.candidates[*x as usize].priority == spec.candidates[*y as usize].priority
+        }) {
+            present.clear();
+            present.extend(
+                level.iter().filter(|&&c| {
+                    !absent || !state.absent[spec.candidates[c as usize].slot as usize]
+                }),
+            );
+            if present.is_empty() {
+                continue; // nobody attached at this priority
+            }
+            waiting = Waiting::Capacity;
+            chosen = choose(app, &present, key_hash, state);
+            if chosen.is_some() || !spec.spillover {
+                break;
+            }
+        }
+        let Some(candidate) = chosen else {
+            return Made::Pending {
+                app: a,
+                reason: waiting,
+                key,
+            };
+        };
+        let slot = spec.candidates[candidate as usize].slot as usize;
+        state.routed[slot] += 1;
+        if state.tracked[slot] {
+            state.counts[slot] += 1; // Snapshot.note_routed: later records see it
+        }
+        let band = spec
+            .bands
+            .iter()
+            .filter(|p| matched.binary_search(p).is_ok())
+            .count() as u8;
+        Made::Routed {
+            app: a,
+            candidate,
+            band,
+            key,
+        }
+    }
+}
+
+fn add(counts: &mut [(u32, u32)], app: u32, n: u32) -> Option<()> {
+    let entry = counts.iter_mut().find(|(a, _)| *a == app)?;
+    entry.1 += n;
+    Some(())
+}
+
+/// `group_key_of`: the last header of that name, unless null or empty; else the app's default group.
+fn group_key(name: u32, headers: &[Header]) -> GroupKey {
+    match headers.iter().rev().find(|h| h.name == name) {
+        Some(Header {
+            value: Some((s, e)),
+            ..
+        }) if s < e => GroupKey::Header(*s, *e),
+        _ => GroupKey::Default,
+    }
+}
+
+fn has_room(c: &Candidate, state: &State) -> bool {
+    c.max_unconfirmed
+        .is_none_or(|max| state.counts[c.slot as usize] < max)
+}
+
+fn free_fraction(c: &Candidate, state: &State) -> f64 {
+    match c.max_unconfirmed {
+        None => 1.0,
+        // As Python's int / int for counts below 2^53.
+        Some(max) => 1.0 - state.counts[c.slot as usize] as f64 / max as f64,
+    }
+}
+
+/// `choose`: one candidate with room among the present matching candidates of one level.
+fn choose(app: &App, matching: &[u32], key_hash: Option<u64>, state: &mut State) -> Option<u32> {
+    let cands = &app.spec.candidates;
+    let c = |i: u32| &cands[i as usize];
+    if let [only] = matching {
+        return has_room(c(*only), state).then_some(*only);
+    }
+    if let Some(base) = key_hash {
+        // Rendezvous: the first of the highest scores, as Python's max().
+        let mut best = matching[0];
+        let mut score = mix64(base ^ c(best).group_hash);
+        for &i in &matching[1..] {
+            let s = mix64(base ^ c(i).group_hash);
+            if s > score {
+                best = i;
+                score = s;
+            }
+        }
+        return has_room(c(best), state).then_some(best);
+    }
+    let cursor = app.cursors[matching[0] as usize] as usize;
+    match app.spec.fairness {
+        Fairness::Fast => matching.iter().copied().find(|&i| has_room(c(i), state)),
+        Fairness::Proportional => {
+            let roomy: Vec<u32> = matching
+                .iter()
+                .copied()
+                .filter(|&i| has_room(c(i), state))
+                .collect();
+            let best = roomy
+                .iter()
+                .map(|&i| free_fraction(c(i), state))
+                .fold(f64::NEG_INFINITY, f64::max);
+            let ties: Vec<u32> = roomy
+                .into_iter()
+                .filter(|&i| free_fraction(c(i), state) == best)
+                .collect();
+            if ties.is_empty() {
+                return None;
+            }
+            let start = state.cursors[cursor];
+            state.cursors[cursor] = start + 1;
+            state.moved[cursor] = true;
+            Some(ties[start.rem_euclid(ties.len() as i64) as usize])
+        }
+        Fairness::RoundRobin => {
+            let start = state.cursors[cursor];
+            let count = matching.len() as i64;
+            for step in 0..count {
+                let i = matching[(start + step).rem_euclid(count) as usize];
+                if has_room(c(i), state) {
+                    state.cursors[cursor] = start + step + 1;
+                    state.moved[cursor] = true;
+                    return Some(i);
+                }
+            }
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendezvous_scores_are_pythons() {
+        // decisions._stable_hash and _mix64(_stable_hash(key) ^ _stable_hash(group)), computed in Python.
+        assert_eq!(stable_hash(b"key"), 0xce7c_ccad_c3a9_4cf5);
+        assert_eq!(stable_hash(b"g0"), 0x37c5_e45b_8e52_dd72);
+        assert_eq!(stable_hash(b""), 0xe4a6_a057_7479_b2b4);
+        let score = |k: &[u8], g: &[u8]| mix64(stable_hash(k) ^ stable_hash(g));
+        assert_eq!(score(b"key", b"g0"), 0x8219_afaa_5222_577e);
+        assert_eq!(score(b"order-17", b"billing"), 0x0b00_db91_12f3_f3fa);
+        assert_eq!(score(b"", b"g1"), 0xa4f2_caa6_15d3_ce6a);
+    }
+
+    #[test]
+    fn durations_parse_as_pythons() {
+        let p = |t: &[u8]| parse_duration_ms(t);
+        assert_eq!(p(b"250ms"), Some(250));
+        assert_eq!(p(b" 30 s "), Some(30_000));
+        assert_eq!(p(b"5m"), Some(300_000));
+        assert_eq!(p(b"1h"), Some(3_600_000));
+        assert_eq!(p(b"2d"), Some(172_800_000));
+        assert_eq!(p(b"7"), Some(7));
+        assert_eq!(p(b"\x1c3s\x1f"), Some(3_000)); // str.strip() removes \x1c..\x1f too
+        assert_eq!(p(b"12 ms "), Some(12));
+        assert_eq!(p(b"x"), None);
+        assert_eq!(p(b"1 x"), None);
+        assert_eq!(p(b"1s5"), None);
+        assert_eq!(p(b""), None);
+        assert_eq!(p(b"   "), None);
+        assert_eq!(p(&[b'9'; 33]), None); // longer than MAX_DURATION_TEXT
+        assert_eq!(
+            p(&[b'9'; 32]),
+            Some(99_999_999_999_999_999_999_999_999_999_999)
+        );
+        assert_eq!(p(b"9999999999999999999999999999999d"), Some(i128::MAX)); // saturates
+        assert_eq!(p("1\u{a0}s".as_bytes()), None); // not ASCII
+    }
+
+    fn candidate(priority: i64, max: Option<i64>, slot: u32, position: Option<u32>) -> Candidate {
+        Candidate {
+            priority,
+            max_unconfirmed: max,
+            slot,
+            group_hash: stable_hash(format!("g{slot}").as_bytes()),
+            position,
+        }
+    }
+
+    fn app(fairness: Fairness, candidates: Vec<Candidate>) -> App {
+        let n = candidates.len();
+        App {
+            spec: AppSpec {
+                span: (0, n as u32),
+                filters: vec![],
+                candidates,
+                fairness,
+                spillover: false,
+                presence_required: false,
+                group_by: None,
+                default_group: b"subroute.no-group".to_vec(),
+                expiration_ms: None,
+                bands: vec![],
+                env: 0,
+                cursor_base: 0,
+            },
+            by_position: (0..n as u32).collect(),
+            unconditional: vec![],
+            cursors: vec![0; n],
+            slots: (0..n as u32).collect(),
+        }
+    }
+
+    #[test]
+    fn round_robin_takes_turns_and_skips_full_groups() {
+        let a = app(
+            Fairness::RoundRobin,
+            vec![
+                candidate(0, None, 0, Some(0)),
+                candidate(0, Some(1), 1, Some(1)),
+                candidate(0, None, 2, Some(2)),
+            ],
+        );
+        let mut state = State::new(3, 1);
+        let picks: Vec<_> = (0..4)
+            .map(|_| choose(&a, &[0, 1, 2], None, &mut state))
+            .collect();
+        assert_eq!(picks, [Some(0), Some(1), Some(2), Some(0)]);
+        assert_eq!(state.cursors[0], 4);
+        state.counts[1] = 1; // at its max_unconfirmed: its turn goes to the next
+        assert_eq!(choose(&a, &[0, 1, 2], None, &mut state), Some(2));
+        assert_eq!(state.cursors[0], 6);
+    }
+
+    #[test]
+    fn proportional_prefers_free_capacity_and_rotates_ties() {
+        let a = app(
+            Fairness::Proportional,
+            vec![
+                candidate(0, Some(4), 0, Some(0)),
+                candidate(0, Some(4), 1, Some(1)),
+                candidate(0, Some(2), 2, Some(2)),
+            ],
+        );
+        let mut state = State::new(3, 1);
+        state.counts = vec![1, 1, 1]; // free 3/4, 3/4, 1/2
+        assert_eq!(choose(&a, &[0, 1, 2], None, &mut state), Some(0));
+        assert_eq!(choose(&a, &[0, 1, 2], None, &mut state), Some(1));
+        state.counts = vec![4, 4, 2];
+        assert_eq!(choose(&a, &[0, 1, 2], None, &mut state), None);
+        assert_eq!(state.cursors[0], 2); // a full level moves no cursor
+    }
+
+    #[test]
+    fn fast_takes_the_first_with_room_and_keys_stay_put() {
+        let a = app(
+            Fairness::Fast,
+            vec![
+                candidate(0, Some(1), 0, Some(0)),
+                candidate(0, Some(1), 1, Some(1)),
+            ],
+        );
+        let mut state = State::new(2, 1);
+        assert_eq!(choose(&a, &[0, 1], None, &mut state), Some(0));
+        state.counts[0] = 1;
+        assert_eq!(choose(&a, &[0, 1], None, &mut state), Some(1));
+        assert!(!state.moved[0]);
+        // A message group goes where rendezvous puts it, or waits there.
+        let base = stable_hash(b"key");
+        let placed = if mix64(base ^ a.spec.candidates[0].group_hash)
+            >= mix64(base ^ a.spec.candidates[1].group_hash)
+        {
+            0
+        } else {
+            1
+        };
+        state.counts = vec![0, 0];
+        assert_eq!(choose(&a, &[0, 1], Some(base), &mut state), Some(placed));
+        state.counts[placed as usize] = 1;
+        assert_eq!(choose(&a, &[0, 1], Some(base), &mut state), None);
+    }
+}
