@@ -70,8 +70,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=os.environ.get("SUBROUTE_PRODUCERS"),
         metavar="N",
         help="at-least-once: producers the destination topics are shared among, each topic through one (default "
-        "4: librdkafka sends one partition per request, 5 in flight per connection); exactly-once takes 1 "
-        "(env SUBROUTE_PRODUCERS)",
+        "1; more put more requests in flight where round trips to the brokers bind: librdkafka sends one "
+        "partition per request, 5 in flight per connection); exactly-once takes 1 (env SUBROUTE_PRODUCERS)",
     )
     worker.add_argument(
         "--transactional-id",

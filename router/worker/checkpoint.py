@@ -1,8 +1,7 @@
 """The worker's producers and its commits: how the input offsets of routed records become durable.
 
-At-least-once produces through a few producers, each destination topic through one of them (``producers``: one
-producer is bound by produce-request round trips on a wide fan-out); exactly-once through one transactional
-producer.
+At-least-once may share the destination topics among several producers, each topic through one of them
+(``producers``); exactly-once produces through one transactional producer.
 
 Records are produced as they are decided; their input positions gather in a ``CommitWindow`` that is committed
 at an interval (``window``), not after every batch:
@@ -38,7 +37,7 @@ from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing.envelope import Headers, OutRecord, app_of
 from subroute.worker import redelivery
-from subroute.worker.producers import DEFAULT_AT_LEAST_ONCE, Producers
+from subroute.worker.producers import DEFAULT_PRODUCERS, Producers
 from subroute.worker.tally import BatchTally
 from subroute.worker.window import CommitInterval, CommitWindow
 
@@ -132,7 +131,7 @@ class Checkpoint:
             # a crashed worker's open transaction blocks read_committed readers until this runs out
             defaults={"linger.ms": 5, "transaction.timeout.ms": 15_000},
         )
-        count = producers or (1 if self.exactly_once else DEFAULT_AT_LEAST_ONCE)
+        count = producers or DEFAULT_PRODUCERS
         self.producers = Producers(lambda _: Producer(config), count)
         self.producer = self.producers.first  # the transactional one under exactly-once
         if self.exactly_once:

@@ -27,8 +27,8 @@ class WorkerOptions:
     # exactly-once: a successor that reuses a dead worker's id fences (aborts) its open transaction at once;
     # with a fresh id the broker aborts it only after transaction.timeout.ms. None: a fresh id per process.
     transactional_id: str | None = None
-    # producers the destination topics are shared among (router/worker/producers.py); None: 4 for
-    # at-least-once, 1 for exactly-once (a transaction belongs to one producer)
+    # producers the destination topics are shared among (router/worker/producers.py); None: one. Exactly-once
+    # takes one only (a transaction belongs to one producer)
     producers: int | None = None
 
 

@@ -1,12 +1,12 @@
-"""The worker's producers: destination topics shared out among a few producers, so that more produce requests are
-in flight at once.
+"""The worker's producers: the destination topics shared out among ``--producers`` producers (default one).
 
-Why more than one: librdkafka puts one partition in each produce request, and with idempotence on it keeps at
-most 5 requests in flight per broker connection (confluentinc/librdkafka#1700). A router writes to hundreds of
-destination partitions (10 apps x 10 groups x 4 partitions = 440 in the benchmarks), a few records each per
-request, so one producer is bound by request round trips, not by bytes. Measured on this project's 2-core
-machine against a local Apache Kafka (40,000 records over 440 partitions, then a flush): one producer 25,500
-records/s, four 77,500-100,000 (docs/performance.md, "Kafka I/O: one partition per produce request").
+Why the option: librdkafka puts one partition in each produce request, and with idempotence on it keeps at most
+5 requests in flight per broker connection (confluentinc/librdkafka#1700). A router writes to hundreds of
+destination partitions, a few records each per request, so where request round trips are long (a remote
+cluster) one producer may be bound by them rather than by bytes, and several producers put more requests in
+flight. Where the broker's CPU binds, they do not help: on this project's 2-core machine with a local Apache
+Kafka, 40,000 records over 440 partitions went at 121,000 records/s through one producer and 87,000-113,000
+through 2, 4 or 8 (``tests/perf/bench_produce_fanout.py``; docs/performance.md), so the default is one.
 
 Each destination topic always goes through the same producer (a CRC-32 of its name), so every partition's records
 are produced, retried and acknowledged in order by one idempotent producer, as with one producer. Exactly-once
@@ -22,9 +22,9 @@ from typing import Protocol, cast
 
 from confluent_kafka import KafkaError, Message, Producer
 
-# At-least-once: enough to lift the request-rate bound on the measured workloads; each producer costs a
-# connection per broker and a librdkafka thread per broker.
-DEFAULT_AT_LEAST_ONCE = 4
+# Measured: more did not help where the broker's CPU binds (see above); each producer costs a connection and a
+# librdkafka thread per broker.
+DEFAULT_PRODUCERS = 1
 
 
 class Produce(Protocol):

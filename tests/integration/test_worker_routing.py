@@ -186,7 +186,8 @@ apps:
     messages += [{"Seq": 1000 + i} for i in range(5)]  # no group header: the default group
     # Producers key by cart, so each cart's input is ordered in one input partition (as any Kafka user would).
     produce(env, messages, key_by="Cart", key=b"guest")
-    run_worker(env)
+    # The group topics shared among three producers (--producers 3): each topic through one, order kept.
+    run_worker(env, producers=3)
 
     where: dict[str, set[tuple[str, int]]] = defaultdict(set)
     sequence: dict[str, list[int]] = defaultdict(list)

@@ -11,13 +11,14 @@ per second from its first batch until its last records are acknowledged and comm
 * fan-out pipe: the same loop writing each record to one of the 110 destinations, chosen by an index, with the
   router's six routing headers: the router's ceiling with no routing work (per batch, as issue 13 measured it);
 * fan-out pipe, windowed: the same, committing as the worker does (every 20,000 records or when drained);
-  and with the destinations shared among 4 producers, as the worker shares them (router/worker/producers.py);
+  and with the destinations shared among 4 producers, as ``--producers 4`` shares them (router/worker/producers.py);
 * the worker as shipped (batch 2,000, commit window) at each of ``--sizes`` subscriptions, disjoint app filters
   (each record goes to one app);
 * the worker on the fan-out workload at 1,000 subscriptions: every record passes three apps' filters, so it is
   routed three times (reported as routed records per second against the pipes' records per second);
 * the worker at 1,000 with a commit per batch (``--commit-interval-records 1``: the stop-and-wait loop the
-  window replaced), with ``--batch-size 10000``, and with one producer (``--producers 1``) instead of 4.
+  window replaced), with ``--batch-size 10000``, and with its destinations shared among 4 producers
+  (``--producers 4``).
 
 Prints each figure and its ratio to the fan-out pipe, to the windowed fan-out pipe (the same commit cadence as
 the worker: the ceiling with no routing work) and to the pipe, all of the same run. A worker routes the whole
@@ -39,10 +40,11 @@ from subroute import names
 from subroute.config.model import Config
 from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
 from subroute.ops.settings import Settings
-from subroute.worker.producers import DEFAULT_AT_LEAST_ONCE, Producers
+from subroute.worker.producers import Producers
 from subroute.worker.window import CommitInterval
 
 GROUPS_PER_APP = 10
+SHARED_PRODUCERS = 4  # the pipe and a worker with their destinations shared among this many producers
 FANOUT_SIZE = 1_000  # the size of the fan-out workload and of the commit and batch variants
 
 
@@ -152,7 +154,7 @@ def variants(sizes: Sequence[int]) -> list[Variant]:
         Variant(FANOUT_SIZE, fanout=3),
         Variant(FANOUT_SIZE, commit_per_batch=True),
         Variant(FANOUT_SIZE, batch_size=10_000),
-        Variant(FANOUT_SIZE, producers=1),
+        Variant(FANOUT_SIZE, producers=SHARED_PRODUCERS),
     ]
 
 
@@ -199,8 +201,8 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
             windowed, topic, sinks, args.messages, window=20_000
         ).rate
         shared = perfkit.settings(b.bootstrap_servers)
-        figures[f"fan-out pipe, windowed, {DEFAULT_AT_LEAST_ONCE} producers"] = fanout_pipe(
-            shared, topic, sinks, args.messages, window=20_000, producers=DEFAULT_AT_LEAST_ONCE
+        figures[f"fan-out pipe, windowed, {SHARED_PRODUCERS} producers"] = fanout_pipe(
+            shared, topic, sinks, args.messages, window=20_000, producers=SHARED_PRODUCERS
         ).rate
         shift = rep % len(runs)
         for variant in runs[shift:] + runs[:shift]:
