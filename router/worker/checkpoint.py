@@ -46,8 +46,9 @@ log = logging.getLogger(__name__)
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 # Closed windows waiting for their delivery reports (at-least-once): beyond this the checkpoint flushes, so that
-# a slow broker holds routing back instead of letting unacknowledged records pile up in memory.
-MAX_CLOSED_WINDOWS = 3
+# a slow broker holds routing back instead of letting unacknowledged records pile up in memory (a window keeps
+# what it produced until it commits: the records of failed deliveries are found there).
+MAX_CLOSED_WINDOWS = 1
 
 AT_LEAST_ONCE = "at-least-once"
 EXACTLY_ONCE = "exactly-once"
@@ -153,6 +154,10 @@ class Checkpoint:
 
         At-least-once, a full or old window is closed and committed once its records are acknowledged, while
         routing goes on; closed windows that have settled meanwhile are committed here."""
+        if not self.exactly_once:
+            # Every delivery is reported (per window): serve the reports as they come, so that librdkafka does not
+            # keep each delivered record until the next flush.
+            self.producers.poll(0)
         due = self.window.due(self.interval, time.monotonic(), drained)
         if self.exactly_once or drained:
             if due or self._closed:
@@ -187,8 +192,7 @@ class Checkpoint:
 
     def _commit_settled(self) -> None:
         """Commit the closed windows whose records are all acknowledged, oldest first, up to the first that is
-        not."""
-        self.producers.poll(0)  # serves the delivery reports that arrived
+        not (the reports that arrived were served by ``commit_if_due``)."""
         ready: list[CommitWindow] = []
         while self._closed and self._closed[0].settled:
             window = self._closed.pop(0)
