@@ -150,28 +150,6 @@ class ConfigVersionRefused(ValueError):
         super().__init__(f"config version {version} refused:\n{shown}{more}")
 
 
-class Pacer:
-    """Lets long work in a background thread give way to routing: called between steps of the work, it sleeps
-    ``rest`` seconds once ``work`` seconds have passed since it last slept.
-
-    The routing thread takes the GIL briefly and very often while it waits on Kafka: confluent-kafka's producer
-    takes it once per delivered record during ``flush()``. Beside a thread that keeps the GIL busy, each take
-    waits its turn, and a 2,000-record flush took 60-500 ms instead of 20-40 (a config change stopped routing
-    that long). While this thread sleeps, routing has the interpreter to itself. A shorter switch interval
-    (``sys.setswitchinterval``) did not help; see docs/performance.md, "Config swap".
-    """
-
-    def __init__(self, work: float = 0.001, rest: float = 0.001) -> None:
-        self.work = work
-        self.rest = rest
-        self._since = time.perf_counter()
-
-    def __call__(self) -> None:
-        if time.perf_counter() - self._since >= self.work:
-            time.sleep(self.rest)
-            self._since = time.perf_counter()
-
-
 ClientConfig = dict[str, str | int | float | bool]
 
 
@@ -432,14 +410,9 @@ class ConfigStore(Generic[T]):
             while not self._stop.is_set():
                 records = reader.poll(0.2)
                 self._heartbeat = time.monotonic()
-                # Records that arrive together are validated one after the other: once routing runs, give way
-                # to it between them.
-                pause = Pacer() if self._snapshot is not None else None
                 for message in records:
                     if state.apply(message) and not pending:
                         pending, dirty_since = True, time.monotonic()
-                    if pause is not None:
-                        pause()
                 with self._condition:
                     self._position = state.version
                     self._condition.notify_all()

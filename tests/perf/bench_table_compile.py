@@ -6,8 +6,8 @@
 * full: a first build, from nothing (every expression parsed, the Python plans compiled, the native plan
   lowered and built);
 * one-group change: a rebuild after one group of app3 (a fifth of its subscriptions) is rewritten, given the
-  previous table, as the config thread does on a config record; unpaced (the worker's ``Pacer`` roughly
-  doubles the wall time while routing runs beside it). Also the share of ``_native_routing`` (lowering
+  previous table, as the config thread does on a config record (alone here; in the worker the build shares
+  the GIL with routing). Also the share of ``_native_routing`` (lowering
   and the Rust build) in it, and of the Rust build alone (``_native.NativePlan``).
 
 Wall and CPU seconds of the calling thread (median of ``--repeat`` rebuilds; one full build per size and mode,
