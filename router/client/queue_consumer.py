@@ -471,8 +471,10 @@ class QueueConsumer:
         with self._lock:
             self._resume_drained()
         # Without the lock: the lease thread keeps running while this one waits for records. Rebalance callbacks
-        # served by consume() take the lock themselves.
-        fetched = self._consumer.consume(500, timeout=wait)
+        # served by poll() and consume() take the lock themselves. Wait for one record at most ``wait``, then take
+        # what else is here: consume(n, timeout) waits for n records or the whole timeout, a delay per delivery.
+        first = self._consumer.poll(wait)
+        fetched = [first, *self._consumer.consume(499, timeout=0)] if first is not None else []
         with self._lock:
             for raw in fetched:
                 error = raw.error()

@@ -199,7 +199,11 @@ class _TopicReader:
     def poll(self, timeout: float) -> list[Message]:
         """The next records (not applied); updates which partitions are at their end."""
         records: list[Message] = []
-        for message in self._consumer.consume(500, timeout=timeout):
+        # Wait for one record at most ``timeout``, then take what else is already here: ``consume(n, timeout)``
+        # waits for n records or the whole timeout, which held every change back by it.
+        first = self._consumer.poll(timeout)
+        batch = [first, *self._consumer.consume(499, timeout=0)] if first is not None else []
+        for message in batch:
             error = message.error()
             if error is None:
                 self._at_end[message.partition() or 0] = False
