@@ -182,11 +182,19 @@ class _Message:
 class _Sink:
     """Stands in for the consumer, the checkpoint (and its producer) and capacity: every Kafka call a no-op."""
 
+    on_delivery = None  # the window's delivery callback (none: nothing is delivered here)
+
     @property
-    def producer(self) -> _Sink:
+    def producers(self) -> _Sink:
         return self
 
-    def produce(self, *args: object, **kwargs: object) -> None:
+    def produce_of(self, topic: str) -> _Sink:
+        return self
+
+    def __call__(self, *args: object, **kwargs: object) -> None:
+        pass  # produce
+
+    def commit_if_due(self, drained: bool) -> None:
         pass
 
     def begin(self) -> None:

@@ -60,9 +60,14 @@ class _Sink:
         self.produced: list[tuple[str, Any]] = []
         self.parked: list[tuple[tuple[str, int], int]] = []
 
+    on_delivery = None  # the window's delivery callback (none: nothing is delivered here)
+
     @property
-    def producer(self) -> _Sink:
+    def producers(self) -> _Sink:
         return self
+
+    def produce_of(self, topic: str) -> Any:
+        return self.produce
 
     def produce(self, topic: str, **kwargs: Any) -> None:
         self.produced.append((topic, kwargs))
