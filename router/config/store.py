@@ -196,13 +196,18 @@ class _TopicReader:
         self._at_end = dict.fromkeys(partitions, False)
         return True
 
-    def poll(self, timeout: float) -> list[Message]:
-        """The next records (not applied); updates which partitions are at their end."""
+    def poll(self, timeout: float, prompt: bool = False) -> list[Message]:
+        """The next records (not applied); updates which partitions are at their end.
+
+        ``prompt`` (following the topic): return as soon as a record is here, with what else already is, instead
+        of gathering up to 500 records for the whole ``timeout`` (``consume(n, timeout)`` waits for n records or
+        the timeout), which held every config change back by it. Reading to the end gathers."""
         records: list[Message] = []
-        # Wait for one record at most ``timeout``, then take what else is already here: ``consume(n, timeout)``
-        # waits for n records or the whole timeout, which held every change back by it.
-        first = self._consumer.poll(timeout)
-        batch = [first, *self._consumer.consume(499, timeout=0)] if first is not None else []
+        if prompt:
+            first = self._consumer.poll(timeout)
+            batch = [first, *self._consumer.consume(499, timeout=0)] if first is not None else []
+        else:
+            batch = self._consumer.consume(500, timeout=timeout)
         for message in batch:
             error = message.error()
             if error is None:
@@ -412,7 +417,7 @@ class ConfigStore(Generic[T]):
             pending = True  # a config must be published once the topic is read to its end, even an empty one
             dirty_since = time.monotonic()
             while not self._stop.is_set():
-                records = reader.poll(0.2)
+                records = reader.poll(0.2, prompt=True)
                 self._heartbeat = time.monotonic()
                 for message in records:
                     if state.apply(message) and not pending:
