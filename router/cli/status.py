@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
-import time
+import threading
 from typing import Any
 
 from subroute.cli import exits, output
@@ -40,7 +41,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.watch is not None and args.watch <= 0:
         raise SettingsError(f"--watch wants a number of seconds > 0, got {args.watch:g}")
     settings = Settings.from_args(args)
-    while True:
+    interrupted = threading.Event()
+    if args.watch is not None:
+        # Ctrl-C ends the watch between refreshes: a KeyboardInterrupt raised while a Kafka client runs a Python
+        # callback can be lost there (the full test suite saw the watch outlive SIGINT by 30 s); a flag cannot.
+        signal.signal(signal.SIGINT, lambda *_: interrupted.set())
+    while not interrupted.is_set():
         config = read_config(settings)
         apps = sorted(config.apps) if not args.app else list(dict.fromkeys(args.app))
         unknown = [app for app in apps if app not in config.apps]
@@ -55,7 +61,8 @@ def _run(args: argparse.Namespace) -> int:
             output.emit(args.output, document, lambda: _table(document))  # noqa: B023 (called at once)
             return exits.OK
         _refresh(args.output, document)
-        time.sleep(args.watch)
+        interrupted.wait(args.watch)
+    return exits.INTERRUPTED
 
 
 def _refresh(fmt: str, document: dict[str, Any]) -> None:
