@@ -357,6 +357,13 @@ class NativePlan:
         # Parsing is most of the cost of a build; a later plan starts from the trees of ``reuse``.
         earlier: dict[_CheckKey, ast.Node] = reuse._checked if reuse is not None else {}
         checked: dict[_CheckKey, ast.Node] = {}
+
+        def keep_tree(sub: Subscription, type_key: tuple[tuple[str, str], ...]) -> None:
+            """Carry a reused entry's checked tree over, for a later plan that may want it under another gate."""
+            tree = earlier.get((sub.text, sub.dialect, type_key))
+            if tree is not None:
+                checked[(sub.text, sub.dialect, type_key)] = tree
+
         # Per subscription its lowered form, once known; the others' (position, entry key, conjuncts, dialect,
         # types, gates), to lower once the gates are counted.
         lowered: list[_native.Entry | None] = []
@@ -377,11 +384,8 @@ class NativePlan:
                     by_sub[id(sub)] = hit
                     lowered.append(hit[2])
                     reused += 1
-                    if trees is None:  # kept for a later plan that may want it under another gate
-                        type_key = tuple(sorted((sub.types or {}).items()))
-                        tree = earlier.get((sub.text, sub.dialect, type_key))
-                        if tree is not None:
-                            checked[(sub.text, sub.dialect, type_key)] = tree
+                    if trees is None:
+                        keep_tree(sub, tuple(sorted((sub.types or {}).items())))
                     if pause is not None and not reused % 64:  # a reused entry costs under a microsecond
                         pause()
                     continue
@@ -400,10 +404,8 @@ class NativePlan:
                     by_sub[id(sub)] = (sub, choice, found)
                     lowered.append(found)
                     reused += 1
-                    if trees is None:  # kept for a later plan that may want it under another gate
-                        tree = earlier.get((sub.text, sub.dialect, type_key))
-                        if tree is not None:
-                            checked[(sub.text, sub.dialect, type_key)] = tree
+                    if trees is None:
+                        keep_tree(sub, type_key)
                     if pause is not None and not reused % 64:  # a reused entry costs about a microsecond
                         pause()
                     continue

@@ -280,9 +280,8 @@ type LayoutTuple = (u32, u32, Vec<u32>, Vec<u32>, u32, u32);
 /// (fairness 0 round-robin / 1 proportional / 2 fast, spillover, presence required, group_by header,
 /// default group, expiration ms)
 type BehaviourTuple = (u8, bool, bool, Option<String>, Vec<u8>, Option<i64>);
-/// The app's name and its prebuilt decisions: (name, expired, pending, pending capacity, pending no-consumer,
-/// filtered)
-type ObjectsTuple = (
+/// Six Python objects, passed as one tuple.
+type SixObjects = (
     Py<PyAny>,
     Py<PyAny>,
     Py<PyAny>,
@@ -290,6 +289,9 @@ type ObjectsTuple = (
     Py<PyAny>,
     Py<PyAny>,
 );
+/// The app's name and its prebuilt decisions: (name, expired, pending, pending capacity, pending no-consumer,
+/// filtered)
+type ObjectsTuple = SixObjects;
 type AppTuple = (
     LayoutTuple,
     BehaviourTuple,
@@ -297,14 +299,7 @@ type AppTuple = (
     ObjectsTuple,
 );
 /// (RouteResult, Decision, Action.ROUTE, Action.PENDING, "capacity", "no-consumer")
-type KindsTuple = (
-    Py<PyAny>,
-    Py<PyAny>,
-    Py<PyAny>,
-    Py<PyAny>,
-    Py<PyAny>,
-    Py<PyAny>,
-);
+type KindsTuple = SixObjects;
 
 /// The Python objects a decision is made of.
 struct AppObjects {
