@@ -28,7 +28,7 @@ from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.worker.loop import Worker, WorkerOptions
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # router/dev/demo.py -> the checkout
 EXAMPLE = ROOT / "examples" / "subscriptions.yaml"
 INPUT_TOPIC = "orders"
 COUNT = int(os.environ.get("SUBROUTE_DEMO_MESSAGES", "5000"))
