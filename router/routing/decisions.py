@@ -4,8 +4,9 @@ DESIGN.md §2: for every app reading the record's topic, the app filter first (n
 app's consumer subscriptions from the highest priority down; among the matching subscriptions of the first
 priority level that has a present group, one group with room is chosen by the app's fairness model (or by
 rendezvous hashing of the message group). No match at all: ``pending``. A match but nobody attached, or no room:
-``pending`` with reason ``no-consumer`` / ``capacity``. Too old: ``dead-letter`` with reason ``expired``, or
-``drop`` (reason ``expired``) for an app with ``on_expire: drop``.
+``pending`` with reason ``no-consumer`` / ``capacity``. Passed the filter but too old: ``dead-letter`` with reason
+``expired``, or ``drop`` (reason ``expired``) for an app with ``on_expire: drop``; a record that fails the filter
+is ``filtered`` whatever its age.
 
 Nothing here touches Kafka. The worker owns the mutable pieces and passes them in: the round-robin cursors, and
 the snapshot's count of what it routed since the last measurement (routing/snapshot.py).
@@ -417,9 +418,7 @@ def _native_routing(
     objects = [
         (
             app.name,
-            Decision(
-                app.name, Action.DROP if should_drop(app.config) else Action.DEAD_LETTER, reason=EXPIRED
-            ),
+            expired_decision(app.config),
             app.pending,
             Decision(app.name, Action.PENDING, reason=CAPACITY),
             Decision(app.name, Action.PENDING, reason=NO_CONSUMER),
@@ -670,31 +669,25 @@ class Router:
         own_expiration = message_expiration(headers) if timestamp > 0 else None
         cursors = self.cursors
         for group in table.groups_for(message.topic, only_app):
-            # Expiration comes first: an expired record is dead-lettered (or dropped) for the app, whatever its
-            # filter.
-            expired = _expire(table, group, own_expiration, timestamp, now_ms, routed)
-            if len(expired) == len(group.apps):
-                continue
             env = group.environment
             props, failures = decode_with(headers, env.decoders)
             held, filter_errors = env.plan.match_with_errors(props)
             outcome = group.outcomes.get(held) or group.outcome(held)
             if failures or filter_errors:
                 for app in group.apps:
-                    if app.name in expired:
-                        continue
                     if failures:
                         decode_errors[app.name] = failures
                     own = sum(1 for e in cast(frozenset[PlanId], filter_errors) if e[1] == app.name)
                     if own:
                         evaluation_errors[app.name] = own
-            passed: Sequence[AppRoute] = outcome.passed
-            skipped: Sequence[Decision] = outcome.filtered
-            if expired:
-                passed = [a for a in passed if a.name not in expired]
-                skipped = [d for d in skipped if d.app not in expired]
-            filtered = skipped if not filtered else [*filtered, *skipped]
-            for app in passed:
+            filtered = outcome.filtered if not filtered else [*filtered, *outcome.filtered]
+            # The filter comes first: a record an app does not subscribe to is filtered whatever its age, and only
+            # what passes it can expire for the app (DESIGN.md §2 step 1).
+            expiring = timestamp > 0 and (own_expiration is not None or group.expiring)
+            for app in outcome.passed:
+                if expiring and _expired(app.config.expiration_ms, own_expiration, timestamp, now_ms):
+                    routed.append(expired_decision(app.config))
+                    continue
                 matched, errored = app.plan.match_with_errors(props)
                 if errored:
                     evaluation_errors[app.name] = evaluation_errors.get(app.name, 0) + len(errored)
@@ -740,32 +733,11 @@ class Router:
         return native.decisions.decide(messages, only_apps, lag, now_ms, self.cursors, groups_for, route)
 
 
-def expired_decision(table: RoutingTable, app_name: str) -> Decision:
-    """What an expired record becomes for ``app_name``: a dead letter (reason ``expired``), or dropped when the
-    app says ``on_expire: drop`` (AMPS removes expired messages; subroute keeps them unless told)."""
-    route = table.app(app_name)
-    drop = route is not None and should_drop(route.config)
-    return Decision(app_name, Action.DROP if drop else Action.DEAD_LETTER, reason=EXPIRED)
-
-
-def _expire(
-    table: RoutingTable,
-    group: EnvironmentGroup,
-    own_expiration: int | None,
-    timestamp: int,
-    now_ms: int,
-    routed: list[Decision],
-) -> Collection[str]:
-    """The apps of ``group`` for which the record has expired, their decisions added to ``routed``."""
-    if timestamp <= 0 or (own_expiration is None and not group.expiring):
-        return ()
-    expired = {
-        app.name
-        for app in group.apps
-        if _expired(app.config.expiration_ms, own_expiration, timestamp, now_ms)
-    }
-    routed.extend(expired_decision(table, name) for name in sorted(expired))
-    return expired
+def expired_decision(app: AppConfig) -> Decision:
+    """What a record that passed ``app``'s filter and expired becomes: a dead letter (reason ``expired``), or
+    dropped when the app says ``on_expire: drop`` (AMPS removes expired messages; subroute keeps them unless
+    told)."""
+    return Decision(app.name, Action.DROP if should_drop(app) else Action.DEAD_LETTER, reason=EXPIRED)
 
 
 def _expired(app_limit: int | None, own_limit: int | None, timestamp_ms: int, now_ms: int) -> bool:

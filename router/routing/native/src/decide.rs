@@ -1,7 +1,7 @@
 //! A batch's routing decisions, made from the plan's matches exactly as `Router.route` makes them
-//! (router/routing/decisions.py): expiration, decode failure counts, the app filters' outcome, evaluation error
-//! counts, the message-group key, and per app its priority levels, presence, spillover, fairness, capacity and
-//! rendezvous hashing. Plain Rust; `python.rs` turns the result into the Python objects.
+//! (router/routing/decisions.py): decode failure counts, the app filters' outcome, expiration of what passed
+//! them, evaluation error counts, the message-group key, and per app its priority levels, presence, spillover,
+//! fairness, capacity and rendezvous hashing. Plain Rust; `python.rs` turns the result into the Python objects.
 
 use blake2::digest::{Update, VariableOutput};
 use blake2::Blake2bVar;
@@ -323,7 +323,6 @@ impl Decider {
             return Err("the state is smaller than the decider".into());
         }
         let mut out = Decided::default();
-        let mut expired: Vec<u32> = Vec::new();
         for (r, &(start, end)) in batch.records.iter().enumerate() {
             let route = routes
                 .get(record_routes[r] as usize)
@@ -348,30 +347,12 @@ impl Decider {
                 None
             };
             for (env, apps, expiring) in &route.groups {
-                expired.clear();
-                if timestamp > 0 && (own.is_some() || *expiring) {
-                    let age = i128::from(now_ms) - i128::from(timestamp);
-                    for &a in apps {
-                        let limit =
-                            own.or(self.apps[a as usize].spec.expiration_ms.map(i128::from));
-                        if limit.is_some_and(|limit| age > limit) {
-                            expired.push(a);
-                            out.made.push(Made::Expired(a));
-                        }
-                    }
-                    if expired.len() == apps.len() {
-                        continue;
-                    }
-                }
                 let failures = self.decode_failures(*env, headers, &batch.bytes);
                 for &a in apps {
-                    if expired.contains(&a) {
-                        continue;
-                    }
                     if failures > 0 {
                         decode_counts.push((a, failures));
                     }
-                    // As route: an app's own filter errors count for every app of the group not expired.
+                    // As route: an app's own filter errors count for every app of the group.
                     let own_errors = failed
                         .iter()
                         .take_while(|&&p| p < self.filter_count)
@@ -382,10 +363,10 @@ impl Decider {
                             .unwrap_or_else(|| out.counts.push((a, own_errors)));
                     }
                 }
+                // The filter comes first: only what passes it can expire for the app.
+                let age = (timestamp > 0 && (own.is_some() || *expiring))
+                    .then(|| i128::from(now_ms) - i128::from(timestamp));
                 for &a in apps {
-                    if expired.contains(&a) {
-                        continue;
-                    }
                     let app = &self.apps[a as usize];
                     let passed = app.spec.filters.is_empty()
                         || app
@@ -396,6 +377,13 @@ impl Decider {
                     if !passed {
                         out.filtered.push(a);
                         continue;
+                    }
+                    if let Some(age) = age {
+                        let limit = own.or(app.spec.expiration_ms.map(i128::from));
+                        if limit.is_some_and(|limit| age > limit) {
+                            out.made.push(Made::Expired(a));
+                            continue;
+                        }
                     }
                     let (low, high) = app.spec.span;
                     let errored = failed.iter().filter(|&&p| low <= p && p < high).count() as u32;

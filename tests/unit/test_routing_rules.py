@@ -1,0 +1,109 @@
+"""Routing rules the seeds set where the code once deviated from them (issue 22: items 1, 5, 6 and 9), each checked
+through both deciders: ``Router.route`` (the Python reference) and ``Router.route_batch`` (the native core), which
+must agree record for record."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from subroute import names
+from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from subroute.routing.decisions import Action, MessageView, Router, RouteResult, build_table
+from subroute.routing.snapshot import Snapshot
+
+Headers = list[tuple[str, bytes | None]]
+Lag = Mapping[tuple[str, str], int]
+
+
+def config(*apps: AppConfig, groups: Sequence[GroupConfig]) -> Config:
+    return Config(version=1, apps={a.name: a for a in apps}, groups={(g.app, g.name): g for g in groups})
+
+
+def fresh(lag: Lag | None) -> Lag:
+    """A snapshot of its own for each decider (routing notes what it routed in a snapshot)."""
+    if isinstance(lag, Snapshot):
+        return Snapshot(dict(lag.measured), lag.absent, lag.started_at)
+    return lag or {}
+
+
+def both(
+    cfg: Config,
+    messages: Sequence[MessageView],
+    lag: Lag | None = None,
+    now_ms: int = 0,
+    only_app: str | None = None,
+) -> list[RouteResult]:
+    """Each message routed by ``route`` (one by one) and by ``route_batch`` (one call), from fresh routers: the
+    results must be the same; returns them."""
+    table = build_table(cfg)
+    assert table.native is not None and table.native.decisions is not None
+    router = Router()  # one router: its cursors carry from record to record
+    own = fresh(lag)
+    reference = [router.route(table, m, own, now_ms, only_app) for m in messages]
+    native = Router().route_batch(table, messages, fresh(lag), now_ms, [only_app] * len(messages))
+    for want, have in zip(reference, native, strict=True):
+        assert (have.routed, list(have.filtered), have.evaluation_errors, have.decode_errors) == (
+            want.routed,
+            list(want.filtered),
+            want.evaluation_errors,
+            want.decode_errors,
+        )
+    return reference
+
+
+# --- 1. the app filter comes before expiration ------------------------------------------------------------------
+
+EXPRESS = AppConfig(
+    name="express",
+    inputs=("orders",),
+    properties={"t": "string"},
+    filter=('t == "EXPRESS"',),
+    expiration_ms=1_000,
+)
+OTHERS = AppConfig(name="others", inputs=("orders",), properties={"t": "string"}, expiration_ms=1_000)
+ROUTED_AT = 10_000  # 9 s after the records' timestamp: past the apps' 1 s expiration
+
+
+def test_a_message_the_app_does_not_subscribe_to_is_filtered_whatever_its_age() -> None:
+    """DESIGN.md §2 step 1 (BlazingMQ auto-confirms what an app's subscription does not match; AMPS's queue holds
+    only what matches its filter): an old BULK record is not the express app's, not even as a dead letter."""
+    cfg = config(EXPRESS, OTHERS, groups=[GroupConfig("express", "g"), GroupConfig("others", "g")])
+    bulk, express = (MessageView("orders", [("t", t)], 1_000) for t in (b"BULK", b"EXPRESS"))
+    own = MessageView("orders", [("t", b"BULK"), (names.EXPIRATION, b"1s")], 1_000)  # its own expiration
+    results = both(cfg, [bulk, express, own], now_ms=ROUTED_AT)
+    for result in (results[0], results[2]):
+        decisions = {d.app: (d.action, d.reason) for d in result.decisions}
+        assert decisions == {"express": (Action.FILTERED, None), "others": (Action.DEAD_LETTER, "expired")}
+    decisions = {d.app: (d.action, d.reason) for d in results[1].decisions}
+    assert decisions == {
+        "express": (Action.DEAD_LETTER, "expired"),
+        "others": (Action.DEAD_LETTER, "expired"),
+    }
+
+
+def test_a_waiting_record_the_new_filter_refuses_is_filtered_not_expired() -> None:
+    """A parked record re-evaluated for its app (``only_app``, the pending topic's sweep and redrive) under a
+    filter it no longer passes is filtered, however old: expiry applies only to what the app subscribes to."""
+    cfg = config(EXPRESS, groups=[GroupConfig("express", "g")])
+    (result,) = both(
+        cfg, [MessageView("orders", [("t", b"BULK")], 1_000)], now_ms=ROUTED_AT, only_app="express"
+    )
+    assert [(d.app, d.action) for d in result.decisions] == [("express", Action.FILTERED)]
+
+
+def test_expiry_of_what_passes_the_filter_keeps_its_error_counts() -> None:
+    """The filter's errors and the header's decode failure are counted for the expired app as for any other (its
+    filter was evaluated); its consumer subscriptions are not evaluated, so they count nothing."""
+    app = AppConfig(
+        name="express",
+        inputs=("orders",),
+        properties={"t": "string", "n": "int"},
+        filter=('t == "EXPRESS"', "n / 0 == 1"),
+        expiration_ms=1_000,
+    )
+    cfg = config(app, groups=[GroupConfig("express", "g", (SubscriptionConfig("n / 0 == 2"),))])
+    headers: Headers = [("t", b"EXPRESS"), ("n", b"1"), ("n", b"x")]
+    (result,) = both(cfg, [MessageView("orders", headers, 1_000)], now_ms=ROUTED_AT)
+    assert [(d.action, d.reason) for d in result.decisions] == [(Action.DEAD_LETTER, "expired")]
+    assert result.evaluation_errors == {"express": 1}
+    assert result.decode_errors == {"express": 1}
