@@ -517,6 +517,19 @@ def choose(
     return None  # not reached: roomy is not empty
 
 
+def one_per_group(level: Sequence[Candidate]) -> Sequence[Candidate]:
+    """Each group of a level once, by its first matching subscription in configuration order (the label stamped
+    on what it gets): turns and ties are among consumers, not subscriptions (BlazingMQ round-robins across
+    consumers), so a group with two matching subscriptions gets no more than another."""
+    groups = {c.group for c in level}
+    if len(groups) == len(level):
+        return level
+    first: dict[str, Candidate] = {}
+    for candidate in level:
+        first.setdefault(candidate.group, candidate)
+    return list(first.values())
+
+
 def matching_levels(app: AppRoute, matched: Collection[Hashable]) -> list[tuple[Candidate, ...]]:
     """The app's priority levels, highest first, each reduced to the candidates the message matches (in
     configuration order). Works from the matches, so its cost does not grow with the app's subscriptions."""
@@ -588,9 +601,13 @@ def decide_app(
     chosen: Candidate | None = None
     waiting = NO_CONSUMER
     for level in levels:
-        present = [c for c in level if (name, c.group) not in absent] if absent else level
+        present: Sequence[Candidate] = (
+            [c for c in level if (name, c.group) not in absent] if absent else level
+        )
         if not present:
             continue  # skipped at its priority: nobody is attached there
+        if len(present) > 1:
+            present = one_per_group(present)
         waiting = CAPACITY
         chosen = choose(app, present, group_key, lag, cursors)
         if chosen is not None or not config.spillover:

@@ -4,11 +4,14 @@ must agree record for record."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
+
+import pytest
 
 from subroute import names
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from subroute.routing.decisions import Action, MessageView, Router, RouteResult, build_table
+from subroute.routing.decisions import CAPACITY, Action, MessageView, Router, RouteResult, build_table
 from subroute.routing.snapshot import Snapshot
 
 Headers = list[tuple[str, bytes | None]]
@@ -107,3 +110,64 @@ def test_expiry_of_what_passes_the_filter_keeps_its_error_counts() -> None:
     assert [(d.action, d.reason) for d in result.decisions] == [(Action.DEAD_LETTER, "expired")]
     assert result.evaluation_errors == {"express": 1}
     assert result.decode_errors == {"express": 1}
+
+
+# --- 5. round-robin rotates over groups (consumers), not subscriptions ------------------------------------------
+
+TYPES = {"CustomerId": "int"}
+
+
+def twice_and_once(fairness: str) -> Config:
+    """Group ``a`` has two subscriptions a message matches at priority 5, group ``b`` one."""
+    app = AppConfig(name="billing", inputs=("orders",), properties=TYPES, fairness=fairness)
+    return config(
+        app,
+        groups=[
+            GroupConfig(
+                "billing",
+                "a",
+                (SubscriptionConfig("CustomerId > 0", 5), SubscriptionConfig("CustomerId >= 0", 5)),
+                order=0,
+            ),
+            GroupConfig("billing", "b", (SubscriptionConfig("CustomerId > 0", 5),), order=1),
+        ],
+    )
+
+
+def customers(count: int) -> list[MessageView]:
+    return [MessageView("orders", [("CustomerId", b"1")], 0) for _ in range(count)]
+
+
+@pytest.mark.parametrize("fairness", ["round-robin", "proportional"])
+def test_turns_go_to_groups_however_many_of_their_subscriptions_match(fairness: str) -> None:
+    """BlazingMQ round-robins across consumers: each matching group gets its turn once per round; the label
+    stamped for a group with several matching subscriptions is its first in configuration order."""
+    results = both(twice_and_once(fairness), customers(6))
+    chosen = [(d.group, d.subscription) for r in results for d in r.routed]
+    assert chosen == [("a", "CustomerId > 0"), ("b", "CustomerId > 0")] * 3
+    assert Counter(group for group, _ in chosen) == {"a": 3, "b": 3}
+
+
+def test_fast_takes_the_first_group_with_room_by_its_one_limit() -> None:
+    """``fast`` takes the first group in configuration order with room, whatever subscription of it matched:
+    group ``a`` is full at 1 (its smallest limit), although its other subscription declares 5."""
+    lag = {("billing", "a"): 0, ("billing", "b"): 0}
+    app = AppConfig(name="billing", inputs=("orders",), properties=TYPES, fairness="fast")
+    cfg = config(
+        app,
+        groups=[
+            GroupConfig(
+                "billing",
+                "a",
+                (SubscriptionConfig("CustomerId > 0", 5, 1), SubscriptionConfig("CustomerId >= 0", 5, 5)),
+                order=0,
+            ),
+            GroupConfig("billing", "b", (SubscriptionConfig("CustomerId > 0", 5, 1),), order=1),
+        ],
+    )
+    results = both(cfg, customers(3), Snapshot(lag, frozenset(), 1.0))
+    assert [(d.action, d.group, d.reason) for r in results for d in r.routed] == [
+        (Action.ROUTE, "a", None),
+        (Action.ROUTE, "b", None),
+        (Action.PENDING, None, CAPACITY),
+    ]

@@ -236,9 +236,18 @@ impl Decider {
             let mut unconditional = Vec::new();
             let mut cursors = Vec::with_capacity(spec.candidates.len());
             let mut level = 0;
+            let mut level_slots: Vec<u32> = Vec::new();
             for (i, c) in spec.candidates.iter().enumerate() {
                 if i > 0 && spec.candidates[i - 1].priority != c.priority {
                     level += 1;
+                    level_slots.clear();
+                }
+                // `decide_app` takes each group once per level by comparing neighbours.
+                if level_slots.last() != Some(&c.slot) {
+                    if level_slots.contains(&c.slot) {
+                        return Err("a group's candidates of one priority are not adjacent".into());
+                    }
+                    level_slots.push(c.slot);
                 }
                 cursors.push(spec.cursor_base + level);
                 match c.position {
@@ -479,11 +488,15 @@ impl Decider {
             spec.candidates[*x as usize].priority == spec.candidates[*y as usize].priority
         }) {
             present.clear();
-            present.extend(
-                level.iter().filter(|&&c| {
-                    !absent || !state.absent[spec.candidates[c as usize].slot as usize]
-                }),
-            );
+            for &c in level {
+                let slot = spec.candidates[c as usize].slot;
+                // A group once, by its first matching subscription: turns are among groups
+                // (`one_per_group`). A group's candidates of one level are adjacent (`Decider::new`).
+                let last = present.last().map(|&p| spec.candidates[p as usize].slot);
+                if (!absent || !state.absent[slot as usize]) && last != Some(slot) {
+                    present.push(c);
+                }
+            }
             if present.is_empty() {
                 continue; // nobody attached at this priority
             }
