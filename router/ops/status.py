@@ -1,6 +1,7 @@
 """``subroute status``: per app and group, who is consuming (live members of the group's consumer group), how
-much is unconfirmed (lag on the group topic and its priority bands .p1-.p9) against its limit (the smallest
-``max_unconfirmed`` of its subscriptions, as the ``subroute_group_max_unconfirmed`` gauge), what
+much is unconfirmed (lag on the group topic and its priority bands .p1-.p9) against its limit
+(``GroupConfig.max_unconfirmed``: the smallest of its subscriptions, the one limit routing holds the group to, as
+the ``subroute_group_max_unconfirmed`` gauge), what
 waits on the pending and dead-letter topics; per router worker, the config version in force.
 
 A worker's config version is read from its offset commits: each commit's metadata carries the version the

@@ -69,14 +69,15 @@ def groups_needing_capacity(config: Config) -> list[GroupId]:
 
 
 def group_limits(config: Config) -> dict[tuple[str, str], int]:
-    """Each group's smallest max_unconfirmed (groups whose subscriptions set none are left out): the lag at
-    which the first of its subscriptions stops taking records while another candidate has room."""
+    """Each group's limit (``GroupConfig.max_unconfirmed``, the smallest its subscriptions declare; groups that
+    declare none are left out): the lag at which routing stops giving it records, whatever subscription
+    matched."""
     limits: dict[tuple[str, str], int] = {}
     for app in config.apps.values():
         for group in config.groups_of(app.name):
-            given = [s.max_unconfirmed for s in group.subscriptions if s.max_unconfirmed is not None]
-            if given:
-                limits[(app.name, group.name)] = min(given)
+            limit = group.max_unconfirmed
+            if limit is not None:
+                limits[(app.name, group.name)] = limit
     return limits
 
 

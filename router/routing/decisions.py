@@ -62,7 +62,7 @@ class Candidate:
     index: int  # position among the group's subscriptions
     label: str  # the expression text, "*" for a group without subscriptions
     priority: int
-    max_unconfirmed: int | None
+    max_unconfirmed: int | None  # the group's (GroupConfig.max_unconfirmed), not the subscription's own
     plan_id: tuple[str, ...] | None  # None: matches any message
     order: int  # configuration order of the group, then the subscription
 
@@ -270,10 +270,11 @@ def _candidates(app: AppConfig, groups: Sequence[GroupConfig]) -> tuple[tuple[Ca
     by_priority: dict[int, list[Candidate]] = {}
     order = 0
     for group in groups:
+        limit = group.max_unconfirmed  # one limit per group, whichever of its subscriptions matches
         for index, sub in enumerate(group.effective_subscriptions):
             plan_id = None if sub.expression is None else subscription_id(app.name, group.name, index)
             by_priority.setdefault(sub.priority, []).append(
-                Candidate(group.name, index, sub.label, sub.priority, sub.max_unconfirmed, plan_id, order)
+                Candidate(group.name, index, sub.label, sub.priority, limit, plan_id, order)
             )
             order += 1
     return tuple(tuple(by_priority[p]) for p in sorted(by_priority, reverse=True))

@@ -11,6 +11,8 @@ import pytest
 
 from subroute import names
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from subroute.ops.status import build as status_document
+from subroute.routing.capacity import group_limits
 from subroute.routing.decisions import CAPACITY, Action, MessageView, Router, RouteResult, build_table
 from subroute.routing.snapshot import Snapshot
 
@@ -170,4 +172,53 @@ def test_fast_takes_the_first_group_with_room_by_its_one_limit() -> None:
         (Action.ROUTE, "a", None),
         (Action.ROUTE, "b", None),
         (Action.PENDING, None, CAPACITY),
+    ]
+
+
+# --- 6. max_unconfirmed: one limit per group, the one status reports -------------------------------------------
+
+
+def limited() -> Config:
+    """Group ``g`` declares 2 on one subscription, 10 on another and nothing on a third: its limit is 2."""
+    app = AppConfig(name="billing", inputs=("orders",), properties=TYPES)
+    subs = (
+        SubscriptionConfig("CustomerId == 1", 5, 2),
+        SubscriptionConfig("CustomerId == 2", 5, 10),
+        SubscriptionConfig("CustomerId == 3", 5),
+    )
+    return config(app, groups=[GroupConfig("billing", "g", subs)])
+
+
+@pytest.mark.parametrize("customer", [1, 2, 3])
+@pytest.mark.parametrize("unconfirmed", [0, 1, 2, 3, 9])
+def test_a_group_takes_records_exactly_while_status_says_it_is_not_full(
+    customer: int, unconfirmed: int
+) -> None:
+    cfg = limited()
+    assert group_limits(cfg) == {("billing", "g"): 2}
+    topic = "subroute.billing.g"
+    offsets = {(topic, 0): (0, unconfirmed)}
+    document = status_document(cfg, "subroute", ["billing"], {}, {}, offsets)
+    [row] = document["apps"][0]["groups"]
+    assert (row["lag"], row["max_unconfirmed"]) == (unconfirmed, 2)
+    message = MessageView("orders", [("CustomerId", str(customer).encode())], 0)
+    (result,) = both(cfg, [message], {("billing", "g"): unconfirmed})
+    (decision,) = result.routed
+    if row["full"]:
+        assert (decision.action, decision.reason) == (Action.PENDING, CAPACITY)
+    else:
+        assert (decision.action, decision.group) == (Action.ROUTE, "g")
+
+
+def test_the_group_limit_holds_between_measurements_whatever_subscription_matched() -> None:
+    """What a batch routes counts against the group's one limit: two records by the subscription that declares 2,
+    then the others wait, although their subscriptions declare 10 or nothing."""
+    cfg = limited()
+    messages = [MessageView("orders", [("CustomerId", str(c).encode())], 0) for c in (1, 2, 3, 2)]
+    results = both(cfg, messages, Snapshot({("billing", "g"): 0}, frozenset(), 1.0))
+    assert [(d.action, d.reason) for r in results for d in r.routed] == [
+        (Action.ROUTE, None),
+        (Action.ROUTE, None),
+        (Action.PENDING, CAPACITY),
+        (Action.PENDING, CAPACITY),
     ]
