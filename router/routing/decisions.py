@@ -36,7 +36,7 @@ from subroute.topic_patterns import compile_pattern
 log = logging.getLogger(__name__)
 
 Props = Mapping[str, PropertyValue]
-PlanId = tuple[str, ...]  # ("filter", app, i) or ("subscription", app, group, i)
+PlanId = tuple[str, ...]  # ("filter", app, i), ("subscription", app, group, i) or ("band", app, k)
 Lag = Mapping[tuple[str, str], int]  # unconfirmed counts by (app, group); see routing/snapshot.py
 
 # Why a record waits on the pending topic although a subscription matches it (``Decision.reason`` of PENDING).
@@ -249,7 +249,8 @@ def band_thresholds(app: AppConfig) -> list[expressions.Subscription]:
     """The app's priority as nine shared-plan entries ``(priority) >= k``, k = 1..9.
 
     The band is how many hold (a value clamped to 0..9); an evaluation error holds none, so it is band 0: AMPS's
-    "NaN has the lowest priority". The plan evaluates the shared ``(priority)`` node once per message.
+    "NaN has the lowest priority", counted as one evaluation error (``error_count``). The plan evaluates the
+    shared ``(priority)`` node once per message.
     """
     if app.priority is None:
         return []
@@ -258,6 +259,14 @@ def band_thresholds(app: AppConfig) -> list[expressions.Subscription]:
         expressions.Subscription(band_id(app.name, k), f"({app.priority}) >= {k}", app.dialect, types)
         for k in range(priority.LOWEST_BAND + 1, priority.HIGHEST_BAND + 1)
     ]
+
+
+def error_count(errored: Collection[Hashable]) -> int:
+    """The evaluation errors of an app's plan entries that failed: one per consumer subscription, and one for the
+    priority expression however many of its nine thresholds failed (it is one expression, evaluated once: AMPS
+    takes a priority that cannot be computed as NaN, the lowest, once per message)."""
+    thresholds = sum(1 for e in cast(Collection[PlanId], errored) if e[0] == "band")
+    return len(errored) - thresholds + (1 if thresholds else 0)
 
 
 def band_of(app: AppConfig, matched: Collection[Hashable]) -> int:
@@ -708,7 +717,7 @@ class Router:
                     continue
                 matched, errored = app.plan.match_with_errors(props)
                 if errored:
-                    evaluation_errors[app.name] = evaluation_errors.get(app.name, 0) + len(errored)
+                    evaluation_errors[app.name] = evaluation_errors.get(app.name, 0) + error_count(errored)
                 config = app.config
                 key = group_key_of(config, headers) if config.group_by is not None else None
                 routed.append(decide_app(app, matched, key, lag, cursors))

@@ -222,3 +222,36 @@ def test_the_group_limit_holds_between_measurements_whatever_subscription_matche
         (Action.PENDING, CAPACITY),
         (Action.PENDING, CAPACITY),
     ]
+
+
+# --- 9. a failing priority expression is one error per message --------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", ["bmq", "sql92"])
+def test_a_failing_priority_expression_is_counted_once(dialect: str) -> None:
+    """AMPS: a priority that cannot be computed is NaN, the lowest priority. It is one expression that failed,
+    counted once per message, whatever the ten bands it is decided by."""
+    app = AppConfig(
+        name="jobs",
+        inputs=("orders",),
+        dialect=dialect,
+        properties={"a": "int", "b": "int"},
+        priority="a / b",
+    )
+    big = GroupConfig("jobs", "big", (SubscriptionConfig("a / b > 100", 1),))
+    cfg = config(app, groups=[GroupConfig("jobs", "all"), big])
+    zero = MessageView(
+        "orders", [("a", b"700"), ("b", b"0")], 0
+    )  # division by zero: priority and subscription
+    fine = MessageView("orders", [("a", b"700"), ("b", b"1")], 0)
+    results = both(cfg, [zero, fine, zero])
+    assert [r.evaluation_errors for r in results] == [{"jobs": 2}, {}, {"jobs": 2}]
+    assert [(d.group, d.band) for r in results for d in r.routed] == [("all", 0), ("big", 9), ("all", 0)]
+
+
+def test_a_priority_over_a_missing_property_is_one_error() -> None:
+    app = AppConfig(name="jobs", inputs=("orders",), properties={"a": "int"}, priority="a * 3")
+    cfg = config(app, groups=[GroupConfig("jobs", "all")])
+    results = both(cfg, [MessageView("orders", [("b", b"1")], 0), MessageView("orders", [("a", b"2")], 0)])
+    assert [r.evaluation_errors for r in results] == [{"jobs": 1}, {}]
+    assert [d.band for r in results for d in r.routed] == [0, 6]

@@ -47,7 +47,20 @@ INPUTS = (("orders",), ("payments",), ("orders", "payments"), ("^pay.*",), ("ord
 NAMES = ("a", "b", "c", "s", "t", "f")
 _BMQ_TYPES = {"a": "int", "b": "int", "c": "int", "s": "string", "t": "string", "f": "bool"}
 _SQL_TYPES = {"a": "int", "b": "int", "c": "float", "s": "string", "t": "string", "f": "bool"}
-PRIORITIES = ("a", "b", "a + b", "a * 3", "a % 7", "b - 2", "c", "a / b", "9223372036854775807 + a")
+# Priorities that fail on some records (a missing property, b = 0, overflow) and one that fails wherever a and b
+# are present (division by zero): counted once per record however many of the nine thresholds fail.
+PRIORITIES = (
+    "a",
+    "b",
+    "a + b",
+    "a * 3",
+    "a % 7",
+    "b - 2",
+    "c",
+    "a / b",
+    "9223372036854775807 + a",
+    "a / (b - b)",
+)
 
 VALUE_TEXTS = (
     "0",

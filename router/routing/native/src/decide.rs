@@ -395,7 +395,16 @@ impl Decider {
                         }
                     }
                     let (low, high) = app.spec.span;
-                    let errored = failed.iter().filter(|&&p| low <= p && p < high).count() as u32;
+                    // `error_count`: the priority's thresholds that failed are one error.
+                    let (mut errored, mut priority_failed) = (0u32, false);
+                    for &p in failed.iter().filter(|&&p| low <= p && p < high) {
+                        if app.spec.bands.contains(&p) {
+                            priority_failed = true;
+                        } else {
+                            errored += 1;
+                        }
+                    }
+                    errored += u32::from(priority_failed);
                     if errored > 0 {
                         add(&mut out.counts[errors_start..], a, errored)
                             .unwrap_or_else(|| out.counts.push((a, errored)));
