@@ -20,6 +20,7 @@ from subroute.config.store import (
     ConfigState,
     ConfigVersionRefused,
     config_topic_spec,
+    no_apps_warning,
     read_config,
     read_state,
 )
@@ -278,9 +279,14 @@ def get_command(args: argparse.Namespace) -> int:
         if args.output == output.YAML:  # what `config apply -f` takes back
             print(f"# config version {config.version} from {settings.config_topic}")
             print(dump_yaml(document), end="")
-            return EXIT_OK
-        whole = {"version": config.version, "config_topic": settings.config_topic, "config": document}
-        output.emit(args.output, whole, lambda: _config_table(config))
+        else:
+            whole = {"version": config.version, "config_topic": settings.config_topic, "config": document}
+            output.emit(args.output, whole, lambda: _config_table(config))
+        # Nothing to get is not success: a script reading a mistyped prefix must not take it for a config.
+        warning = no_apps_warning(settings, config)
+        if warning is not None:
+            print(f"subroute: {warning}", file=sys.stderr)
+            return EXIT_INVALID
         return EXIT_OK
 
     return _guarded(run, args)
@@ -334,7 +340,13 @@ def delete_group_command(args: argparse.Namespace) -> int:
                     return EXIT_INVALID
             if key in values:
                 print(f"- {key}")
-            drained = " and drain it" if args.drain else ""
+            drained = ""
+            if args.drain:
+                counts = drain.count_drainable(settings, args.app, args.group)
+                for topic, count in sorted(counts.items()):
+                    print(f"would drain {count} record(s) of {topic}")
+                pending = names.pending_topic(settings.topic_prefix, args.app)
+                drained = f" and drain its {sum(counts.values())} unconsumed record(s) to {pending}"
             print(f"dry run: would delete group {args.group} of app {args.app}{drained}; nothing written")
             return EXIT_OK
         with ConfigWriter(settings) as writer:
