@@ -193,7 +193,16 @@ def test_prune_deletes_what_the_file_no_longer_names(
     assert "kept 7 record(s) the file does not name" in capsys.readouterr().out
     assert corner.records() == 10
 
-    assert corner.run("config", "diff", "-f", path) == 1
+    # diff says what apply with the same flags would do: nothing without --prune, the deletions with it
+    assert corner.run("config", "diff", "-f", path) == 0
+    assert (
+        capsys.readouterr().out
+        == "no changes\nkept 7 record(s) the file does not name (use --prune to delete them)\n"
+    )
+    assert corner.run("config", "diff", "--prune", "-f", path) == 1
+    diffed = capsys.readouterr().out
+    assert corner.run("config", "apply", "--prune", "--dry-run", "-f", path) == 0
+    assert capsys.readouterr().out == diffed + "dry run: nothing written\n"
     assert corner.run("config", "apply", "--prune", "-f", path) == 0
     out = capsys.readouterr().out
     assert "- group/billing/audit" in out and "- app/fresh" in out
