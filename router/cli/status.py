@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from subroute.cli import exits, output
-from subroute.config.store import read_config
+from subroute.config.store import no_apps_warning, read_config
 from subroute.ops import status
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
 
@@ -56,6 +56,9 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return exits.INVALID
+        warning = no_apps_warning(settings, config)
+        if warning is not None:
+            print(f"subroute: warning: {warning}", file=sys.stderr)
         document = status.collect(settings, config, apps)
         if args.watch is None:
             output.emit(args.output, document, lambda: _table(document))  # noqa: B023 (called at once)

@@ -406,6 +406,16 @@ def config_to_document(config: Config) -> dict[str, Any]:
     return to_document([*config.apps.values(), *config.groups.values()])
 
 
+def record_document(value: ConfigValue) -> dict[str, Any]:
+    """One config record as the YAML file says it: an app's own fields (its groups are records of their own), or
+    a group's."""
+    if isinstance(value, GroupConfig):
+        return _group_document(value)
+    document = _app_document(value, [])
+    del document["groups"]
+    return document
+
+
 def _app_document(app: AppConfig, groups: list[GroupConfig]) -> dict[str, Any]:
     default = AppConfig(name=app.name, inputs=())
     doc: dict[str, Any] = {"inputs": list(app.inputs), "dialect": app.dialect}

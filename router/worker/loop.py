@@ -21,7 +21,7 @@ import time
 from confluent_kafka import Consumer, Message
 
 from subroute.config.model import Config
-from subroute.config.store import ConfigStore
+from subroute.config.store import ConfigStore, no_apps_warning
 from subroute.kafka.io import admin_client
 from subroute.kafka.topics import TopicPolicy
 from subroute.ops.metrics import RouterMetrics
@@ -38,9 +38,21 @@ from subroute.worker.options import WorkerOptions, worker_consumer_config
 from subroute.worker.tables import TableBuilder
 from subroute.worker.tally import BatchTally
 
-__all__ = ["AT_LEAST_ONCE", "EXACTLY_ONCE", "GUARANTEES", "Worker", "WorkerOptions"]
+__all__ = ["AT_LEAST_ONCE", "EXACTLY_ONCE", "GUARANTEES", "StartupTimeout", "Worker", "WorkerOptions"]
 
 log = logging.getLogger(__name__)
+
+
+class StartupTimeout(Exception):
+    """The brokers could not be reached (or refused this client) for the whole start-up timeout."""
+
+    def __init__(self, settings: Settings, seconds: float, trouble: str | None) -> None:
+        reason = trouble or "no answer"
+        super().__init__(
+            f"could not read the config topic {settings.config_topic} from {settings.bootstrap_servers} within "
+            f"{seconds:g} s ({reason}); check the address, --topic-prefix and the security settings "
+            "(--kafka-config), or wait longer with --startup-timeout"
+        )
 
 
 class Worker:
@@ -94,7 +106,13 @@ class Worker:
         self._stop.set()
 
     def run(self) -> int:
+        """Route until stopped (0), or until idle with ``exit_on_idle`` (0); 3 when the config cannot be read.
+
+        Raises ``StartupTimeout`` when the config topic is not read to its end within ``startup_timeout``.
+        """
         self.store.start()
+        started = time.monotonic()
+        limit = self.options.startup_timeout
         while not self.store.wait_ready(1.0):
             if self._stop.is_set():
                 self.store.close()
@@ -102,6 +120,10 @@ class Worker:
             if not self.store.alive:  # it logged why (a config topic not one compacted partition, say)
                 log.error("the config store stopped before the config was read; not routing")
                 return 3
+            if limit > 0 and time.monotonic() - started > limit:
+                self.store.close()
+                self.capacity.close()
+                raise StartupTimeout(self.settings, limit, self.store.trouble)
         self._open_clients()
         consumer, checkpoint = self.consumer, self.checkpoint
         assert consumer is not None and checkpoint is not None
@@ -154,6 +176,9 @@ class Worker:
         log.info(
             "config version in force", extra={"fields": {"version": table.version, "apps": len(config.apps)}}
         )
+        warning = no_apps_warning(self.settings, config)
+        if warning is not None:
+            log.warning(warning)
         return table
 
     def _open_clients(self) -> None:
