@@ -122,4 +122,7 @@ def _table(document: dict[str, Any]) -> str:
     if workers:
         worker_header = ("client", "host", "partitions", "config_version", "", "backlog")
         lines.append(output.render_table(worker_header, workers, indent="  ").rstrip("\n"))
+    advice = [app["advice"] for app in document["apps"] if app.get("advice")]
+    if advice:
+        lines += ["", *(f"warning: {text}" for text in advice)]
     return "\n".join(lines) + "\n"

@@ -183,6 +183,7 @@ class CapacityMonitor:
         self._lag_due = 0.0
         # the broker lists no members of live groups: presence cannot be measured, every group counts as present
         self.membership_unreported = False
+        self._presence_measured = False  # the first measurement is news of every group, not of changes
 
     def watch(self, config: Config) -> None:
         with self._lock:
@@ -280,7 +281,18 @@ class CapacityMonitor:
         if self.metrics is not None:
             for app, group in groups:
                 self.metrics.group_present.labels(app, group).set(0 if (app, group) in absent else 1)
-        if absent != before:
+        if not self._presence_measured:  # before the first measurement every group counted as present
+            self._presence_measured = True
+            log.info(
+                "consumer presence measured",
+                extra={
+                    "fields": {
+                        "attached": sorted(f"{a}/{g}" for a, g in set(groups) - absent),
+                        "absent": sorted(f"{a}/{g}" for a, g in absent),
+                    }
+                },
+            )
+        elif absent != before:
             log.info(
                 "consumer presence changed",
                 extra={

@@ -36,7 +36,8 @@ from subroute.worker.consumers import ConsumerView
 from subroute.worker.destinations import Destinations
 from subroute.worker.options import WorkerOptions, worker_consumer_config
 from subroute.worker.tables import TableBuilder
-from subroute.worker.tally import BatchTally
+from subroute.worker.tally import BatchTally, count_by_identity
+from subroute.worker.waiting import WaitingReport
 
 __all__ = ["AT_LEAST_ONCE", "EXACTLY_ONCE", "GUARANTEES", "StartupTimeout", "Worker", "WorkerOptions"]
 
@@ -69,6 +70,7 @@ class Worker:
             settings, options.capacity_refresh_seconds, self.metrics, options.presence_refresh_seconds
         )
         self.consumers = ConsumerView(self.capacity)  # what decisions read of the consumers
+        self.waiting = WaitingReport(self.prefix)  # says which consumer groups records wait for
         self.assignment = Assignment(self.metrics, before_revoke=self._commit)
         # Read at each scrape, not set on events: readiness also ends when the config store stops following,
         # which no event of the poll loop reports.
@@ -205,6 +207,7 @@ class Worker:
         args = (self.consumer, self.assignment, self.checkpoint)
         tally = self.batches.route_batch(table, batch, lag, now_ms, *args)
         tally.publish(self.metrics)
+        self.waiting.note(count_by_identity(tally.decisions), lag.absent)
         self.checkpoint.add(tally)
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
         return tally
