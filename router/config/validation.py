@@ -297,9 +297,10 @@ def validate_app(app: AppConfig, limits: Limits | None = None) -> list[ConfigErr
             _check_int(errors, f"{where}.partitions", app.partitions, 1, bounds.max_partitions, "partitions")
     if app.expiration_ms is not None:
         _check_int(errors, f"{where}.expiration", app.expiration_ms, 1, _INT64_MAX, "milliseconds")
+    # AMPS (seed 001): MaxCancels and MaxDeliveries "Default: no maximum (0)": 0 means no maximum, as absent does.
     for field_name, count in (("max_cancels", app.max_cancels), ("max_deliveries", app.max_deliveries)):
         if count is not None:
-            _check_int(errors, f"{where}.{field_name}", count, 1, _INT32[1])
+            _check_int(errors, f"{where}.{field_name}", count, 0, _INT32[1], f"{field_name} (0: no maximum)")
     if app.default_publish is not None:
         at = f"{where}.default_publish"
         if not isinstance(app.default_publish, str) or not TOPIC_NAME_PATTERN.match(app.default_publish):

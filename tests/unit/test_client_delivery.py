@@ -288,6 +288,10 @@ def test_no_maximum_means_no_dead_letter() -> None:
     outcome = after_failure(99, 99, explicit_cancel=True, max_cancels=None, max_deliveries=0)
     assert outcome.dead_letter_reason is None
     assert (outcome.deliveries, outcome.cancels) == (100, 100)
+    # AMPS's default for both is 0, "no maximum".
+    for explicit in (True, False):
+        outcome = after_failure(0, 0, explicit_cancel=explicit, max_cancels=0, max_deliveries=0)
+        assert outcome.dead_letter_reason is None
 
 
 def test_replace_headers_keeps_the_rest_in_order() -> None:

@@ -78,8 +78,8 @@ def test_every_app_error_is_collected() -> None:
         group_by="no such!",
         partitions=0,
         expiration_ms=-5,
-        max_cancels=0,
-        max_deliveries=0,
+        max_cancels=-1,
+        max_deliveries=-1,
         default_publish="elsewhere",
     )
     assert sorted(locations(validate_app(bad))) == sorted(
@@ -100,6 +100,16 @@ def test_every_app_error_is_collected() -> None:
             "apps.bad.name.default_publish",
         ]
     )
+
+
+def test_max_cancels_and_max_deliveries_0_mean_no_maximum() -> None:
+    # AMPS (seed 001): MaxCancels and MaxDeliveries "Default: no maximum (0)".
+    assert validate_app(app(max_cancels=0, max_deliveries=0)) == []
+    assert validate_app(app(max_cancels=2**31 - 1, max_deliveries=2**31 - 1)) == []
+    assert locations(validate_app(app(max_cancels=-1, max_deliveries=2**31))) == [
+        "apps.billing.max_cancels",
+        "apps.billing.max_deliveries",
+    ]
 
 
 @pytest.mark.parametrize("dialect", ["bmq", "sql92"])
