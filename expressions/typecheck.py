@@ -90,9 +90,7 @@ class _Checker:
             wanted = "float" if any(isinstance(n, ast.FloatLit) for n in beside) else "int"
         return UndeclaredPropertyError(node.name, wanted, need, self.text, node.pos)
 
-    def expect(
-        self, node: ast.Node, wanted: str, what: str, beside: tuple[ast.Node, ...] = ()
-    ) -> None:
+    def expect(self, node: ast.Node, wanted: str, what: str, beside: tuple[ast.Node, ...] = ()) -> None:
         t = self.infer(node)
         if t is not None and t != wanted and t != "null":
             if self.undeclared(node):

@@ -44,7 +44,9 @@ def _compile(args: argparse.Namespace) -> tuple[expressions.Expression, dict[str
     types = parse_key_values(args.type, "--type")
     try:
         # eval decodes an undeclared --prop as text, as the router decodes an undeclared header: check knows it so.
-        compiled = expressions.compile(args.expression, dialect=args.dialect, types=types or None, declared=types)
+        compiled = expressions.compile(
+            args.expression, dialect=args.dialect, types=types or None, declared=types
+        )
         return compiled, types
     except expressions.UndeclaredPropertyError as exc:
         print(exc.with_fix(f"declare its type with --type {exc.name}={exc.wanted}"), file=sys.stderr)
