@@ -1023,15 +1023,23 @@ class QueueConsumer:
         if commits is None:
             return
         with self._lock:
-            commits = [c for c in commits if (c.topic, c.partition) in self._unread]
-            starts = self._recover(commits)
+            read: list[TopicPartition] = []
             for commit in commits:
                 tp = (commit.topic, commit.partition)
-                start = starts.get(tp, commit.offset if commit.offset >= 0 else OFFSET_BEGINNING)
-                self._consumer.seek(TopicPartition(tp[0], tp[1], start))
+                if tp not in self._unread:
+                    continue  # revoked meanwhile
+                start = self._recover([commit]).get(
+                    tp, commit.offset if commit.offset >= 0 else OFFSET_BEGINNING
+                )
+                try:
+                    self._consumer.seek(TopicPartition(tp[0], tp[1], start))
+                except KafkaException as exc:  # stays unread, tried again (recover again is the same)
+                    log.warning("could not seek a newly assigned partition", extra={"error": str(exc)})
+                    continue
                 self._consumer.resume([TopicPartition(*tp)])
                 self._unread.discard(tp)
-            self._seed_dedup_from(commits)
+                read.append(commit)
+            self._seed_dedup_from(read)
 
     def _seed_dedup_from(self, commits: list[TopicPartition]) -> None:
         if self._dedup is not None and commits:
