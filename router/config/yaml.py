@@ -19,7 +19,7 @@ values mean (names, dialects, expressions) is ``subroute.config.validation``'s j
         on_expire: dead-letter           # or drop: expired messages are counted and removed (AMPS's default)
         priority: 'Amount / 100'         # integer expression
         default_publish: orders
-        max_cancels: 3
+        max_cancels: 3                   # 0 or absent: no maximum (AMPS), for the consumer client
         max_deliveries: 10
         groups:
           vip:

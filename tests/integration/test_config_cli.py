@@ -324,8 +324,8 @@ def test_apply_checks_limits_on_the_file_plus_the_records_it_keeps(
 
     monkeypatch.setenv("SUBROUTE_MAX_SUBSCRIPTIONS_TOTAL", "3")
     env = make_env(kafka.bootstrap_servers, unique)
-    first = "apps:\n  a:\n    inputs: [INPUT]\n    groups:\n      g: {subscriptions: ['x == 1', 'x == 2']}\n"
-    second = "apps:\n  b:\n    inputs: [INPUT]\n    groups:\n      g: {subscriptions: ['x == 1', 'x == 2']}\n"
+    first = "apps:\n  a:\n    inputs: [INPUT]\n    properties: {x: int}\n    groups:\n      g: {subscriptions: ['x == 1', 'x == 2']}\n"
+    second = "apps:\n  b:\n    inputs: [INPUT]\n    properties: {x: int}\n    groups:\n      g: {subscriptions: ['x == 1', 'x == 2']}\n"
     assert apply(env, first) == 0
     version = read_config(env.settings).version
     assert apply(env, second) == 2  # a's 2 are kept: 4 in force would pass the limit of 3
