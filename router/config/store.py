@@ -78,7 +78,9 @@ class ConfigState:
         # raw key -> the key's last record: a value, a tombstone (dropped), or why it could not be decoded
         self._records: dict[bytes, ConfigValue | ConfigDecodeError] = {}
         self._next_offsets: dict[int, int] = {}
-        self._validator = StateValidator(prefix=prefix)  # with the prefix: inputs may not read its topics
+        # With the prefix: inputs may not read its topics. A version a newer rule refuses stays valid here (the CLI
+        # refuses such files; a version already in force must not stop routing after an upgrade): see warnings().
+        self._validator = StateValidator(prefix=prefix, newer_rules=False)
         self.at_boundary = True  # the last record read ended a change (or no record was read)
 
     @property
@@ -127,6 +129,10 @@ class ConfigState:
         """Why the configuration at this position is not valid as a whole (empty when it is)."""
         undecodable = [str(v) for v in self._records.values() if isinstance(v, ConfigDecodeError)]
         return undecodable + [str(e) for e in self._validator.validate(self.values().values())]
+
+    def warnings(self) -> list[str]:
+        """What a newer rule finds wrong at this position (after ``problems``): routed as it is, but worth fixing."""
+        return [str(e) for e in self._validator.newer_rule_errors]
 
     def config(self) -> Config:
         """The configuration at this position; ``ConfigVersionRefused`` when it is not valid as a whole."""
@@ -527,3 +533,10 @@ class ConfigStore(Generic[T]):
             self._snapshot = (config, built)
             self._condition.notify_all()
         log.info("config version in force", extra={"version": config.version})
+        warnings = state.warnings()
+        if warnings:  # applied before the rule existed: routed as before, and said, so someone fixes it
+            log.warning(
+                "config version in force has expressions that can never match; `subroute config validate` shows "
+                "them with the fix",
+                extra={"fields": {"version": config.version, "problems": warnings[:20]}},
+            )

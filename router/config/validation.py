@@ -49,6 +49,9 @@ class ConfigError:
 
     location: str
     message: str
+    # True for a rule newer than some configurations already applied (an undeclared property used as a number):
+    # the CLI refuses it, a worker only warns, so that upgrading workers never refuses a version that was in force.
+    newer_rule: bool = False
 
     def __str__(self) -> str:
         return f"{self.location}: {self.message}"
@@ -157,7 +160,7 @@ def _compile(
                 )
     except expressions.UndeclaredPropertyError as exc:
         fix = f"declare its type in the app's properties (properties: {{{exc.name}: {exc.wanted}}})"
-        errors.append(ConfigError(location, str(exc.with_fix(fix))))
+        errors.append(ConfigError(location, str(exc.with_fix(fix)), newer_rule=True))
     except expressions.ExpressionError as exc:
         errors.append(ConfigError(location, str(exc)))
     except Exception as exc:  # an expression must never take the CLI or the config store down
@@ -506,9 +509,15 @@ class StateValidator:
     version): a record that is the same object as at the last call, checked against the same app, is not
     compiled again."""
 
-    def __init__(self, limits: Limits | None = None, prefix: str | None = None) -> None:
+    def __init__(
+        self, limits: Limits | None = None, prefix: str | None = None, *, newer_rules: bool = True
+    ) -> None:
         self._limits = limits
         self._prefix = prefix
+        self._newer_rules = (
+            newer_rules  # False (what readers of the config topic use): see ``ConfigError.newer_rule``
+        )
+        self.newer_rule_errors: list[ConfigError] = []  # with newer_rules=False: what the last call left out
         # id(record) -> (record, its app or None, errors); the record is kept so that its id is not reused
         self._checked: dict[int, tuple[AppConfig | GroupConfig, AppConfig | None, list[ConfigError]]] = {}
 
@@ -534,6 +543,9 @@ class StateValidator:
         errors.extend(check_limits(items, bounds))
         if self._prefix is not None:
             errors.extend(check_topics(items, self._prefix))
+        if not self._newer_rules:
+            self.newer_rule_errors = [e for e in errors if e.newer_rule]
+            return [e for e in errors if not e.newer_rule]
         return errors
 
 

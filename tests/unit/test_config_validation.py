@@ -6,7 +6,13 @@ import pytest
 
 from subroute import expressions
 from subroute.config.model import AppConfig, GroupConfig, SubscriptionConfig
-from subroute.config.validation import ConfigError, validate_app, validate_group, validate_state
+from subroute.config.validation import (
+    ConfigError,
+    StateValidator,
+    validate_app,
+    validate_group,
+    validate_state,
+)
 from subroute.config.yaml import parse_yaml
 from subroute.topic_patterns import input_matches
 
@@ -120,7 +126,10 @@ def test_an_undeclared_property_used_as_a_number_is_refused_with_the_fix(
     billing = app(dialect=dialect, filter=(text,))
     group = GroupConfig("billing", "vip", (SubscriptionConfig(text),))
     errors = validate_state([billing, group])
-    assert locations(errors) == ["apps.billing.filter[0]", "apps.billing.groups.vip.subscriptions[0].expression"]
+    assert locations(errors) == [
+        "apps.billing.filter[0]",
+        "apps.billing.groups.vip.subscriptions[0].expression",
+    ]
     for error in errors:
         first, *shown = error.message.splitlines()
         assert "is not declared, so it is a string" in first
@@ -295,3 +304,17 @@ def test_default_group_without_group_by_is_refused_from_yaml_with_its_location()
     assert [str(e) for e in errors] == [
         "apps.a.default_group: only meaningful with group_by: set group_by, or remove default_group"
     ]
+
+
+def test_readers_of_the_config_topic_leave_the_undeclared_property_rule_to_the_cli() -> None:
+    """The CLI refuses an undeclared property used as a number; a reader of the config topic (a worker after an
+    upgrade) keeps the version that was in force, and keeps what the rule found for its warning."""
+    app = AppConfig(name="a", inputs=("t",), dialect="sql92")
+    group = GroupConfig("a", "g", (SubscriptionConfig("n BETWEEN 0 AND 3", 1),))
+    assert [e.newer_rule for e in validate_state([app, group])] == [True]
+    reader = StateValidator(newer_rules=False)
+    assert reader.validate([app, group]) == []
+    [found] = reader.newer_rule_errors
+    assert "declare its type" in found.message
+    bad = GroupConfig("a", "g", (SubscriptionConfig("n BETWEEN", 1),))
+    assert reader.validate([app, bad]) != []  # every other rule holds for readers too
