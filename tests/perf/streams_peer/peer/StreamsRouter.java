@@ -37,7 +37,7 @@ import org.apache.kafka.streams.kstream.Produced;
  * <pre>
  * java -cp CLASSES:JARS/* peer.StreamsRouter --bootstrap HOST:PORT --input TOPIC --workload FILE
  *     --application-id ID --expected N [--guarantee at_least_once|exactly_once_v2] [--commit-interval-ms 500]
- *     [--threads 1] [--set NAME=VALUE]...
+ *     [--threads 1] [--timeout-s 900] [--set NAME=VALUE]...
  * </pre>
  *
  * Producer settings as issue 26 measured the peer: linger.ms 20, batch.size 1 MB, acks all, idempotence;
