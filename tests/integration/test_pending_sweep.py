@@ -12,9 +12,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from subroute import names
+from subroute.worker.checkpoint import GUARANTEES
 from tests.integration.harness import (
     BackgroundWorker,
     Env,
@@ -64,7 +66,9 @@ def dead_letters(env: Env) -> list[tuple[bytes, str | None]]:
 def router_position(env: Env, topic: str) -> int:
     """The router group's committed offset of partition 0 of ``topic`` (read, never joined)."""
     reader = Consumer(
-        env.settings.client_config({"group.id": names.worker_group_id(env.prefix), "enable.auto.commit": False})
+        env.settings.client_config(
+            {"group.id": names.worker_group_id(env.prefix), "enable.auto.commit": False}
+        )
     )
     try:
         [tp] = reader.committed([TopicPartition(topic, 0)], timeout=10)
@@ -73,8 +77,10 @@ def router_position(env: Env, topic: str) -> int:
         reader.close()
 
 
+# exactly-once: the pending topic ends in transaction markers, which the sweep reads past to its end
+@pytest.mark.parametrize("guarantee", GUARANTEES)
 def test_an_expired_record_behind_one_that_matches_nothing_is_dead_lettered_within_the_sweep(
-    kafka, unique
+    kafka, unique, guarantee: str
 ) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
     assert apply(env, NOTHING_MATCHES.replace("ON_EXPIRE", "")) == 0
@@ -82,7 +88,7 @@ def test_an_expired_record_behind_one_that_matches_nothing_is_dead_lettered_with
     expiring = {names.EXPIRATION: "1s"}
     # m0 matches nothing and never expires: the head of the pending partition until a config change. m1 and m3
     # expire behind it; m2 waits as m0 does.
-    with BackgroundWorker(env, pending_sweep_seconds=SWEEP) as worker:
+    with BackgroundWorker(env, guarantee=guarantee, pending_sweep_seconds=SWEEP) as worker:
         wait(worker.worker.ready, "the worker to be ready")
         version = worker.metrics.plan_version._value.get()
         produce(env, [{"N": 1}, {"N": 2, **expiring}, {"N": 3}])
@@ -93,14 +99,14 @@ def test_an_expired_record_behind_one_that_matches_nothing_is_dead_lettered_with
 
     # A new worker learns from the commit what was dead-lettered: m1 is not written again, m3 is.
     produce_raw(env, [(None, b"m3", [("N", b"4"), (names.EXPIRATION, b"1s")])])
-    with BackgroundWorker(env, pending_sweep_seconds=SWEEP):
+    with BackgroundWorker(env, guarantee=guarantee, pending_sweep_seconds=SWEEP):
         wait(lambda: len(dead_letters(env)) >= 2, "m3 to be dead-lettered")
     assert dead_letters(env) == [(b"m1", "expired"), (b"m3", "expired")]
 
     # Once a subscription matches them, the ones still waiting are routed in order; m1 and m3 are not routed
     # after their dead letters.
     assert apply(env, NOW_IT_MATCHES.replace("ON_EXPIRE", "")) == 0
-    with BackgroundWorker(env, pending_sweep_seconds=SWEEP):
+    with BackgroundWorker(env, guarantee=guarantee, pending_sweep_seconds=SWEEP):
         wait(lambda: len(read(env, env.topic("a", "g"))) >= 2, "the waiting records to be routed")
         time.sleep(1.0)  # room for a wrong extra record to show
     assert [m.value() for m in read(env, env.topic("a", "g"))] == [b"m0", b"m2"]
