@@ -128,14 +128,18 @@ def _batch() -> list[_Record]:
 
 
 def _route(
-    table: RoutingTable, batch: list[Any], router: BatchRouter | None = None, now_ms: int = NOW_MS
+    table: RoutingTable,
+    batch: list[Any],
+    router: BatchRouter | None = None,
+    now_ms: int = NOW_MS,
+    lag: dict[tuple[str, str], int] | None = None,
 ) -> tuple[BatchTally, _Sink]:
     sink = _Sink()
     for record in batch:
         tp = (record.topic(), record.partition())
         sink.ends[tp] = max(sink.ends.get(tp, 0), record.offset() + 1)
     batches = router or BatchRouter(PREFIX, RouterMetrics(CollectorRegistry(), runtime=False))
-    tally = batches.route_batch(table, batch, {}, now_ms, sink, sink, sink)  # type: ignore[arg-type]
+    tally = batches.route_batch(table, batch, lag or {}, now_ms, sink, sink, sink)  # type: ignore[arg-type]
     return tally, sink
 
 
@@ -245,3 +249,29 @@ def test_a_sweep_takes_expired_records_behind_the_head_once_and_keeps_the_positi
     tally, sink = _route(newer, batch, again, now_ms=NOW_MS + 2_000)
     assert [kw["value"] for _, kw in sink.produced] == [b"v5", b"v7"]  # routed under it, in order
     assert tally.offsets == {(pending, 0): 9} and tally.marks == {(pending, 0): None}  # the mark is done
+
+
+def test_a_record_waiting_for_room_holds_up_the_others_but_not_the_expired_ones() -> None:
+    # The app's own expiration this time (1 min), and a head that waits for room on its full group.
+    jobs = AppConfig("jobs", ("orders",), "bmq", {"a": "int"}, expiration_ms=60_000)
+    full = GroupConfig("jobs", "w", (SubscriptionConfig("a >= 0", max_unconfirmed=1),))
+    table = build_table(Config(version=3, apps={"jobs": jobs}, groups={("jobs", "w"): full}))
+    pending = names.pending_topic(PREFIX, "jobs")
+    waits = [(names.CONFIG_VERSION, b"3"), (names.PENDING_REASON, b"capacity"), ("a", b"1")]
+    batch = [
+        _Record(pending, 0, 0, waits),
+        _Record(pending, 0, 1, waits, timestamp_ms=NOW_MS - 61_000),  # expired behind it
+        _Record(pending, 0, 2, waits),
+    ]
+    router = BatchRouter(PREFIX, RouterMetrics(CollectorRegistry(), runtime=False), Sweeps(PREFIX, 0.0))
+    tally, sink = _route(table, batch, router, lag={("jobs", "w"): 1})
+    assert [(topic, kw["value"]) for topic, kw in sink.produced] == [(names.dlq_topic(PREFIX, "jobs"), b"v1")]
+    assert sink.parked == [((pending, 0), 0)] and tally.offsets == {(pending, 0): 0}
+    # room (a measurement of 0 that routing does not raise here): the waiting ones go in order, the one
+    # dead-lettered is passed over
+    tally, sink = _route(table, batch, router, lag={("jobs", "w"): 0})
+    assert [(topic, kw["value"]) for topic, kw in sink.produced] == [
+        ("subroute.jobs.w", b"v0"),
+        ("subroute.jobs.w", b"v2"),
+    ]
+    assert tally.offsets == {(pending, 0): 3} and tally.marks == {(pending, 0): None}
