@@ -9,7 +9,8 @@ Per batch (DESIGN.md §2, §5): route every record (``routing``), wrap the decis
 them; the input offsets gather in the checkpoint's commit window, made durable at an interval, when the input
 drains, before a new table is taken and before partitions are revoked (``checkpoint``, ``window``). Pending
 topics are read by the same consumer group; a pending record parked under config version V is re-evaluated
-only under a newer version (``routing.parking``).
+only under a newer version (``routing.parking``), while expired records behind it leave at every sweep
+(``sweeps``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from subroute.worker.checkpoint import AT_LEAST_ONCE, EXACTLY_ONCE, GUARANTEES, 
 from subroute.worker.consumers import ConsumerView
 from subroute.worker.destinations import Destinations
 from subroute.worker.options import WorkerOptions, worker_consumer_config
+from subroute.worker.sweeps import Sweeps
 from subroute.worker.tables import TableBuilder
 from subroute.worker.tally import BatchTally, count_by_identity
 from subroute.worker.waiting import WaitingReport
@@ -62,7 +64,8 @@ class Worker:
     ) -> None:
         self.settings, self.options, self.prefix = settings, options, settings.topic_prefix
         self.metrics = metrics or RouterMetrics()
-        self.batches = BatchRouter(self.prefix, self.metrics)
+        self.sweeps = Sweeps(self.prefix, options.pending_sweep_seconds)
+        self.batches = BatchRouter(self.prefix, self.metrics, self.sweeps)
         self.store: ConfigStore[RoutingTable] = ConfigStore(
             settings, TableBuilder(self.metrics), metrics=self.metrics
         )
@@ -71,7 +74,12 @@ class Worker:
         )
         self.consumers = ConsumerView(self.capacity)  # what decisions read of the consumers
         self.waiting = WaitingReport(self.prefix)  # says which consumer groups records wait for
-        self.assignment = Assignment(self.metrics, before_revoke=self._commit)
+        self.assignment = Assignment(
+            self.metrics,
+            before_revoke=self._commit,
+            on_assigned=self.sweeps.assigned,
+            on_revoked=self.sweeps.revoked,
+        )
         # Read at each scrape, not set on events: readiness also ends when the config store stops following,
         # which no event of the poll loop reports.
         self.metrics.ready.set_function(lambda: 1.0 if self.ready() else 0.0)
@@ -138,7 +146,7 @@ class Worker:
                     self._stop.wait(1.0)
                     continue
                 self.assignment.release(consumer, table.version, self.store.settled_at)
-                self.assignment.sweep(consumer, self.options.pending_sweep_seconds)
+                self.assignment.resume(consumer, self.sweeps.due(self.assignment.paused))
                 self.consumers.follow(consumer, self.assignment)
                 first = consumer.poll(self.options.poll_timeout)
                 # A batch never waits to fill up: a record waits for the batch before it, not the ones after it.
@@ -149,13 +157,17 @@ class Worker:
                 if batch:
                     idle_since = None
                     self._process_batch(table, batch)
-                elif self.options.exit_on_idle is not None and progress.caught_up(consumer, self.assignment):
-                    idle_since = idle_since or now
-                    if now - idle_since >= self.options.exit_on_idle:
-                        log.info("idle and caught up: exiting")
-                        break
-                else:
-                    idle_since = None
+                else:  # a sweep may reach its partition's end without a record (transaction markers)
+                    self.batches.settle(table, consumer, self.assignment, checkpoint)
+                    if self.options.exit_on_idle is not None and progress.caught_up(
+                        consumer, self.assignment
+                    ):
+                        idle_since = idle_since or now
+                        if now - idle_since >= self.options.exit_on_idle:
+                            log.info("idle and caught up: exiting")
+                            break
+                    else:
+                        idle_since = None
                 # nothing more to read for now: committing at once costs no throughput and adds no latency
                 short = len(batch) < self.options.batch_size
                 checkpoint.commit_if_due(short and progress.nothing_fetched_ahead(consumer, self.assignment))
@@ -195,6 +207,7 @@ class Worker:
             repair_topics=lambda _missing: self.destinations.create(self._config or Config()),
             interval=options.commit_interval,
             producers=options.producers,
+            on_rewind=self._rewound,
         )
         self._table = None
         self._take_table()
@@ -211,6 +224,10 @@ class Worker:
         self.checkpoint.add(tally)
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
         return tally
+
+    def _rewound(self, partitions: list[tuple[str, int]]) -> None:
+        if self.consumer is not None:
+            self.sweeps.reload(self.consumer, partitions)
 
     def _commit(self) -> None:
         if self.checkpoint is not None:
