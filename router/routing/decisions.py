@@ -588,24 +588,57 @@ def decide_app(
         return Decision(name, Action.PENDING, key=group_key)
     chosen: Candidate | None = None
     waiting = NO_CONSUMER
-    for level in levels:
-        present = [c for c in level if (name, c.group) not in absent] if absent else level
-        if not present:
-            continue  # skipped at its priority: nobody is attached there
+    held = _held(app, matched, group_key, lag, absent) if group_key is not None else None
+    if held is not None:
+        # The message group follows the consumer group holding its outstanding messages, whichever subscription
+        # matched, and waits there for room: neither capacity nor spillover moves it (seed 002).
         waiting = CAPACITY
-        chosen = choose(app, present, group_key, lag, cursors)
-        if chosen is not None or not config.spillover:
-            break
+        chosen = held if has_room(held, name, lag) else None
+    else:
+        for level in levels:
+            present = [c for c in level if (name, c.group) not in absent] if absent else level
+            if not present:
+                continue  # skipped at its priority: nobody is attached there
+            waiting = CAPACITY
+            chosen = choose(app, present, group_key, lag, cursors)
+            if chosen is not None or not config.spillover:
+                break
     if chosen is None:
         return Decision(name, Action.PENDING, key=group_key, reason=waiting)
-    if isinstance(lag, Snapshot) and lag.measured:
-        lag.note_routed((name, chosen.group))
+    if isinstance(lag, Snapshot):
+        if lag.measured:
+            lag.note_routed((name, chosen.group))
+        if group_key is not None:
+            lag.holders.hold(name, group_key, chosen.group)
     band = priority.LOWEST_BAND if config.priority is None else band_of(config, matched)
     if group_key is None and band == priority.LOWEST_BAND:
         made = app.routed.get(chosen.order)
         if made is not None:
             return made
     return Decision(name, Action.ROUTE, chosen.group, chosen.label, group_key, band=band)
+
+
+def _held(
+    app: AppRoute,
+    matched: Collection[Hashable],
+    group_key: bytes,
+    lag: Lag,
+    absent: Collection[tuple[str, str]],
+) -> Candidate | None:
+    """The subscription a message of a held message group goes by: one of the holding consumer group's, the
+    first (highest priority, configuration order) that the message matches, else its first (the group follows
+    its holder even where the holder's own subscriptions do not match, and that subscription's label and
+    max_unconfirmed then apply). None when nothing holds the group, when its holder's consumers left (Qpid frees
+    a group when its consumer goes) or when the holder is no longer a group of the app: placed afresh."""
+    if not isinstance(lag, Snapshot):
+        return None
+    holder = lag.holders.holder(app.name, group_key)
+    if holder is None or (app.name, holder) in absent:
+        return None
+    own = [c for level in app.levels for c in level if c.group == holder]
+    if not own:
+        return None
+    return next((c for c in own if c.plan_id is None or c.plan_id in matched), own[0])
 
 
 def group_key_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None) -> bytes | None:
