@@ -41,9 +41,12 @@ class Assignment:
         metrics: RouterMetrics,
         on_change: Callable[[], None] | None = None,
         before_revoke: Callable[[], None] | None = None,
+        on_assigned: Callable[[], None] | None = None,
     ) -> None:
         self.metrics = metrics
         self.on_change = on_change  # after every assignment change
+        # when partitions were added, before any of them is read (the worker reads back its message groups)
+        self.on_assigned = on_assigned
         self.before_revoke = (
             before_revoke  # the worker commits what it routed while the partitions are its own
         )
@@ -103,6 +106,8 @@ class Assignment:
             "partitions assigned",
             extra={"fields": {"added": partition_names(partitions), "now": len(self.assigned)}},
         )
+        if partitions and self.on_assigned is not None:
+            self.on_assigned()
         if self.on_change is not None:
             self.on_change()
 

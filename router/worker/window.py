@@ -43,6 +43,7 @@ class CommitInterval:
 
 @dataclass
 class CommitWindow:
+    number: int = 0  # windows are numbered as they open (the checkpoint's ``settled_through``)
     version: int = 0  # the newest config version a record of the window was routed under (commit metadata)
     offsets: dict[Partition, int] = field(default_factory=dict)  # next offset to commit, per partition
     first_offsets: dict[Partition, int] = field(default_factory=dict)  # where to seek back to on a rewind
