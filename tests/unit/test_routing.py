@@ -508,7 +508,7 @@ def test_fast_waits_when_every_group_is_full() -> None:
     assert (decision.action, decision.reason) == (Action.PENDING, CAPACITY)
 
 
-# --- one consumer group at a time holds a message group (seed 002; DESIGN.md §2, step 4) -----------------------
+# --- one consumer group at a time holds a message group (seed 002; README, Routing, step 5) --------------------
 
 SPLIT = AppConfig(name="billing", inputs=("orders",), properties=TYPES, group_by="CustomerId")
 
@@ -561,7 +561,9 @@ def test_a_held_message_group_waits_for_room_on_its_holder() -> None:
 
 def test_spillover_never_moves_a_message_group_with_messages_outstanding() -> None:
     # Issue 22, item 2: the full top group keeps the message group; only a group with nothing outstanding spills.
-    app = AppConfig(name="billing", inputs=("orders",), properties=TYPES, group_by="CustomerId", spillover=True)
+    app = AppConfig(
+        name="billing", inputs=("orders",), properties=TYPES, group_by="CustomerId", spillover=True
+    )
     cfg = config(
         app,
         groups=[

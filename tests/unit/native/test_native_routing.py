@@ -459,3 +459,20 @@ def test_a_table_without_the_decider_routes_record_by_record(monkeypatch: pytest
     batch = [(MessageView("orders", [("a", str(n).encode())], 0), None) for n in range(4)]
     results = _check(table, batch, {})
     assert [[d.group for d in r.routed] for r in results] == [[], [None], ["g0"], ["g1"]]  # filtered, pending
+
+
+def test_a_batch_keeps_a_message_group_on_the_group_holding_it() -> None:
+    """Issue 22, item 3, in one native call: A's first record places it on general, so A's next record follows it
+    there although it matches vip; B (held by vip before the batch) follows vip although it matches general."""
+    app = AppConfig("billing", ("orders",), "bmq", {"Cust": "string", "Amt": "int"}, group_by="Cust")
+    groups = {
+        ("billing", "vip"): GroupConfig("billing", "vip", (SubscriptionConfig("Amt > 1000"),)),
+        ("billing", "general"): GroupConfig("billing", "general", (SubscriptionConfig("Amt == 10"),), order=1),
+    }
+    table = build_table(Config(version=1, apps={"billing": app}, groups=groups))
+    batch: list[tuple[MessageView, str | None]] = [
+        (MessageView("orders", [("Cust", c.encode()), ("Amt", a.encode())], 0), None)
+        for c, a in (("A", "10"), ("A", "5000"), ("B", "10"), ("C", "5000"))
+    ]
+    results = _check(table, batch, ({}, frozenset(), {("billing", b"B"): "vip"}))
+    assert [r.routed[0].group for r in results] == ["general", "general", "vip", "vip"]

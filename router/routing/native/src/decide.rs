@@ -108,7 +108,7 @@ pub struct State {
     pub holding: bool,
     pub held: FxMap<u32, FxMap<Vec<u8>, u32>>,
     /// (app, key, candidate) of each record routed with a message-group key, in order.
-    pub placed: Vec<(u32, Vec<u8>, u32)>,
+    pub placed: Vec<(u32, GroupKey, u32)>,
 }
 
 impl State {
@@ -579,14 +579,16 @@ impl Decider {
         if state.tracked[slot] {
             state.counts[slot] += 1; // Snapshot.note_routed: later records see it
         }
-        if let (Some(k), true) = (key_bytes, state.holding) {
+        if let (Some(k), Some(key), true) = (key_bytes, key, state.holding) {
             // Holders.hold: the batch's later records of this message group follow it
-            state
-                .held
-                .entry(a)
-                .or_default()
-                .insert(k.to_vec(), slot as u32);
-            state.placed.push((a, k.to_vec(), candidate));
+            let held = state.held.entry(a).or_default();
+            match held.get_mut(k) {
+                Some(holder) => *holder = slot as u32,
+                None => {
+                    held.insert(k.to_vec(), slot as u32);
+                }
+            }
+            state.placed.push((a, key, candidate));
         }
         let band = spec
             .bands

@@ -551,10 +551,14 @@ impl NativeDecider {
             .map(|(i, n)| (i as u32, *n))
             .collect();
         let held = PyList::empty(py);
-        for (app, key, candidate) in &state.placed {
-            let objs = &self.apps[*app as usize];
-            let group = &objs.routed[*candidate as usize].1;
-            held.append((objs.name.bind(py), PyBytes::new(py, key), group.bind(py)))?;
+        for &(app, key, candidate) in &state.placed {
+            let objs = &self.apps[app as usize];
+            let key = match key {
+                GroupKey::Header(s, e) => PyBytes::new(py, &batch.bytes[s..e]),
+                GroupKey::Default => objs.default_group.bind(py).clone(),
+            };
+            let group = &objs.routed[candidate as usize].1;
+            held.append((objs.name.bind(py), key, group.bind(py)))?;
         }
         Ok((decided.records.len(), results, moved, routed, held))
     }
