@@ -1,4 +1,4 @@
-"""Which consumer group holds each message group that has messages outstanding (DESIGN.md §2, step 4). Pure.
+"""Which consumer group holds each message group that has messages outstanding (README, Routing, step 5). Pure.
 
 Seed 002 (Qpid): "the broker will not allow outstanding unacknowledged messages to more than one consumer for a
 given group"; once they are all acknowledged, "the next messages may be delivered to a different consumer". So
