@@ -571,6 +571,9 @@ def decide_app(
     attached consumers); the first level with a present candidate decides: one with room is chosen, or, when all
     are at capacity, the message waits (reason ``capacity``), unless the app spills over to the next level with
     a present candidate. No present candidate at any level: it waits (reason ``no-consumer``). No match: pending.
+    A message group that a present group of the app holds (the snapshot's ``holders``: it has messages
+    outstanding there) goes to that group whatever it matched, or waits there for room; what is routed with a
+    group key is held (routing/holders.py).
     """
     config = app.config
     name = app.name
