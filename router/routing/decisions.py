@@ -8,7 +8,8 @@ rendezvous hashing of the message group). No match at all: ``pending``. A match 
 ``drop`` (reason ``expired``) for an app with ``on_expire: drop``.
 
 Nothing here touches Kafka. The worker owns the mutable pieces and passes them in: the round-robin cursors, and
-the snapshot's count of what it routed since the last measurement (routing/snapshot.py).
+the snapshot's count of what it routed since the last measurement and the holders of message groups
+(routing/snapshot.py, routing/holders.py).
 """
 
 from __future__ import annotations
