@@ -13,6 +13,7 @@ from .errors import (
     ExpressionSyntaxError,
     ExpressionTypeError,
     LiteralRangeError,
+    UndeclaredPropertyError,
 )
 from .expression import Expression, compile
 from .outcome import Outcome
@@ -31,6 +32,7 @@ __all__ = [
     "Outcome",
     "Plan",
     "Subscription",
+    "UndeclaredPropertyError",
     "compile",
     "compile_plan",
 ]

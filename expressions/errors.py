@@ -59,3 +59,24 @@ class ExpressionLimitError(ExpressionError):
     """The expression is too long or too deeply nested."""
 
     kind = "limit"
+
+
+class UndeclaredPropertyError(ExpressionTypeError):
+    """A property the caller did not declare, read as text (a string), used where a string can never be right:
+    as a number or as a condition. ``wanted`` is the type to declare it with (``int``, ``float`` or ``bool``);
+    the message ends with the fix, which a caller can name its own way (``with_fix``)."""
+
+    def __init__(
+        self, name: str, wanted: str, need: str, text: str, position: int, fix: str | None = None
+    ) -> None:
+        self.name = name
+        self.wanted = wanted
+        self.need = need
+        message = f"property {name!r} is not declared, so it is a string (header text), and {need}: " + (
+            fix or f"declare its type ({wanted})"
+        )
+        super().__init__(message, text, position)
+
+    def with_fix(self, fix: str) -> UndeclaredPropertyError:
+        """The same error, with ``fix`` as the way to declare the property."""
+        return UndeclaredPropertyError(self.name, self.wanted, self.need, self.text, self.position, fix)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from types import MappingProxyType
 
 from . import ast, parser, typecheck
@@ -10,14 +10,19 @@ from .compiler import Compiler, Fn, Props
 from .outcome import MATCH, NO_MATCH, RESULT, EvalError, Outcome
 
 
-def check(text: str, dialect: str = "bmq", types: Mapping[str, str] | None = None) -> ast.Node:
+def check(
+    text: str,
+    dialect: str = "bmq",
+    types: Mapping[str, str] | None = None,
+    declared: Collection[str] | None = None,
+) -> ast.Node:
     """Parse and type-check ``text``; return its AST. Raises ``ExpressionError`` (``ValueError`` for a bad
-    dialect or type name)."""
+    dialect or type name). ``declared``: see ``compile``."""
     if dialect not in parser.DIALECTS:
         raise ValueError(f"unknown dialect {dialect!r} (expected one of {', '.join(parser.DIALECTS)})")
-    declared = typecheck.normalize_types(types, dialect)
+    normalized = typecheck.normalize_types(types, dialect)
     tree = parser.parse(text, dialect)
-    typecheck.check(tree, text, dialect, declared)
+    typecheck.check(tree, text, dialect, normalized, declared)
     return tree
 
 
@@ -57,10 +62,19 @@ class Expression:
         return f"Expression({self.text!r}, dialect={self.dialect!r})"
 
 
-def compile(text: str, *, dialect: str = "bmq", types: Mapping[str, str] | None = None) -> Expression:
+def compile(
+    text: str,
+    *,
+    dialect: str = "bmq",
+    types: Mapping[str, str] | None = None,
+    declared: Collection[str] | None = None,
+) -> Expression:
     """Compile ``text`` in ``dialect`` (``"bmq"`` or ``"sql92"``). ``types`` maps property names to ``"int"``,
     ``"string"``, ``"bool"`` (and ``"float"`` in sql92) so that what can never be right is refused now.
+    ``declared``: for properties read from text (headers), the names the caller declared; any other property
+    is then a string, and its use as a number or a condition raises ``UndeclaredPropertyError`` (None, the
+    default: other properties are of a type known only when evaluating).
 
     Raises an ``ExpressionError`` subclass for a bad expression, ``ValueError`` for a bad dialect or type name.
     """
-    return Expression(text, dialect, types, check(text, dialect, types))
+    return Expression(text, dialect, types, check(text, dialect, types, declared))

@@ -3,14 +3,19 @@
 Types are known for literals and for properties declared in ``types``; other properties are unknown here and
 checked when the expression is evaluated. A fault is refused wherever it sits, even on a branch that
 short-circuiting might skip: with the types known it is wrong whenever that branch runs.
+
+A caller that reads properties from text (Kafka headers: the router, ``subroute expr``) passes ``declared``, the
+names it declared. Any other property is then a string, the header's text, so using it as a number or as a
+condition could never be right, and is refused with ``UndeclaredPropertyError``, which names the fix: declare its
+type. A declared name missing from ``types`` (its type was bad, and is reported by the caller) stays unknown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from . import ast
-from .errors import ExpressionTypeError
+from .errors import ExpressionTypeError, UndeclaredPropertyError
 
 TYPE_NAMES = {
     "bmq": frozenset({"int", "string", "bool"}),
@@ -36,27 +41,60 @@ def normalize_types(types: Mapping[str, str] | None, dialect: str) -> dict[str, 
     return out
 
 
-def check(node: ast.Node, text: str, dialect: str, types: Mapping[str, str]) -> None:
-    """Raise ``ExpressionTypeError`` if ``node`` can never evaluate correctly. ``types`` is normalized."""
-    checker = _Checker(text, dialect, types)
+def check(
+    node: ast.Node,
+    text: str,
+    dialect: str,
+    types: Mapping[str, str],
+    declared: Collection[str] | None = None,
+) -> None:
+    """Raise ``ExpressionTypeError`` if ``node`` can never evaluate correctly. ``types`` is normalized;
+    ``declared``: see the module's doc (None: undeclared properties are unknown)."""
+    checker = _Checker(text, dialect, types, declared)
     result = checker.infer(node)
     if result not in (None, "bool", "null"):
+        if checker.undeclared(node):
+            raise checker.fix(node, "the expression must be a condition", "bool")
         raise ExpressionTypeError(f"expression must be boolean, not {result}", text, node.pos)
 
 
 class _Checker:
-    def __init__(self, text: str, dialect: str, types: Mapping[str, str]) -> None:
+    def __init__(
+        self, text: str, dialect: str, types: Mapping[str, str], declared: Collection[str] | None
+    ) -> None:
         self.text = text
         self.sql = dialect == "sql92"
         self.types = types
+        self.declared = None if declared is None else frozenset(declared)
         self.number = "number" if self.sql else "int"
 
     def fail(self, message: str, node: ast.Node) -> ExpressionTypeError:
         return ExpressionTypeError(message, self.text, node.pos)
 
-    def expect(self, node: ast.Node, wanted: str, what: str) -> None:
+    def undeclared(self, node: ast.Node) -> bool:
+        """A property read as text because it was not declared (only when the caller says what it declared)."""
+        return (
+            isinstance(node, ast.Prop)
+            and self.declared is not None
+            and node.name not in self.declared
+            and node.name not in self.types
+        )
+
+    def fix(
+        self, node: ast.Node, need: str, wanted: str, beside: tuple[ast.Node, ...] = ()
+    ) -> UndeclaredPropertyError:
+        """The error for undeclared ``node`` where ``wanted`` was needed; a number is declared ``float`` next to
+        a decimal literal (sql92), else ``int``."""
+        assert isinstance(node, ast.Prop)
+        if wanted == "number":
+            wanted = "float" if any(isinstance(n, ast.FloatLit) for n in beside) else "int"
+        return UndeclaredPropertyError(node.name, wanted, need, self.text, node.pos)
+
+    def expect(self, node: ast.Node, wanted: str, what: str, beside: tuple[ast.Node, ...] = ()) -> None:
         t = self.infer(node)
         if t is not None and t != wanted and t != "null":
+            if self.undeclared(node):
+                raise self.fix(node, f"{what} needs {_a(wanted)}", wanted, beside)
             raise self.fail(f"{what} needs {_a(wanted)}, not {_a(t)}", node)
 
     def infer(self, node: ast.Node) -> StaticType:
@@ -69,7 +107,7 @@ class _Checker:
         if isinstance(node, ast.NullLit):
             return "null"
         if isinstance(node, ast.Prop):
-            return self.types.get(node.name)
+            return "string" if self.undeclared(node) else self.types.get(node.name)
         if isinstance(node, ast.Unary):
             if node.op == "not":
                 self.expect(node.operand, "bool", "negation")
@@ -77,8 +115,8 @@ class _Checker:
             self.expect(node.operand, self.number, "unary minus" if node.op == "neg" else "unary plus")
             return self.number
         if isinstance(node, ast.Arith):
-            self.expect(node.left, self.number, f"'{node.op}'")
-            self.expect(node.right, self.number, f"'{node.op}'")
+            self.expect(node.left, self.number, f"'{node.op}'", (node.right,))
+            self.expect(node.right, self.number, f"'{node.op}'", (node.left,))
             return self.number
         if isinstance(node, ast.Logical):
             word = ("AND" if node.op == "and" else "OR") if self.sql else ("&&" if node.op == "and" else "||")
@@ -89,7 +127,7 @@ class _Checker:
             return self.compare(node)
         if isinstance(node, ast.Between):
             for part in (node.operand, node.low, node.high):
-                self.expect(part, "number", "BETWEEN")
+                self.expect(part, "number", "BETWEEN", (node.operand, node.low, node.high))
             return "bool"
         if isinstance(node, ast.In):
             self.expect(node.operand, "string", "IN")
@@ -109,10 +147,16 @@ class _Checker:
         if node.op in ast.ORDERING_OPS:
             # bmq orders ints and strings; JMS orders numbers only (strings and booleans: = and <> only).
             orderable = ("number",) if self.sql else ("int", "string")
-            for side, t in ((node.left, left), (node.right, right)):
+            for side, t, other in ((node.left, left, node.right), (node.right, right, node.left)):
                 if t is not None and t != "null" and t not in orderable:
+                    if self.undeclared(side):
+                        raise self.fix(side, f"'{op}' orders numbers only", orderable[0], (other,))
                     raise self.fail(f"'{op}' cannot order {_a(t)}", side)
         if left is not None and right is not None and "null" not in (left, right) and left != right:
+            # Point at the property that is a string only for want of a declaration, if one is.
+            for side, other, t in ((node.left, node.right, right), (node.right, node.left, left)):
+                if self.undeclared(side):
+                    raise self.fix(side, f"'{op}' compares it with {_a(t)}", t, (other,))
             raise self.fail(f"'{op}' cannot compare {_a(left)} with {_a(right)}", node.right)
         return "bool"
 

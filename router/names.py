@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 DEFAULT_TOPIC_PREFIX = "subroute"
 
@@ -78,3 +79,49 @@ def app_of_pending(prefix: str, topic: str) -> str:
     if topic.startswith(head) and topic.endswith(tail):
         return topic[len(head) : -len(tail)]
     return ""
+
+
+# Offset commit metadata of a consumer group on its group topic: the offsets below the committed one that are not
+# settled yet. At-most-once delivery commits past a message before handing it out, also past an earlier message
+# whose dead letter or replace write is still failing; that one is listed here so that the next owner of the
+# partition settles it (``subroute.client``), instead of losing it. Written as "subroute.unsettled=3,7-9".
+UNSETTLED_METADATA = "subroute.unsettled="
+# The broker refuses commit metadata over offset.metadata.max.bytes (default 4096): stay below it.
+MAX_COMMIT_METADATA = 4000
+# More unsettled offsets than any backlog holds: metadata naming more is not a client's, and is ignored.
+MAX_UNSETTLED = 1_000_000
+
+
+def unsettled_metadata(offsets: Sequence[int]) -> str | None:
+    """The commit metadata naming ``offsets`` (ascending): "" for none; None when it would not fit."""
+    if not offsets:
+        return ""
+    runs: list[str] = []
+    start = previous = offsets[0]
+    for offset in (*offsets[1:], None):
+        if offset is not None and offset == previous + 1:
+            previous = offset
+            continue
+        runs.append(str(start) if start == previous else f"{start}-{previous}")
+        if offset is not None:
+            start = previous = offset
+    text = UNSETTLED_METADATA + ",".join(runs)
+    return text if len(text) <= MAX_COMMIT_METADATA else None
+
+
+def unsettled_of(metadata: str | None) -> tuple[int, ...]:
+    """The offsets ``unsettled_metadata`` wrote (ascending); none for other or malformed metadata."""
+    if not metadata or not metadata.startswith(UNSETTLED_METADATA) or len(metadata) > MAX_COMMIT_METADATA:
+        return ()
+    found: list[int] = []
+    for run in metadata[len(UNSETTLED_METADATA) :].split(","):
+        low, _, high = run.partition("-")
+        if not low.isdigit() or not (high or low).isdigit() or int(high or low) < int(low):
+            return ()
+        span = range(int(low), int(high or low) + 1)
+        if (
+            len(found) + len(span) > MAX_UNSETTLED
+        ):  # not written by a client: a client holds at most its backlog
+            return ()
+        found.extend(span)
+    return tuple(sorted(set(found)))

@@ -1,7 +1,7 @@
 """``subroute config``: apply, get, diff and delete the configuration on the config topic.
 
-Exit codes: 0 done (``diff``: no differences), 1 ``diff`` found differences or a Kafka operation failed,
-2 the input is invalid (nothing was written).
+Exit codes (router/cli/exits.py): 0 done (``diff``: no differences), 1 ``diff`` found differences, 2 the input is
+invalid (nothing was written), 3 Kafka failed.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from subroute import names
@@ -20,6 +21,7 @@ from subroute.config.store import (
     ConfigState,
     ConfigVersionRefused,
     config_topic_spec,
+    no_apps_warning,
     read_config,
     read_state,
 )
@@ -132,7 +134,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     get.set_defaults(func=get_command)
 
     diff_parser = commands.add_parser(
-        "diff", help="show what 'apply --prune -f FILE' would change (exit 1 when something would)"
+        "diff",
+        help="show what 'apply -f FILE' (with the same flags) would change (exit 1 when something would)",
+        description="Prints what `config apply` with the same file and flags would print, and writes nothing: "
+        "each record added (+), changed (~, with the lines of its YAML that differ) or, with --prune, deleted (-). "
+        "Exit 0: no differences; 1: apply would change something; 2: apply would refuse the file.",
     )
     diff_parser.add_argument(
         "-f",
@@ -140,6 +146,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         required=True,
         metavar="FILE|DIR|-",
         help=FILE_HELP,
+    )
+    diff_parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="as apply --prune: also the apps and groups the file does not name",
     )
     diff_parser.set_defaults(func=diff_command)
 
@@ -203,8 +214,8 @@ def validate_command(args: argparse.Namespace) -> int:
     errors = parsed.errors or validate_state(parsed.values.values(), prefix=prefix)
     if errors:
         for error in errors:
-            print(f"error: {error}", file=sys.stderr)
-        print(f"{len(errors)} error(s) in {name}", file=sys.stderr)
+            print(f"subroute: {error}", file=sys.stderr)
+        print(f"subroute: {len(errors)} error(s) in {name}", file=sys.stderr)
         return EXIT_INVALID
     values = list(parsed.values.values())
     apps = sum(1 for v in values if isinstance(v, AppConfig))
@@ -261,12 +272,10 @@ def diff_command(args: argparse.Namespace) -> int:
         return EXIT_INVALID
 
     def run(settings: Settings) -> int:
-        changes = diff(read_state(settings).values(), desired, prune=True)
-        if not changes:
-            print("no differences")
-            return EXIT_OK
-        print(render(changes))
-        return EXIT_DIFFERENT
+        plan = _plan(settings, read_state(settings), desired, prune=args.prune)
+        if plan is None:
+            return EXIT_INVALID
+        return EXIT_DIFFERENT if plan.records else EXIT_OK
 
     return _guarded(run, args)
 
@@ -278,9 +287,14 @@ def get_command(args: argparse.Namespace) -> int:
         if args.output == output.YAML:  # what `config apply -f` takes back
             print(f"# config version {config.version} from {settings.config_topic}")
             print(dump_yaml(document), end="")
-            return EXIT_OK
-        whole = {"version": config.version, "config_topic": settings.config_topic, "config": document}
-        output.emit(args.output, whole, lambda: _config_table(config))
+        else:
+            whole = {"version": config.version, "config_topic": settings.config_topic, "config": document}
+            output.emit(args.output, whole, lambda: _config_table(config))
+        # Nothing to get is not success: a script reading a mistyped prefix must not take it for a config.
+        warning = no_apps_warning(settings, config)
+        if warning is not None:
+            print(f"subroute: {warning}", file=sys.stderr)
+            return EXIT_INVALID
         return EXIT_OK
 
     return _guarded(run, args)
@@ -334,7 +348,13 @@ def delete_group_command(args: argparse.Namespace) -> int:
                     return EXIT_INVALID
             if key in values:
                 print(f"- {key}")
-            drained = " and drain it" if args.drain else ""
+            drained = ""
+            if args.drain:
+                counts = drain.count_drainable(settings, args.app, args.group)
+                for topic, count in sorted(counts.items()):
+                    print(f"would drain {count} record(s) of {topic}")
+                pending = names.pending_topic(settings.topic_prefix, args.app)
+                drained = f" and drain its {sum(counts.values())} unconsumed record(s) to {pending}"
             print(f"dry run: would delete group {args.group} of app {args.app}{drained}; nothing written")
             return EXIT_OK
         with ConfigWriter(settings) as writer:
@@ -419,9 +439,9 @@ def _guarded(run: Callable[[Settings], int], args: argparse.Namespace) -> int:
 
 def print_errors(errors: Iterable[ConfigError]) -> None:
     listed = list(errors)
-    for error in listed:
-        print(f"error: {error}", file=sys.stderr)
-    print(f"{len(listed)} error(s): nothing was written; fix them and run again", file=sys.stderr)
+    for error in listed:  # each starts a `subroute:` line; an expression's caret lines follow it
+        print(f"subroute: {error}", file=sys.stderr)
+    print(f"subroute: {len(listed)} error(s): nothing was written; fix them and run again", file=sys.stderr)
 
 
 def _load_desired(path: str) -> dict[str, ConfigValue] | None:
@@ -441,14 +461,23 @@ def _apply(settings: Settings, desired: Mapping[str, ConfigValue], *, prune: boo
         return _apply_change(settings, writer.read(), desired, prune=prune, writer=writer)
 
 
-def _apply_change(
-    settings: Settings,
-    state: ConfigState,
-    desired: Mapping[str, ConfigValue],
-    *,
-    prune: bool,
-    writer: ConfigWriter | None,
-) -> int:
+@dataclass(frozen=True)
+class _Plan:
+    """What an apply of a file would write: its changes, and the unreadable records --prune deletes."""
+
+    changes: list[Change]
+    tombstones: list[str]
+
+    @property
+    def records(self) -> list[ConfigRecord]:
+        return [*_records(self.changes), *((key, None, []) for key in self.tombstones)]
+
+
+def _plan(
+    settings: Settings, state: ConfigState, desired: Mapping[str, ConfigValue], *, prune: bool
+) -> _Plan | None:
+    """Validate what ``desired`` would make of ``state`` and print the change, as both ``apply`` and ``diff``
+    show it; None (the errors printed) when apply would refuse it."""
     current = state.values()
     # The file was validated alone; what will be in force is the file plus the records it keeps (without
     # --prune), and workers refuse a version that is not valid as a whole: check that whole.
@@ -466,7 +495,7 @@ def _apply_change(
         ]
     if errors:
         print_errors(errors)
-        return EXIT_INVALID
+        return None
     changes = diff(current, desired, prune=prune)
     tombstones = sorted(unreadable) if prune else []
     print(render(changes) if changes else "no changes")
@@ -475,6 +504,20 @@ def _apply_change(
     untouched = kept(current, desired)
     if untouched and not prune:
         print(f"kept {len(untouched)} record(s) the file does not name (use --prune to delete them)")
+    return _Plan(changes, tombstones)
+
+
+def _apply_change(
+    settings: Settings,
+    state: ConfigState,
+    desired: Mapping[str, ConfigValue],
+    *,
+    prune: bool,
+    writer: ConfigWriter | None,
+) -> int:
+    plan = _plan(settings, state, desired, prune=prune)
+    if plan is None:
+        return EXIT_INVALID
     if writer is None:
         print("dry run: nothing written")
         return EXIT_OK
@@ -482,7 +525,7 @@ def _apply_change(
     created = kafka_io.ensure_topics(admin, _topics_for(settings, admin, desired))
     for topic in sorted(created):
         print(f"created topic {topic}")
-    records = [*_records(changes), *((key, None, []) for key in tombstones)]
+    records = plan.records
     if records:
         writer.write(records)
         print(f"wrote {len(records)} record(s) to {settings.config_topic} as one change")

@@ -59,7 +59,9 @@ def _run(args: argparse.Namespace) -> int:
     monitor.watch(config)
     lag = _measure(monitor, settings)
     only = args.app
-    report = explain(table, message, lag, int(time.time() * 1000), app=only if only else None)
+    report = explain(
+        table, message, lag, int(time.time() * 1000), app=only if only else None, prefix=settings.topic_prefix
+    )
     document = to_document(report, config.version)
     output.emit(args.output, document, lambda: f"config version {config.version}\n{render(report)}")
     return 0

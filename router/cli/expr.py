@@ -43,7 +43,14 @@ def _add_expression_arguments(parser: argparse.ArgumentParser) -> None:
 def _compile(args: argparse.Namespace) -> tuple[expressions.Expression, dict[str, str]] | None:
     types = parse_key_values(args.type, "--type")
     try:
-        return expressions.compile(args.expression, dialect=args.dialect, types=types or None), types
+        # eval decodes an undeclared --prop as text, as the router decodes an undeclared header: check knows it so.
+        compiled = expressions.compile(
+            args.expression, dialect=args.dialect, types=types or None, declared=types
+        )
+        return compiled, types
+    except expressions.UndeclaredPropertyError as exc:
+        print(exc.with_fix(f"declare its type with --type {exc.name}={exc.wanted}"), file=sys.stderr)
+        return None
     except expressions.ExpressionError as exc:
         print(exc, file=sys.stderr)
         return None

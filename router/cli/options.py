@@ -91,3 +91,4 @@ def configure_logging(args: argparse.Namespace, *, json_lines: bool) -> None:
         root.setLevel(level)
     librdkafka = logging.getLogger(LIBRDKAFKA_LOGGER)
     librdkafka.setLevel(logging.NOTSET if json_lines or explicit else logging.CRITICAL + 1)
+    librdkafka.filters[:] = [logs.RepeatFilter()]  # an outage is one line per kind of message, not hundreds

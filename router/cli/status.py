@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from subroute.cli import exits, output
-from subroute.config.store import read_config
+from subroute.config.store import no_apps_warning, read_config
 from subroute.ops import status
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
 
@@ -56,6 +56,9 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return exits.INVALID
+        warning = no_apps_warning(settings, config)
+        if warning is not None:
+            print(f"subroute: warning: {warning}", file=sys.stderr)
         document = status.collect(settings, config, apps)
         if args.watch is None:
             output.emit(args.output, document, lambda: _table(document))  # noqa: B023 (called at once)
@@ -119,4 +122,7 @@ def _table(document: dict[str, Any]) -> str:
     if workers:
         worker_header = ("client", "host", "partitions", "config_version", "", "backlog")
         lines.append(output.render_table(worker_header, workers, indent="  ").rstrip("\n"))
+    advice = [app["advice"] for app in document["apps"] if app.get("advice")]
+    if advice:
+        lines += ["", *(f"warning: {text}" for text in advice)]
     return "\n".join(lines) + "\n"

@@ -13,7 +13,15 @@ from subroute.cli import exits
 from subroute.ops.http import serve
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings, add_common_arguments, env_checked
-from subroute.worker.loop import AT_LEAST_ONCE, EXACTLY_ONCE, GUARANTEES, Worker, WorkerOptions
+from subroute.worker.loop import (
+    AT_LEAST_ONCE,
+    EXACTLY_ONCE,
+    GUARANTEES,
+    StartupTimeout,
+    Worker,
+    WorkerOptions,
+)
+from subroute.worker.options import DEFAULT_STARTUP_TIMEOUT
 from subroute.worker.window import DEFAULT_COMMIT_MS, DEFAULT_COMMIT_RECORDS, CommitInterval
 
 log = logging.getLogger(__name__)
@@ -88,6 +96,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how often the consumer groups' membership is read for apps with presence: required; 0 counts "
         "every group as present (env SUBROUTE_PRESENCE_REFRESH_SECONDS)",
     )
+    worker.add_argument(
+        "--startup-timeout",
+        type=env_checked("SUBROUTE_STARTUP_TIMEOUT", convert=float, minimum=0),
+        default=os.environ.get("SUBROUTE_STARTUP_TIMEOUT", str(DEFAULT_STARTUP_TIMEOUT)),
+        metavar="SECONDS",
+        help="give up (exit 3) when the brokers cannot be reached, or refuse this client, and the config topic is "
+        "not read within SECONDS of the start (default %(default)s; 0 waits for ever); once routing, an outage "
+        "is ridden out (env SUBROUTE_STARTUP_TIMEOUT)",
+    )
     worker.set_defaults(func=_run)
 
 
@@ -108,14 +125,29 @@ def _run(args: argparse.Namespace) -> int:
         transactional_id=args.transactional_id,
         producers=args.producers,
         presence_refresh_seconds=args.presence_refresh_seconds,
+        startup_timeout=args.startup_timeout,
     )
     metrics = RouterMetrics()
     worker = Worker(settings, options, metrics)
     if args.metrics_port >= 0:
-        server = serve(args.metrics_port, metrics.registry, worker.healthy, worker.ready)
+        try:
+            server = serve(args.metrics_port, metrics.registry, worker.healthy, worker.ready)
+        except (
+            OSError
+        ) as exc:  # taken (a second worker on the host), or not ours to bind; nothing started yet
+            print(
+                f"subroute worker: cannot serve /metrics on port {args.metrics_port}: {exc.strerror or exc}; "
+                "choose another with --metrics-port or SUBROUTE_METRICS_PORT (0 picks a free one, -1 serves none)",
+                file=sys.stderr,
+            )
+            return exits.INVALID
         print(f"metrics on :{server.server_port}", flush=True)
     _stop_on_signals(worker)
-    return worker.run()
+    try:
+        return worker.run()
+    except StartupTimeout as exc:
+        print(f"subroute worker: {exc}", file=sys.stderr)
+        return exits.KAFKA
 
 
 def _stop_on_signals(worker: Worker) -> None:

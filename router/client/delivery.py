@@ -1,6 +1,7 @@
 """The consumer client's bookkeeping, as pure classes (no Kafka): tested on their own, driven by ``client.py``.
 
-* ``AckTracker``: which offsets of a partition are settled; the commit position is the contiguous settled prefix.
+* ``AckTracker``: which offsets of a partition are settled; the commit position is the contiguous settled prefix
+  (at-most-once passes over unsettled ones, which then travel with the commit as its holes).
 * ``DuplicateFilter``: router redeliveries recognised by their ``subroute.source``.
 * ``GroupHoldBack``: later messages of a message group wait until the re-published copy of a cancelled one arrives
   (or, when the copy went to another member, until that member has settled it: ``MovedCopies``).
@@ -14,7 +15,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -84,29 +85,68 @@ def source_position(headers: Sequence[tuple[str, bytes | None]] | None) -> tuple
 
 
 class AckTracker:
-    """Per partition: offsets handed over in fetch order; the commit position never passes an unsettled one.
+    """Per partition: offsets handed over in fetch order; the commit position never passes an unsettled one,
+    except where at-most-once delivery passed over it.
 
     Offsets need not be contiguous (transaction markers take offsets), so the position after a fully settled
     prefix is the last settled offset + 1, and otherwise the first unsettled offset.
+
+    At-most-once commits past a message before it is handed out (``passing``, then ``pass_over``), even when an
+    earlier message of its partition is not settled yet (its dead letter or replace write is still failing).
+    Such earlier offsets become the partition's *holes*: unsettled offsets below the commit position, below its
+    *floor*. They go with every commit of the partition, as its metadata (``names.unsettled_metadata``), until
+    they are settled; a member newly assigned the partition reads them back (``recover``), fetches from the
+    first, takes the holes and skips everything else below the committed offset, which was passed already.
     """
 
     def __init__(self) -> None:
-        self._order: dict[TP, deque[int]] = {}
-        self._settled: dict[TP, set[int]] = {}
-        self._next: dict[TP, int] = {}
+        self._order: dict[TP, deque[int]] = {}  # tracked offsets at or above the floor, in fetch order
+        self._settled: dict[TP, set[int]] = {}  # the settled ones among them
+        self._next: dict[TP, int] = {}  # after the last offset taken off the front of _order
+        self._last: dict[TP, int] = {}  # the last offset handed over (a re-fetch is not taken again)
+        self._floor: dict[TP, int] = {}  # below it every offset is done, except the holes
+        self._holes: dict[TP, set[int]] = {}  # tracked, unsettled offsets below the floor
+        self._expected: dict[TP, set[int]] = {}  # holes read back from the last commit, not fetched yet
+        self._vanished: list[tuple[TP, int]] = []  # expected holes the partition no longer holds
         self._committed: dict[TP, int] = {}
+        self._committed_holes: dict[TP, tuple[int, ...]] = {}
         # copy -> original: the original settles when its copy does (message groups through cancels).
         self._linked: dict[tuple[TP, int], tuple[TP, int]] = {}
 
+    def recover(self, tp: TP, committed: int, holes: Iterable[int]) -> int:
+        """The partition's last commit, at ``committed`` with these ``holes`` (its metadata), before anything of
+        it is tracked. Returns the offset to fetch from: the first hole (``committed`` when there is none)."""
+        expected = {h for h in holes if 0 <= h < committed}
+        self._floor[tp] = committed
+        self._committed[tp] = committed
+        self._expected[tp] = expected
+        self._committed_holes[tp] = tuple(sorted(expected))
+        self._order.setdefault(tp, deque())
+        self._settled.setdefault(tp, set())
+        return min(expected, default=committed)
+
     def track(self, tp: TP, offset: int) -> bool:
         """Hand over ``offset`` (unsettled); False, and ignored, when it is not past the last one handed over
-        (a re-fetch of a record already held)."""
-        order = self._order.setdefault(tp, deque())
-        last = order[-1] if order else self._next.get(tp, -1) - 1
-        if offset <= last:
+        (a re-fetch of a record already held), or when it lies below the floor and is no hole (passed over
+        already: delivered at-most-once, or settled, by an earlier owner)."""
+        last = self._last.get(tp)
+        if last is not None and offset <= last:
             return False
-        order.append(offset)
+        self._last[tp] = offset
         self._settled.setdefault(tp, set())
+        expected = self._expected.get(tp)
+        if expected:
+            # Fetched in order: an expected hole before this offset is no longer in the partition (retention).
+            self._vanished.extend((tp, e) for e in sorted(expected) if e < offset)
+            found = offset in expected
+            self._expected[tp] = {e for e in expected if e > offset}
+            if found:
+                self._holes.setdefault(tp, set()).add(offset)
+                return True
+        floor = self._floor.get(tp)
+        if floor is not None and offset < floor:
+            return False
+        self._order.setdefault(tp, deque()).append(offset)
         # The consumer started here, so this position is already committed (or is the reset point).
         self._committed.setdefault(tp, offset)
         return True
@@ -115,7 +155,11 @@ class AckTracker:
         settled = self._settled.get(tp)
         if settled is None:
             return  # partition revoked meanwhile: nothing to commit for it here
-        settled.add(offset)
+        holes = self._holes.get(tp)
+        if holes is not None and offset in holes:
+            holes.discard(offset)
+        else:
+            settled.add(offset)
         original = self._linked.pop((tp, offset), None)
         if original is not None:
             self.settle(*original)
@@ -124,8 +168,47 @@ class AckTracker:
         """Keep ``original`` unsettled until ``copy`` settles."""
         self._linked[copy] = original
 
+    def passing(self, tp: TP, offset: int) -> tuple[int, tuple[int, ...]]:
+        """(position, holes) of the partition once ``offset`` is passed over (``pass_over``), changing nothing:
+        what at-most-once commits before it hands the message out."""
+        order, settled = self._order.get(tp, deque()), self._settled.get(tp, set())
+        floor = max(self._floor.get(tp, offset + 1), offset + 1)
+        holes = set(self._holes.get(tp, ()))
+        holes.discard(offset)
+        after = self._next.get(tp)
+        position: int | None = None
+        for tracked in order:
+            if tracked < floor:
+                if tracked != offset and tracked not in settled:
+                    holes.add(tracked)
+            elif tracked in settled:
+                after = tracked + 1
+            else:
+                position = tracked
+                break
+        if position is None:
+            position = max(floor, after if after is not None else floor)
+        return position, tuple(sorted(holes | self._expected.get(tp, set())))
+
+    def pass_over(self, tp: TP, offset: int) -> None:
+        """``offset`` is delivered at-most-once: settled, and the floor raised past it; unsettled offsets before
+        it in its partition become holes."""
+        if tp not in self._settled:
+            return
+        self.settle(tp, offset)
+        floor = max(self._floor.get(tp, offset + 1), offset + 1)
+        self._floor[tp] = floor
+        order, settled = self._order.setdefault(tp, deque()), self._settled[tp]
+        while order and order[0] < floor:
+            tracked = order.popleft()
+            if tracked in settled:
+                settled.discard(tracked)
+            else:
+                self._holes.setdefault(tp, set()).add(tracked)
+
     def position(self, tp: TP) -> int | None:
-        """The offset to commit for ``tp``: every tracked offset before it is settled (None: nothing tracked)."""
+        """The offset to commit for ``tp``: every tracked offset before it is settled or a hole (None: nothing
+        tracked)."""
         order, settled = self._order.get(tp), self._settled.get(tp)
         if order is None or settled is None:
             return None
@@ -133,23 +216,55 @@ class AckTracker:
             offset = order.popleft()
             settled.discard(offset)
             self._next[tp] = offset + 1
-        return order[0] if order else self._next.get(tp)
+        if order:
+            return order[0]
+        known = [p for p in (self._next.get(tp), self._floor.get(tp)) if p is not None]
+        return max(known) if known else None
+
+    def is_hole(self, tp: TP, offset: int) -> bool:
+        """``offset`` lies below the commit position, unsettled (read back from a commit, or passed over)."""
+        return offset in self._holes.get(tp, ())
+
+    def holes(self, tp: TP) -> tuple[int, ...]:
+        """Unsettled offsets below the commit position (at-most-once passed over them), fetched or not yet."""
+        return tuple(sorted(self._holes.get(tp, set()) | self._expected.get(tp, set())))
 
     def committable(self) -> dict[TP, int]:
-        """Positions that moved past what was last marked committed."""
+        """Positions that moved past what was last marked committed, or whose holes changed since."""
         result: dict[TP, int] = {}
-        for tp in list(self._order):
+        for tp in list(self._settled):
             position = self.position(tp)
-            if position is not None and position > self._committed.get(tp, -1):
+            if position is None:
+                continue
+            committed = self._committed.get(tp, -1)
+            if position > committed or (
+                position == committed and self.holes(tp) != self._committed_holes.get(tp, ())
+            ):
                 result[tp] = position
         return result
 
     def mark_committed(self, positions: dict[TP, int]) -> None:
         for tp, position in positions.items():
             self._committed[tp] = max(position, self._committed.get(tp, -1))
+            self._committed_holes[tp] = self.holes(tp)
+
+    def vanished(self) -> list[tuple[TP, int]]:
+        """Holes read back from a commit that the partition no longer held when fetched (taken once)."""
+        found, self._vanished = self._vanished, []
+        return found
 
     def forget(self, tp: TP) -> None:
-        for mapping in (self._order, self._settled, self._next, self._committed):
+        for mapping in (
+            self._order,
+            self._settled,
+            self._next,
+            self._last,
+            self._floor,
+            self._holes,
+            self._expected,
+            self._committed,
+            self._committed_holes,
+        ):
             mapping.pop(tp, None)
         self._linked = {c: o for c, o in self._linked.items() if c[0] != tp and o[0] != tp}
 

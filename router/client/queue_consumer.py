@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from confluent_kafka import (
+    OFFSET_BEGINNING,
     OFFSET_INVALID,
     Consumer,
     KafkaError,
@@ -86,6 +87,9 @@ MOVED_CHECK_INTERVAL = 0.5
 
 # How long the group topic's partition count is trusted before it is looked up again (partitions can be added).
 PARTITIONS_TTL = 30.0
+
+# How often the commits of newly assigned partitions are read again when they could not be read on assignment.
+COMMITS_RETRY_INTERVAL = 1.0
 
 
 class QueueError(RuntimeError):
@@ -226,7 +230,7 @@ class QueueConsumer:
     """Iterate the messages of ``(app, group)`` with AMPS's verbs; a member of the group's Kafka consumer group.
 
     ``semantics``: ``at-least-once`` commits after acknowledgement (the contiguous acknowledged prefix of each
-    partition); ``at-most-once`` commits on delivery. ``max_backlog``: unacknowledged messages outstanding at
+    partition); ``at-most-once`` commits past a message before handing it out (``_pass_over``). ``max_backlog``: unacknowledged messages outstanding at
     most (AMPS's default 1). ``lease``: seconds a delivered message may stay unacknowledged before it is
     cancelled. ``dedup``: drop router redeliveries. ``max_buffered``: fetched, undelivered records per partition
     before the partition is paused. ``consumer_config``: librdkafka properties (e.g. ``session.timeout.ms``).
@@ -284,6 +288,10 @@ class QueueConsumer:
         self._buffered: dict[TP, int] = {}
         self._assigned: set[TP] = set()
         self._paused: set[TP] = set()
+        # Assigned partitions whose last commit (and so its holes) could not be read yet: paused, nothing of them
+        # taken or committed (a commit would drop the holes) until it is read (``_read_unread_commits``).
+        self._unread: set[TP] = set()
+        self._unread_check = 0.0
         self._closed = False
         self._replace_version = 0  # the config version of the last replace check (for the history event)
         self._partition_counts: dict[str, tuple[int, float]] = {}  # topic -> (partitions, looked up at)
@@ -341,6 +349,7 @@ class QueueConsumer:
         deadline = time.monotonic() + timeout
         while True:
             self._check_moved()
+            self._read_unread_commits()
             with self._lock:
                 self._expire_leases(wait=WRITE_WAIT)
                 self._retry_writes()
@@ -492,11 +501,19 @@ class QueueConsumer:
 
     def _take(self, message: QueueMessage) -> None:
         tp = (message.topic, message.partition)
-        if tp not in self._assigned:
-            return  # fetched before a revoke took effect
+        if tp not in self._assigned or tp in self._unread:
+            return  # fetched before a revoke took effect, or before the partition's commit was read
         if not self._tracker.track(tp, message.offset):
-            return  # already held (a re-fetch after pause/resume)
-        if self._dedup is not None and not is_resent(message.headers):
+            return  # already held (a re-fetch after pause/resume), or passed over by an earlier owner
+        for (topic, partition), offset in self._tracker.vanished():
+            log.warning(
+                "an unsettled message below the committed offset is no longer in its partition (retention)",
+                extra={"fields": {"topic": topic, "partition": partition, "offset": offset}},
+            )
+        # A hole read back from the last commit was never delivered; the duplicate memory, seeded from the records
+        # before the committed offset, has seen it all the same.
+        hole = self._tracker.is_hole(tp, message.offset)
+        if self._dedup is not None and not hole and not is_resent(message.headers):
             source = source_position(message.headers)
             if source is not None and not self._dedup.admit(tp, source):
                 self.stats.duplicates += 1
@@ -542,17 +559,49 @@ class QueueConsumer:
             if not self._still_subscribed(message):
                 self._replace(message)  # settled (and committed) once the pending record is acknowledged
                 continue
+            if self.semantics == AT_MOST_ONCE and not self._pass_over(message):
+                # Not committed past, so not handed out: it stays first in line for the next poll.
+                self._buffer.push_front(band, [message])
+                self._buffered[tp] = self._buffered.get(tp, 0) + 1
+                return None
             self._outstanding.add(message.id, message, time.monotonic(), self.lease)
             if self.lease is not None:
                 message.lease_deadline = time.monotonic() + self.lease
                 self._wake.set()  # the lease thread may be sleeping until a later deadline
             self.stats.delivered += 1
-            if self.semantics == AT_MOST_ONCE:
-                # Removed from the queue before the application sees it: a crash now loses it, never repeats it.
-                self._tracker.settle(tp, message.offset)
-                self._commit(asynchronous=False)
             return message
         return None
+
+    def _pass_over(self, message: QueueMessage) -> bool:
+        """At-most-once: commit past ``message`` before it is handed out (AMPS "removes the message from the
+        queue immediately when AMPS sends the message"), so a crash after this loses it but never repeats it.
+
+        Earlier messages of its partition that are not settled (an expired one whose dead letter, or a replaced
+        one whose pending record, is still failing) are passed over too, and named in the commit's metadata
+        (``names.unsettled_metadata``): not lost, since the next owner of the partition reads them back and
+        settles them (``_recover``), and not holding this message's commit back, which after a crash would
+        deliver it twice. False, and nothing changed, when the commit cannot be made (the broker refused it, or
+        the holes would not fit in the metadata): the message is then not handed out yet."""
+        tp = (message.topic, message.partition)
+        position, holes = self._tracker.passing(tp, message.offset)
+        metadata = names.unsettled_metadata(holes)
+        if metadata is None:
+            log.warning(
+                "too many unsettled messages to commit past at-most-once; waiting for their writes",
+                extra={"fields": {"topic": tp[0], "partition": tp[1], "unsettled": len(holes)}},
+            )
+            return False
+        try:
+            self._consumer.commit(
+                offsets=[_position(tp, position, metadata)],
+                asynchronous=False,
+            )
+        except KafkaException as exc:
+            log.warning("at-most-once commit failed; the message waits", extra={"error": str(exc)})
+            return False
+        self._tracker.pass_over(tp, message.offset)
+        self._tracker.mark_committed({tp: position})
+        return True
 
     def _still_subscribed(self, message: QueueMessage) -> bool:
         """AMPS replace: whether the group's subscriptions in force still take this record."""
@@ -882,14 +931,19 @@ class QueueConsumer:
     # --- offsets and the group ------------------------------------------------------------------------------------
 
     def _commit(self, *, asynchronous: bool, only: set[TP] | None = None) -> dict[TP, int]:
-        positions = {
-            tp: offset
-            for tp, offset in self._tracker.committable().items()
-            if tp in self._assigned and (only is None or tp in only)
-        }
+        positions: dict[TP, int] = {}
+        offsets: list[TopicPartition] = []
+        for tp, offset in self._tracker.committable().items():
+            if tp not in self._assigned or tp in self._unread or (only is not None and tp not in only):
+                continue
+            # The partition's holes go with every commit until they are settled (see _pass_over).
+            metadata = names.unsettled_metadata(self._tracker.holes(tp))
+            if metadata is None:
+                continue  # cannot happen: holes only shrink after the commit that named them all
+            positions[tp] = offset
+            offsets.append(_position(tp, offset, metadata))
         if not positions:
             return {}
-        offsets = [TopicPartition(t, p, o) for (t, p), o in positions.items()]
         try:
             if asynchronous:
                 self._consumer.commit(offsets=offsets, asynchronous=True)
@@ -908,9 +962,89 @@ class QueueConsumer:
 
     def _assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._assigned.update((p.topic, p.partition) for p in partitions)
-        if self._dedup is not None and partitions:
+        if not partitions:
+            return
+        commits = self._read_commits(consumer, partitions, attempts=2)
+        if commits is None:
+            # Their holes are unknown: take and commit nothing of them until their commits are read.
+            consumer.incremental_assign(partitions)
+            consumer.pause(partitions)
+            self._unread.update((p.topic, p.partition) for p in partitions)
+            return
+        starts = self._recover(commits)
+        # Fetch from the first hole where there is one; elsewhere from the committed offset, as Kafka would.
+        consumer.incremental_assign(
+            [
+                TopicPartition(p.topic, p.partition, starts.get((p.topic, p.partition), OFFSET_INVALID))
+                for p in partitions
+            ]
+        )
+        self._seed_dedup_from(commits)
+
+    def _read_commits(
+        self, consumer: Consumer, partitions: list[TopicPartition], *, attempts: int = 1
+    ) -> list[TopicPartition] | None:
+        """The group's last commits of ``partitions``, with their metadata; None when they cannot be read."""
+        for attempt in range(attempts):
             try:
-                self._seed_dedup(consumer, partitions)
+                return consumer.committed(partitions, timeout=10)
+            except KafkaException as exc:
+                log.warning(
+                    "could not read the group's commits of newly assigned partitions",
+                    extra={"fields": {"attempt": attempt + 1, "error": str(exc)}},
+                )
+        return None
+
+    def _recover(self, commits: list[TopicPartition]) -> dict[TP, int]:
+        """Read back the holes of each commit (``AckTracker.recover``); the offset to fetch each partition with
+        holes from: its first hole."""
+        starts: dict[TP, int] = {}
+        for commit in commits:
+            tp = (commit.topic, commit.partition)
+            holes = names.unsettled_of(commit.metadata)
+            if holes and commit.error is None and commit.offset >= 0:
+                starts[tp] = self._tracker.recover(tp, commit.offset, holes)
+                log.info(
+                    "taking over unsettled messages below the committed offset",
+                    extra={"fields": {"topic": tp[0], "partition": tp[1], "unsettled": len(holes)}},
+                )
+        return starts
+
+    def _read_unread_commits(self) -> None:
+        """Partitions whose commits could not be read on assignment: read them now (on the polling thread, outside
+        the lock, as ``committed`` waits for the group coordinator), then fetch them from the right offset."""
+        with self._lock:
+            now = time.monotonic()
+            if not self._unread or now < self._unread_check:
+                return
+            self._unread_check = now + COMMITS_RETRY_INTERVAL
+            partitions = [TopicPartition(*tp) for tp in self._unread]
+        commits = self._read_commits(self._consumer, partitions)
+        if commits is None:
+            return
+        with self._lock:
+            read: list[TopicPartition] = []
+            for commit in commits:
+                tp = (commit.topic, commit.partition)
+                if tp not in self._unread:
+                    continue  # revoked meanwhile
+                start = self._recover([commit]).get(
+                    tp, commit.offset if commit.offset >= 0 else OFFSET_BEGINNING
+                )
+                try:
+                    self._consumer.seek(TopicPartition(tp[0], tp[1], start))
+                except KafkaException as exc:  # stays unread, tried again (recover again is the same)
+                    log.warning("could not seek a newly assigned partition", extra={"error": str(exc)})
+                    continue
+                self._consumer.resume([TopicPartition(*tp)])
+                self._unread.discard(tp)
+                read.append(commit)
+            self._seed_dedup_from(read)
+
+    def _seed_dedup_from(self, commits: list[TopicPartition]) -> None:
+        if self._dedup is not None and commits:
+            try:
+                self._seed_dedup(commits)
             except KafkaException as exc:  # best effort: without a seed a restart may let a duplicate through
                 log.warning(
                     "could not read back recent records for duplicate detection", extra={"error": str(exc)}
@@ -932,6 +1066,7 @@ class QueueConsumer:
         for tp in partitions:
             self._assigned.discard(tp)
             self._paused.discard(tp)
+            self._unread.discard(tp)
             self._buffered.pop(tp, None)
             self._tracker.forget(tp)
             self._holdback.forget(*tp)
@@ -942,11 +1077,10 @@ class QueueConsumer:
                 self._dedup.forget(tp)
         self._buffer.remove_if(lambda m: (m.topic, m.partition) in partitions)
 
-    def _seed_dedup(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _seed_dedup(self, committed: list[TopicPartition]) -> None:
         """Read back up to ``dedup_window`` records before the committed offset of each new partition, so a
         restarted member still recognises what the previous one delivered."""
         assert self._dedup is not None
-        committed = consumer.committed(partitions, timeout=10)
         starts: dict[TP, tuple[int, int]] = {}
         for tp in committed:
             if tp.offset is None or tp.offset <= 0 or tp.offset == OFFSET_INVALID:
@@ -1008,6 +1142,14 @@ class QueueConsumer:
     def _check_open(self) -> None:
         if self._closed:
             raise QueueError("the queue consumer is closed")
+
+
+def _position(tp: TP, offset: int, metadata: str) -> TopicPartition:
+    """A commit position; its metadata names the partition's holes ("" for none: a commit without metadata
+    clears what the last one named)."""
+    if metadata:
+        return TopicPartition(tp[0], tp[1], offset, metadata=metadata)
+    return TopicPartition(tp[0], tp[1], offset)
 
 
 def _now_ms() -> int:

@@ -201,9 +201,11 @@ class RedriveProgress:
     read: int = 0
     redriven: int = 0
     skipped: int = 0  # already redriven, or of another reason
+    dry_run: bool = False  # counted, not sent: says "would redrive"
 
     def __str__(self) -> str:
-        return f"{self.read} read, {self.redriven} redriven, {self.skipped} skipped"
+        sent = f"{self.redriven} would be redriven" if self.dry_run else f"{self.redriven} redriven"
+        return f"{self.read} read, {sent}, {self.skipped} skipped"
 
 
 def redrive(
@@ -227,7 +229,7 @@ def redrive(
     """
     prefix = settings.topic_prefix
     sent: dict[str, int] = {}
-    done = RedriveProgress()
+    done = RedriveProgress(dry_run=dry_run)
     with DeadLetterTopic(settings, app, reason) as dead_letters:
         state = dead_letters.state
         starts = {}

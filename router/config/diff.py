@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from subroute.config.codec import ConfigValue, to_record
-from subroute.config.model import AppConfig
+from subroute.config.model import AppConfig, GroupConfig
+from subroute.config.yaml import dump_yaml, record_document
 
 ADDED = "+"
 CHANGED = "~"
@@ -19,25 +22,26 @@ class Change:
     key: str
     old: ConfigValue | None
     new: ConfigValue | None
-    fields: tuple[str, ...] = ()  # for CHANGED: "field: old -> new"
 
     def render(self) -> str:
-        if self.kind == CHANGED:
-            return f"{self.kind} {self.key}\n" + "".join(f"    {f}\n" for f in self.fields).rstrip("\n")
-        return f"{self.kind} {self.key}"
+        """``~ key`` and, for a change, the lines of the record's YAML that differ, in the file's own field names
+        (``expiration: 1m``, not the record's ``expiration_ms``); ``+ key`` / ``- key`` alone."""
+        if self.kind != CHANGED or self.old is None or self.new is None:
+            return f"{self.kind} {self.key}"
+        before, after = _yaml_lines(self.old), _yaml_lines(self.new)
+        lines = [
+            line
+            for line in difflib.unified_diff(before, after, n=0, lineterm="")
+            if not line.startswith(("---", "+++", "@@"))
+        ]
+        if not lines:  # equal as YAML: only the group's place among its app's groups (the file's order) moved
+            lines = [f" (now group {cast(GroupConfig, self.new).order + 1} of its app in the file)"]
+        return f"{self.kind} {self.key}\n" + "\n".join(f"   {line}" for line in lines)
 
 
-def _field_changes(old: ConfigValue, new: ConfigValue) -> tuple[str, ...]:
-    before, after = to_record(old), to_record(new)
-    return tuple(
-        f"{name}: {_show(before.get(name))} -> {_show(after.get(name))}"
-        for name in after
-        if before.get(name) != after.get(name)
-    )
-
-
-def _show(value: object) -> str:
-    return "(none)" if value is None else repr(value)
+def _yaml_lines(value: ConfigValue) -> list[str]:
+    document = record_document(value)
+    return dump_yaml(document).splitlines() if document else ["{}"]  # a group without subscriptions
 
 
 def diff(
@@ -54,7 +58,7 @@ def diff(
         if old is None:
             upserts.append(Change(ADDED, key, None, new))
         elif to_record(old) != to_record(new):
-            upserts.append(Change(CHANGED, key, old, new, _field_changes(old, new)))
+            upserts.append(Change(CHANGED, key, old, new))
     deletes = [
         Change(DELETED, key, old, None) for key, old in current.items() if prune and key not in desired
     ]

@@ -54,6 +54,14 @@ class GroupConfig:
     def effective_subscriptions(self) -> tuple[SubscriptionConfig, ...]:
         return self.subscriptions or (SubscriptionConfig(),)
 
+    @property
+    def max_unconfirmed(self) -> int | None:
+        """The group's one limit on unconfirmed messages: the smallest ``max_unconfirmed`` its subscriptions
+        declare (None: unbounded). Routing holds it whichever subscription matched and ``status`` reports FULL at
+        it: the count is the group's (its consumer group's lag), so the limit is too."""
+        given = [s.max_unconfirmed for s in self.subscriptions if s.max_unconfirmed is not None]
+        return min(given) if given else None
+
 
 @dataclass(frozen=True)
 class AppConfig:

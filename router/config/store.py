@@ -78,7 +78,9 @@ class ConfigState:
         # raw key -> the key's last record: a value, a tombstone (dropped), or why it could not be decoded
         self._records: dict[bytes, ConfigValue | ConfigDecodeError] = {}
         self._next_offsets: dict[int, int] = {}
-        self._validator = StateValidator(prefix=prefix)  # with the prefix: inputs may not read its topics
+        # With the prefix: inputs may not read its topics. A version a newer rule refuses stays valid here (the CLI
+        # refuses such files; a version already in force must not stop routing after an upgrade): see warnings().
+        self._validator = StateValidator(prefix=prefix, newer_rules=False)
         self.at_boundary = True  # the last record read ended a change (or no record was read)
 
     @property
@@ -128,6 +130,10 @@ class ConfigState:
         undecodable = [str(v) for v in self._records.values() if isinstance(v, ConfigDecodeError)]
         return undecodable + [str(e) for e in self._validator.validate(self.values().values())]
 
+    def warnings(self) -> list[str]:
+        """What a newer rule finds wrong at this position (after ``problems``): routed as it is, but worth fixing."""
+        return [str(e) for e in self._validator.newer_rule_errors]
+
     def config(self) -> Config:
         """The configuration at this position; ``ConfigVersionRefused`` when it is not valid as a whole."""
         problems = self.problems()
@@ -150,7 +156,7 @@ class ConfigVersionRefused(ValueError):
         super().__init__(f"config version {version} refused:\n{shown}{more}")
 
 
-ClientConfig = dict[str, str | int | float | bool]
+ClientConfig = dict[str, str | int | float | bool | Callable[[KafkaError], None]]
 
 
 def _client_config(settings: Settings, mandatory: ClientConfig) -> ClientConfig:
@@ -164,10 +170,12 @@ class _TopicReader:
 
     def __init__(self, settings: Settings) -> None:
         self.topic = settings.config_topic
+        self.broker_error: str | None = None  # the client's last error (a refused connection, a failed login)
         self._consumer = Consumer(
             _client_config(
                 settings,
                 {
+                    "error_cb": self._on_error,
                     # Required by the client, never joined: partitions are assigned, offsets never committed.
                     "group.id": f"{settings.topic_prefix}.config-reader",
                     "enable.auto.commit": False,
@@ -184,6 +192,13 @@ class _TopicReader:
     @property
     def assigned(self) -> bool:
         return bool(self._at_end)
+
+    def _on_error(self, error: KafkaError) -> None:
+        self.broker_error = error.str()
+
+    def serve_callbacks(self) -> None:
+        """Deliver the client's queued errors and log lines (an unassigned consumer reads nothing here)."""
+        self._consumer.poll(0)
 
     def assign(self, timeout: float = 10.0) -> bool:
         """Assign every partition from the beginning; False when the topic does not exist (yet)."""
@@ -272,6 +287,21 @@ def read_config(settings: Settings, *, timeout: float = 30.0) -> Config:
     return read_state(settings, timeout=timeout).config()
 
 
+def no_apps_warning(settings: Settings, config: Config) -> str | None:
+    """What to tell an operator whose prefix holds no app (None when it holds one): most often a mistyped
+    ``--topic-prefix``, which otherwise looks like a router with nothing to do."""
+    if config.apps:
+        return None
+    if config.version == 0:
+        return (
+            f"no configuration under topic prefix {settings.topic_prefix!r}: {settings.config_topic} is empty; "
+            "check --topic-prefix (env SUBROUTE_TOPIC_PREFIX), or apply one with `subroute config apply -f FILE`"
+        )
+    return (
+        f"the configuration in {settings.config_topic} (version {config.version}) has no apps: nothing routes"
+    )
+
+
 class AppNotConfigured(LookupError):
     """No app of that name in the config in force."""
 
@@ -327,6 +357,8 @@ class ConfigStore(Generic[T]):
         self._stopped_by: BaseException | None = None  # what ended the store thread, if anything did
         self._heartbeat = time.monotonic()  # the store thread's last poll of the config topic
         self._settled_at = 0.0  # last seen at the topic's end with everything read published (or refused)
+        # why the config topic could not be read yet (the last error met), for the worker's start-up timeout
+        self.trouble: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="subroute-config-store", daemon=True)
 
@@ -463,7 +495,17 @@ class ConfigStore(Generic[T]):
                 if reader.assign():
                     return
             except (KafkaException, TimeoutError) as exc:
-                log.warning("config topic not available yet, retrying", extra={"error": str(exc)})
+                # once per kind of trouble, not once a second: the worker gives up after its start-up timeout
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                reader.serve_callbacks()
+                reason = reader.broker_error or (error.str() if error is not None else str(exc))
+                changed = reason != self.trouble
+                self.trouble = reason
+                log.log(
+                    logging.WARNING if changed else logging.DEBUG,
+                    "config topic not available yet, retrying",
+                    extra={"error": reason},
+                )
             self._stop.wait(1.0)
 
     def _publish(self, state: ConfigState) -> None:
@@ -491,3 +533,10 @@ class ConfigStore(Generic[T]):
             self._snapshot = (config, built)
             self._condition.notify_all()
         log.info("config version in force", extra={"version": config.version})
+        warnings = state.warnings()
+        if warnings:  # applied before the rule existed: routed as before, and said, so someone fixes it
+            log.warning(
+                "config version in force has expressions that can never match; `subroute config validate` shows "
+                "them with the fix",
+                extra={"fields": {"version": config.version, "problems": warnings[:20]}},
+            )

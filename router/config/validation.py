@@ -49,6 +49,9 @@ class ConfigError:
 
     location: str
     message: str
+    # True for a rule newer than some configurations already applied (an undeclared property used as a number):
+    # the CLI refuses it, a worker only warns, so that upgrading workers never refuses a version that was in force.
+    newer_rule: bool = False
 
     def __str__(self) -> str:
         return f"{self.location}: {self.message}"
@@ -138,11 +141,15 @@ def _compile(
         for name, kind in app.properties.items()
         if kind in PROPERTY_TYPES and not (kind == "float" and app.dialect != "sql92")
     }
+    # Undeclared headers are decoded as strings (routing/properties.py), so the check knows them as strings:
+    # an undeclared property used as a number could never match (seed 003's "a BETWEEN 0 AND 3" on a=2).
+    declared = tuple(app.properties)
     try:
         if integer:
-            _compile_integer(text, app.dialect, types)
+            _compile_integer(text, app.dialect, types, declared)
         else:
-            depth = expression_depth(expressions.compile(text, dialect=app.dialect, types=types).ast)
+            tree = expressions.compile(text, dialect=app.dialect, types=types, declared=declared).ast
+            depth = expression_depth(tree)
             if depth > bounds.max_nesting_depth:
                 errors.append(
                     ConfigError(
@@ -151,6 +158,9 @@ def _compile(
                         f"(limit {Limits.variable('max_nesting_depth')})",
                     )
                 )
+    except expressions.UndeclaredPropertyError as exc:
+        fix = f"declare its type in the app's properties (properties: {{{exc.name}: {exc.wanted}}})"
+        errors.append(ConfigError(location, str(exc.with_fix(fix)), newer_rule=True))
     except expressions.ExpressionError as exc:
         errors.append(ConfigError(location, str(exc)))
     except Exception as exc:  # an expression must never take the CLI or the config store down
@@ -160,12 +170,12 @@ def _compile(
 _NOT_A_NUMBER = re.compile(r"cannot compare (an? \w+) with")
 
 
-def _compile_integer(text: str, dialect: str, types: Mapping[str, str]) -> None:
+def _compile_integer(text: str, dialect: str, types: Mapping[str, str], declared: tuple[str, ...]) -> None:
     """Type-check ``text`` as a number. ``subroute.expressions.compile`` only accepts conditions, so the check compiles
     ``(text) == 0``: it passes exactly when ``text`` is a number (or of a type only known at run time)."""
     equals = "=" if dialect == "sql92" else "=="
     try:
-        expressions.compile(f"({text}) {equals} 0", dialect=dialect, types=types)
+        expressions.compile(f"({text}) {equals} 0", dialect=dialect, types=types, declared=declared)
         return
     except expressions.ExpressionError as exc:
         wrapped = exc
@@ -179,6 +189,10 @@ def _compile_integer(text: str, dialect: str, types: Mapping[str, str]) -> None:
     if isinstance(wrapped, expressions.ExpressionLimitError):
         return  # only the wrapper's 7 extra characters went over the limit
     if 1 <= wrapped.position <= len(text):  # a type fault inside the parentheses: move the caret back
+        if isinstance(wrapped, expressions.UndeclaredPropertyError):
+            raise expressions.UndeclaredPropertyError(
+                wrapped.name, wrapped.wanted, wrapped.need, text, wrapped.position - 1
+            ) from None
         raise type(wrapped)(wrapped.message, text, wrapped.position - 1) from None
     found = _NOT_A_NUMBER.search(wrapped.message)
     what = f", not {found.group(1)}" if found else ""
@@ -297,9 +311,10 @@ def validate_app(app: AppConfig, limits: Limits | None = None) -> list[ConfigErr
             _check_int(errors, f"{where}.partitions", app.partitions, 1, bounds.max_partitions, "partitions")
     if app.expiration_ms is not None:
         _check_int(errors, f"{where}.expiration", app.expiration_ms, 1, _INT64_MAX, "milliseconds")
+    # AMPS (seed 001): MaxCancels and MaxDeliveries "Default: no maximum (0)": 0 means no maximum, as absent does.
     for field_name, count in (("max_cancels", app.max_cancels), ("max_deliveries", app.max_deliveries)):
         if count is not None:
-            _check_int(errors, f"{where}.{field_name}", count, 1, _INT32[1])
+            _check_int(errors, f"{where}.{field_name}", count, 0, _INT32[1], f"{field_name} (0: no maximum)")
     if app.default_publish is not None:
         at = f"{where}.default_publish"
         if not isinstance(app.default_publish, str) or not TOPIC_NAME_PATTERN.match(app.default_publish):
@@ -494,9 +509,15 @@ class StateValidator:
     version): a record that is the same object as at the last call, checked against the same app, is not
     compiled again."""
 
-    def __init__(self, limits: Limits | None = None, prefix: str | None = None) -> None:
+    def __init__(
+        self, limits: Limits | None = None, prefix: str | None = None, *, newer_rules: bool = True
+    ) -> None:
         self._limits = limits
         self._prefix = prefix
+        self._newer_rules = (
+            newer_rules  # False (what readers of the config topic use): see ``ConfigError.newer_rule``
+        )
+        self.newer_rule_errors: list[ConfigError] = []  # with newer_rules=False: what the last call left out
         # id(record) -> (record, its app or None, errors); the record is kept so that its id is not reused
         self._checked: dict[int, tuple[AppConfig | GroupConfig, AppConfig | None, list[ConfigError]]] = {}
 
@@ -522,6 +543,9 @@ class StateValidator:
         errors.extend(check_limits(items, bounds))
         if self._prefix is not None:
             errors.extend(check_topics(items, self._prefix))
+        if not self._newer_rules:
+            self.newer_rule_errors = [e for e in errors if e.newer_rule]
+            return [e for e in errors if not e.newer_rule]
         return errors
 
 

@@ -19,7 +19,7 @@ values mean (names, dialects, expressions) is ``subroute.config.validation``'s j
         on_expire: dead-letter           # or drop: expired messages are counted and removed (AMPS's default)
         priority: 'Amount / 100'         # integer expression
         default_publish: orders
-        max_cancels: 3
+        max_cancels: 3                   # 0 or absent: no maximum (AMPS), for the consumer client
         max_deliveries: 10
         groups:
           vip:
@@ -404,6 +404,16 @@ def to_document(values: Iterable[ConfigValue]) -> dict[str, Any]:
 
 def config_to_document(config: Config) -> dict[str, Any]:
     return to_document([*config.apps.values(), *config.groups.values()])
+
+
+def record_document(value: ConfigValue) -> dict[str, Any]:
+    """One config record as the YAML file says it: an app's own fields (its groups are records of their own), or
+    a group's."""
+    if isinstance(value, GroupConfig):
+        return _group_document(value)
+    document = _app_document(value, [])
+    del document["groups"]
+    return document
 
 
 def _app_document(app: AppConfig, groups: list[GroupConfig]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -43,6 +43,9 @@ from subroute.routing import priority
 
 Headers = list[tuple[str, str | bytes | None]]
 TRANSACTION_TIMEOUT_MS = 60_000
+# The group's reader: committed records only (an aborted routing transaction is nothing to drain), and an EOF
+# event per partition, which says where its end was.
+_READER = {"isolation.level": "read_committed", "enable.partition.eof": True, "auto.offset.reset": "earliest"}
 
 
 @dataclass
@@ -121,15 +124,7 @@ def drain_group(
         },
     )
     producer.init_transactions(timeout)
-    consumer = kafka_io.reader(
-        settings,
-        group_id,
-        **{
-            "isolation.level": "read_committed",  # an aborted routing transaction is nothing to drain
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-        },
-    )
+    consumer = kafka_io.reader(settings, group_id, **_READER)
     result = DrainResult()
     try:
         while result.passes < max_passes:
@@ -143,36 +138,40 @@ def drain_group(
     return result
 
 
-def _drain_pass(
+def count_drainable(settings: Settings, app: str, group: str, timeout: float = 60.0) -> dict[str, int]:
+    """What a drain would re-publish now, by source topic: the group's committed records past its committed
+    offsets (transaction markers and aborted records are not messages). Reads only (``--drain --dry-run``)."""
+    group_id = names.consumer_group_id(settings.topic_prefix, app, group)
+    consumer = kafka_io.reader(settings, group_id, **_READER)
+    counted: dict[str, int] = {}
+    try:
+        for message in _unconsumed(settings, app, group, consumer, {}, timeout):
+            topic = cast(str, message.topic())
+            counted[topic] = counted.get(topic, 0) + 1
+    finally:
+        consumer.close()
+    return counted
+
+
+def _unconsumed(
     settings: Settings,
     app: str,
     group: str,
     consumer: Consumer,
-    producer: Producer,
-    result: DrainResult,
+    ends: dict[tuple[str, int], int],
     timeout: float,
-) -> int:
-    """One transaction: every record from the committed offsets to the end, then the commit of that end."""
-    prefix = settings.topic_prefix
+) -> Iterator[Message]:
+    """The records of the group topic and its bands from the group's committed offsets to their end; ``ends``
+    gets each partition's end position (read or not)."""
     metadata = consumer.list_topics(timeout=10)
-    topics = [t for t in priority.band_topics(prefix, app, group) if t in metadata.topics]
+    topics = [t for t in priority.band_topics(settings.topic_prefix, app, group) if t in metadata.topics]
     partitions = [TopicPartition(t, p) for t in topics for p in metadata.topics[t].partitions]
     if not partitions:
-        return 0
+        return
     starts = [
         TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
         for tp in consumer.committed(partitions, timeout=10)
     ]
-    pending = names.pending_topic(prefix, app)
-    failures: list[str] = []
-
-    def delivered(error: KafkaError | None, _message: Message) -> None:
-        if error is not None:
-            failures.append(str(error))
-
-    ends: dict[tuple[str, int], int] = {}
-    copied: dict[str, int] = {}
-    producer.begin_transaction()
     try:
         consumer.assign(starts)
         remaining = {(tp.topic, tp.partition) for tp in starts}
@@ -189,9 +188,40 @@ def _drain_pass(
                         ends[where] = cast(int, message.offset())
                         continue
                     raise KafkaException(error)
-                _republish(producer, pending, message, delivered)
                 ends[where] = cast(int, message.offset()) + 1
-                copied[where[0]] = copied.get(where[0], 0) + 1
+                yield message
+    finally:
+        consumer.unassign()
+
+
+def _drain_pass(
+    settings: Settings,
+    app: str,
+    group: str,
+    consumer: Consumer,
+    producer: Producer,
+    result: DrainResult,
+    timeout: float,
+) -> int:
+    """One transaction: every record from the committed offsets to the end, then the commit of that end."""
+    pending = names.pending_topic(settings.topic_prefix, app)
+    failures: list[str] = []
+
+    def delivered(error: KafkaError | None, _message: Message) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    ends: dict[tuple[str, int], int] = {}
+    copied: dict[str, int] = {}
+    producer.begin_transaction()
+    try:
+        for message in _unconsumed(settings, app, group, consumer, ends, timeout):
+            _republish(producer, pending, message, delivered)
+            topic = cast(str, message.topic())
+            copied[topic] = copied.get(topic, 0) + 1
+        if not ends:  # no group topic yet: nothing to drain, nothing to commit
+            producer.abort_transaction(timeout)
+            return 0
         # Every partition's end, read or not, committed with the copies: a later pass (or drain) starts there.
         positions = [TopicPartition(t, p, offset) for (t, p), offset in sorted(ends.items()) if offset >= 0]
         producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), timeout)
@@ -200,8 +230,6 @@ def _drain_pass(
         with contextlib.suppress(KafkaException):  # fatal or fenced: the broker aborts it anyway
             producer.abort_transaction(timeout)
         raise
-    finally:
-        consumer.unassign()
     if failures:  # a committed transaction holds every record; this is belt and braces
         raise RuntimeError("drained records not written: " + "; ".join(failures))
     for topic, count in copied.items():

@@ -6,7 +6,6 @@ confluent-kafka (tests/unit/test_import_rules.py holds that); the CLI and the de
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -42,11 +41,11 @@ class TopicSpec:
 def admin_client(settings: Settings) -> AdminClient:
     config = settings.client_config()
     # An AdminClient hands librdkafka's log to a Python logger only from poll(), which nothing calls on the
-    # long-lived ones (capacity, topic layout): keep librdkafka's own log for it, or none where the log is
-    # quiet (the CLI without -v), so that an unreachable broker stays one `subroute:` line.
-    logger = config.pop("logger", None)
-    if isinstance(logger, logging.Logger) and not logger.isEnabledFor(logging.CRITICAL):
-        config["log_level"] = 0
+    # long-lived ones (capacity, topic layout), and librdkafka's own log goes raw to stderr: so none. What an
+    # admin call meets reaches its caller as an error, and the consumers and producers beside it (whose log goes
+    # through Python logging) report the same broker trouble.
+    config.pop("logger", None)
+    config["log_level"] = 0
     return AdminClient(config)
 
 
@@ -64,15 +63,25 @@ def reader(settings: Settings, group_id: str, **overrides: object) -> Consumer:
 def read_record(
     settings: Settings, topic: str, partition: int, offset: int, timeout: float = 10.0
 ) -> Message | None:
-    """The record at ``topic/partition/offset``, or None when there is none within ``timeout`` seconds."""
+    """The record at ``topic/partition/offset``, or None when there is none: at once when the partition does not
+    exist or the offset is outside its log, or when the next record read is past it (a transaction marker or a
+    compacted record); otherwise after ``timeout`` seconds."""
     consumer = reader(settings, "subroute-read-record")
     try:
-        consumer.assign([TopicPartition(topic, partition, offset)])
+        metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if metadata is None or metadata.error is not None or partition not in metadata.partitions:
+            return None
+        where = TopicPartition(topic, partition, offset)
+        low, high = watermarks(consumer, [where], timeout)[(topic, partition)]
+        if not low <= offset < high:
+            return None
+        consumer.assign([where])
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             message = consumer.poll(0.5)
-            if message is not None and message.error() is None and message.offset() == offset:
-                return message
+            if message is None or message.error() is not None:
+                continue
+            return message if message.offset() == offset else None
         return None
     finally:
         consumer.close()

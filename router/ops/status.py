@@ -1,6 +1,7 @@
 """``subroute status``: per app and group, who is consuming (live members of the group's consumer group), how
-much is unconfirmed (lag on the group topic and its priority bands .p1-.p9) against its limit (the smallest
-``max_unconfirmed`` of its subscriptions, as the ``subroute_group_max_unconfirmed`` gauge), what
+much is unconfirmed (lag on the group topic and its priority bands .p1-.p9) against its limit
+(``GroupConfig.max_unconfirmed``: the smallest of its subscriptions, the one limit routing holds the group to, as
+the ``subroute_group_max_unconfirmed`` gauge), what
 waits on the pending and dead-letter topics; per router worker, the config version in force.
 
 A worker's config version is read from its offset commits: each commit's metadata carries the version the
@@ -28,6 +29,7 @@ from subroute.kafka.groups import (
 )
 from subroute.ops.settings import Settings
 from subroute.routing.capacity import group_limits
+from subroute.routing.explain import waiting_advice
 from subroute.routing.priority import band_topics
 from subroute.worker.checkpoint import version_of
 
@@ -87,13 +89,18 @@ def build(
                     "topics": [t for t in topics if any(t == p for p, _ in offsets)],
                 }
             )
+        pending = held(names.pending_topic(prefix, app), offsets)
+        absent = [str(row["group"]) for row in group_rows if row["present"] is False]
+        waits_for_consumers = config.apps[app].presence == "required" and pending > 0 and bool(absent)
         app_rows.append(
             {
                 "app": app,
                 "presence": config.apps[app].presence,
-                "pending": held(names.pending_topic(prefix, app), offsets),
+                "pending": pending,
                 "dead_letters": held(names.dlq_topic(prefix, app), offsets),
                 "groups": group_rows,
+                # what to do when records may be waiting for a consumer (as the worker warns, and explain says)
+                "advice": waiting_advice(prefix, app, absent) if waits_for_consumers else None,
             }
         )
     router_id = names.worker_group_id(prefix)

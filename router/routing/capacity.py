@@ -77,14 +77,15 @@ def groups_needing_capacity(config: Config) -> list[GroupId]:
 
 
 def group_limits(config: Config) -> dict[tuple[str, str], int]:
-    """Each group's smallest max_unconfirmed (groups whose subscriptions set none are left out): the lag at
-    which the first of its subscriptions stops taking records while another candidate has room."""
+    """Each group's limit (``GroupConfig.max_unconfirmed``, the smallest its subscriptions declare; groups that
+    declare none are left out): the lag at which routing stops giving it records, whatever subscription
+    matched."""
     limits: dict[tuple[str, str], int] = {}
     for app in config.apps.values():
         for group in config.groups_of(app.name):
-            given = [s.max_unconfirmed for s in group.subscriptions if s.max_unconfirmed is not None]
-            if given:
-                limits[(app.name, group.name)] = min(given)
+            limit = group.max_unconfirmed
+            if limit is not None:
+                limits[(app.name, group.name)] = limit
     return limits
 
 
@@ -219,6 +220,7 @@ class CapacityMonitor:
         self._lag_due = 0.0
         # the broker lists no members of live groups: presence cannot be measured, every group counts as present
         self.membership_unreported = False
+        self._presence_measured = False  # the first measurement is news of every group, not of changes
 
     def watch(self, config: Config) -> None:
         with self._lock:
@@ -336,7 +338,18 @@ class CapacityMonitor:
         if self.metrics is not None:
             for app, group in groups:
                 self.metrics.group_present.labels(app, group).set(0 if (app, group) in absent else 1)
-        if absent != before:
+        if not self._presence_measured:  # before the first measurement every group counted as present
+            self._presence_measured = True
+            log.info(
+                "consumer presence measured",
+                extra={
+                    "fields": {
+                        "attached": sorted(f"{a}/{g}" for a, g in set(groups) - absent),
+                        "absent": sorted(f"{a}/{g}" for a, g in absent),
+                    }
+                },
+            )
+        elif absent != before:
             log.info(
                 "consumer presence changed",
                 extra={

@@ -4,8 +4,9 @@ DESIGN.md §2: for every app reading the record's topic, the app filter first (n
 app's consumer subscriptions from the highest priority down; among the matching subscriptions of the first
 priority level that has a present group, one group with room is chosen by the app's fairness model (or by
 rendezvous hashing of the message group). No match at all: ``pending``. A match but nobody attached, or no room:
-``pending`` with reason ``no-consumer`` / ``capacity``. Too old: ``dead-letter`` with reason ``expired``, or
-``drop`` (reason ``expired``) for an app with ``on_expire: drop``.
+``pending`` with reason ``no-consumer`` / ``capacity``. Passed the filter but too old: ``dead-letter`` with reason
+``expired``, or ``drop`` (reason ``expired``) for an app with ``on_expire: drop``; a record that fails the filter
+is ``filtered`` whatever its age.
 
 Nothing here touches Kafka. The worker owns the mutable pieces and passes them in: the round-robin cursors, and
 the snapshot's count of what it routed since the last measurement and the holders of message groups
@@ -36,7 +37,7 @@ from subroute.topic_patterns import compile_pattern
 log = logging.getLogger(__name__)
 
 Props = Mapping[str, PropertyValue]
-PlanId = tuple[str, ...]  # ("filter", app, i) or ("subscription", app, group, i)
+PlanId = tuple[str, ...]  # ("filter", app, i), ("subscription", app, group, i) or ("band", app, k)
 Lag = Mapping[tuple[str, str], int]  # unconfirmed counts by (app, group); see routing/snapshot.py
 
 # Why a record waits on the pending topic although a subscription matches it (``Decision.reason`` of PENDING).
@@ -62,7 +63,7 @@ class Candidate:
     index: int  # position among the group's subscriptions
     label: str  # the expression text, "*" for a group without subscriptions
     priority: int
-    max_unconfirmed: int | None
+    max_unconfirmed: int | None  # the group's (GroupConfig.max_unconfirmed), not the subscription's own
     plan_id: tuple[str, ...] | None  # None: matches any message
     order: int  # configuration order of the group, then the subscription
 
@@ -249,7 +250,8 @@ def band_thresholds(app: AppConfig) -> list[expressions.Subscription]:
     """The app's priority as nine shared-plan entries ``(priority) >= k``, k = 1..9.
 
     The band is how many hold (a value clamped to 0..9); an evaluation error holds none, so it is band 0: AMPS's
-    "NaN has the lowest priority". The plan evaluates the shared ``(priority)`` node once per message.
+    "NaN has the lowest priority", counted as one evaluation error (``error_count``). The plan evaluates the
+    shared ``(priority)`` node once per message.
     """
     if app.priority is None:
         return []
@@ -258,6 +260,14 @@ def band_thresholds(app: AppConfig) -> list[expressions.Subscription]:
         expressions.Subscription(band_id(app.name, k), f"({app.priority}) >= {k}", app.dialect, types)
         for k in range(priority.LOWEST_BAND + 1, priority.HIGHEST_BAND + 1)
     ]
+
+
+def error_count(errored: Collection[Hashable]) -> int:
+    """The evaluation errors of an app's plan entries that failed: one per consumer subscription, and one for the
+    priority expression however many of its nine thresholds failed (it is one expression, evaluated once: AMPS
+    takes a priority that cannot be computed as NaN, the lowest, once per message)."""
+    thresholds = sum(1 for e in cast(Collection[PlanId], errored) if e[0] == "band")
+    return len(errored) - thresholds + (1 if thresholds else 0)
 
 
 def band_of(app: AppConfig, matched: Collection[Hashable]) -> int:
@@ -270,10 +280,11 @@ def _candidates(app: AppConfig, groups: Sequence[GroupConfig]) -> tuple[tuple[Ca
     by_priority: dict[int, list[Candidate]] = {}
     order = 0
     for group in groups:
+        limit = group.max_unconfirmed  # one limit per group, whichever of its subscriptions matches
         for index, sub in enumerate(group.effective_subscriptions):
             plan_id = None if sub.expression is None else subscription_id(app.name, group.name, index)
             by_priority.setdefault(sub.priority, []).append(
-                Candidate(group.name, index, sub.label, sub.priority, sub.max_unconfirmed, plan_id, order)
+                Candidate(group.name, index, sub.label, sub.priority, limit, plan_id, order)
             )
             order += 1
     return tuple(tuple(by_priority[p]) for p in sorted(by_priority, reverse=True))
@@ -418,9 +429,7 @@ def _native_routing(
     objects = [
         (
             app.name,
-            Decision(
-                app.name, Action.DROP if should_drop(app.config) else Action.DEAD_LETTER, reason=EXPIRED
-            ),
+            expired_decision(app.config),
             app.pending,
             Decision(app.name, Action.PENDING, reason=CAPACITY),
             Decision(app.name, Action.PENDING, reason=NO_CONSUMER),
@@ -519,6 +528,19 @@ def choose(
     return None  # not reached: roomy is not empty
 
 
+def one_per_group(level: Sequence[Candidate]) -> Sequence[Candidate]:
+    """Each group of a level once, by its first matching subscription in configuration order (the label stamped
+    on what it gets): turns and ties are among consumers, not subscriptions (BlazingMQ round-robins across
+    consumers), so a group with two matching subscriptions gets no more than another."""
+    groups = {c.group for c in level}
+    if len(groups) == len(level):
+        return level
+    first: dict[str, Candidate] = {}
+    for candidate in level:
+        first.setdefault(candidate.group, candidate)
+    return list(first.values())
+
+
 def matching_levels(app: AppRoute, matched: Collection[Hashable]) -> list[tuple[Candidate, ...]]:
     """The app's priority levels, highest first, each reduced to the candidates the message matches (in
     configuration order). Works from the matches, so its cost does not grow with the app's subscriptions."""
@@ -600,9 +622,13 @@ def decide_app(
         chosen = held if has_room(held, name, lag) else None
     else:
         for level in levels:
-            present = [c for c in level if (name, c.group) not in absent] if absent else level
+            present: Sequence[Candidate] = (
+                [c for c in level if (name, c.group) not in absent] if absent else level
+            )
             if not present:
                 continue  # skipped at its priority: nobody is attached there
+            if len(present) > 1:
+                present = one_per_group(present)
             waiting = CAPACITY
             chosen = choose(app, present, group_key, lag, cursors)
             if chosen is not None or not config.spillover:
@@ -631,8 +657,8 @@ def _held(
 ) -> Candidate | None:
     """The subscription a message of a held message group goes by: one of the holding consumer group's, the
     first (highest priority, configuration order) that the message matches, else its first (the group follows
-    its holder even where the holder's own subscriptions do not match, and that subscription's label and
-    max_unconfirmed then apply). None when nothing holds the group, when its holder's consumers left (Qpid frees
+    its holder even where the holder's own subscriptions do not match, and that subscription's label then
+    stamps it; the holder's one limit applies either way). None when nothing holds the group, when its holder's consumers left (Qpid frees
     a group when its consumer goes) or when the holder is no longer a group of the app: placed afresh."""
     if not isinstance(lag, Snapshot):
         return None
@@ -707,34 +733,28 @@ class Router:
         own_expiration = message_expiration(headers) if timestamp > 0 else None
         cursors = self.cursors
         for group in table.groups_for(message.topic, only_app):
-            # Expiration comes first: an expired record is dead-lettered (or dropped) for the app, whatever its
-            # filter.
-            expired = _expire(table, group, own_expiration, timestamp, now_ms, routed)
-            if len(expired) == len(group.apps):
-                continue
             env = group.environment
             props, failures = decode_with(headers, env.decoders)
             held, filter_errors = env.plan.match_with_errors(props)
             outcome = group.outcomes.get(held) or group.outcome(held)
             if failures or filter_errors:
                 for app in group.apps:
-                    if app.name in expired:
-                        continue
                     if failures:
                         decode_errors[app.name] = failures
                     own = sum(1 for e in cast(frozenset[PlanId], filter_errors) if e[1] == app.name)
                     if own:
                         evaluation_errors[app.name] = own
-            passed: Sequence[AppRoute] = outcome.passed
-            skipped: Sequence[Decision] = outcome.filtered
-            if expired:
-                passed = [a for a in passed if a.name not in expired]
-                skipped = [d for d in skipped if d.app not in expired]
-            filtered = skipped if not filtered else [*filtered, *skipped]
-            for app in passed:
+            filtered = outcome.filtered if not filtered else [*filtered, *outcome.filtered]
+            # The filter comes first: a record an app does not subscribe to is filtered whatever its age, and only
+            # what passes it can expire for the app (DESIGN.md §2 step 1).
+            expiring = timestamp > 0 and (own_expiration is not None or group.expiring)
+            for app in outcome.passed:
+                if expiring and _expired(app.config.expiration_ms, own_expiration, timestamp, now_ms):
+                    routed.append(expired_decision(app.config))
+                    continue
                 matched, errored = app.plan.match_with_errors(props)
                 if errored:
-                    evaluation_errors[app.name] = evaluation_errors.get(app.name, 0) + len(errored)
+                    evaluation_errors[app.name] = evaluation_errors.get(app.name, 0) + error_count(errored)
                 config = app.config
                 key = group_key_of(config, headers) if config.group_by is not None else None
                 routed.append(decide_app(app, matched, key, lag, cursors))
@@ -777,32 +797,11 @@ class Router:
         return native.decisions.decide(messages, only_apps, lag, now_ms, self.cursors, groups_for, route)
 
 
-def expired_decision(table: RoutingTable, app_name: str) -> Decision:
-    """What an expired record becomes for ``app_name``: a dead letter (reason ``expired``), or dropped when the
-    app says ``on_expire: drop`` (AMPS removes expired messages; subroute keeps them unless told)."""
-    route = table.app(app_name)
-    drop = route is not None and should_drop(route.config)
-    return Decision(app_name, Action.DROP if drop else Action.DEAD_LETTER, reason=EXPIRED)
-
-
-def _expire(
-    table: RoutingTable,
-    group: EnvironmentGroup,
-    own_expiration: int | None,
-    timestamp: int,
-    now_ms: int,
-    routed: list[Decision],
-) -> Collection[str]:
-    """The apps of ``group`` for which the record has expired, their decisions added to ``routed``."""
-    if timestamp <= 0 or (own_expiration is None and not group.expiring):
-        return ()
-    expired = {
-        app.name
-        for app in group.apps
-        if _expired(app.config.expiration_ms, own_expiration, timestamp, now_ms)
-    }
-    routed.extend(expired_decision(table, name) for name in sorted(expired))
-    return expired
+def expired_decision(app: AppConfig) -> Decision:
+    """What a record that passed ``app``'s filter and expired becomes: a dead letter (reason ``expired``), or
+    dropped when the app says ``on_expire: drop`` (AMPS removes expired messages; subroute keeps them unless
+    told)."""
+    return Decision(app.name, Action.DROP if should_drop(app) else Action.DEAD_LETTER, reason=EXPIRED)
 
 
 def _expired(app_limit: int | None, own_limit: int | None, timestamp_ms: int, now_ms: int) -> bool:

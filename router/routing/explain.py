@@ -6,11 +6,13 @@ evaluation errors show (the shared plan only says "no match").
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from subroute import expressions
+from subroute import expressions, names
 from subroute.routing.decisions import CAPACITY, NO_CONSUMER, Action, Lag, MessageView, Router, RoutingTable
 from subroute.routing.properties import PropertyValue, decode_headers
+from subroute.routing.snapshot import Snapshot
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,19 @@ class AppExplanation:
     action: str = ""
     destination: str | None = None
     why: str = ""
+    advice: str | None = None  # what an operator can do about it (records waiting for a consumer)
+
+
+def waiting_advice(prefix: str, app: str, absent: Iterable[str]) -> str:
+    """What to do about records of ``app`` that wait for a consumer (``explain``, the worker's warning)."""
+    groups = (
+        ", ".join(names.consumer_group_id(prefix, app, group) for group in sorted(absent)) or "(none known)"
+    )
+    return (
+        f"records of app {app} wait for a consumer: no live member in Kafka consumer group(s) {groups}; start a "
+        f"consumer in one of them, or set `presence: ignored` on app {app} to route to its group topics with nobody "
+        "attached"
+    )
 
 
 def _evaluate(
@@ -40,7 +55,12 @@ def _evaluate(
 
 
 def explain(
-    table: RoutingTable, message: MessageView, lag: Lag, now_ms: int, app: str | None = None
+    table: RoutingTable,
+    message: MessageView,
+    lag: Lag,
+    now_ms: int,
+    app: str | None = None,
+    prefix: str = names.DEFAULT_TOPIC_PREFIX,
 ) -> list[AppExplanation]:
     apps = table.apps_for(message.topic) if app is None else tuple(a for a in table.apps if a.name == app)
     report: list[AppExplanation] = []
@@ -64,6 +84,9 @@ def explain(
         entry.action = decision.action.value
         entry.destination = decision.group
         entry.why = _why(entry, decision.action, decision.reason, config.fairness, config.group_by)
+        if decision.action is Action.PENDING and decision.reason == NO_CONSUMER and isinstance(lag, Snapshot):
+            absent = [group for owner, group in lag.absent if owner == route.name]
+            entry.advice = waiting_advice(prefix, route.name, absent)
         report.append(entry)
     return report
 
@@ -108,6 +131,8 @@ def render(report: list[AppExplanation]) -> str:
             lines.append(f"  priority {priority:>4} {e.label}: {e.expression!r} -> {_outcome(e)}")
         target = f" -> {entry.destination}" if entry.destination else ""
         lines.append(f"  decision: {entry.action}{target} ({entry.why})")
+        if entry.advice:
+            lines.append(f"  what to do: {entry.advice}")
     return "\n".join(lines) + "\n"
 
 
@@ -128,6 +153,7 @@ def to_document(report: list[AppExplanation], version: int) -> dict[str, object]
                 "action": entry.action,
                 "destination": entry.destination,
                 "why": entry.why,
+                "advice": entry.advice,
             }
             for entry in report
         ],

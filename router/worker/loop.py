@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, Message
 
 from subroute import names
 from subroute.config.model import Config
-from subroute.config.store import ConfigStore
+from subroute.config.store import ConfigStore, no_apps_warning
 from subroute.kafka.io import admin_client
 from subroute.kafka.topics import TopicPolicy
 from subroute.ops.metrics import RouterMetrics
@@ -41,11 +41,24 @@ from subroute.worker.destinations import Destinations
 from subroute.worker.held_groups import restore_holders
 from subroute.worker.options import WorkerOptions, worker_consumer_config
 from subroute.worker.tables import TableBuilder
-from subroute.worker.tally import BatchTally
+from subroute.worker.tally import BatchTally, count_by_identity
+from subroute.worker.waiting import WaitingReport
 
-__all__ = ["AT_LEAST_ONCE", "EXACTLY_ONCE", "GUARANTEES", "Worker", "WorkerOptions"]
+__all__ = ["AT_LEAST_ONCE", "EXACTLY_ONCE", "GUARANTEES", "StartupTimeout", "Worker", "WorkerOptions"]
 
 log = logging.getLogger(__name__)
+
+
+class StartupTimeout(Exception):
+    """The brokers could not be reached (or refused this client) for the whole start-up timeout."""
+
+    def __init__(self, settings: Settings, seconds: float, trouble: str | None) -> None:
+        reason = trouble or "no answer"
+        super().__init__(
+            f"could not read the config topic {settings.config_topic} from {settings.bootstrap_servers} within "
+            f"{seconds:g} s ({reason}); check the address, --topic-prefix and the security settings "
+            "(--kafka-config), or wait longer with --startup-timeout"
+        )
 
 
 class Worker:
@@ -62,6 +75,7 @@ class Worker:
             settings, options.capacity_refresh_seconds, self.metrics, options.presence_refresh_seconds
         )
         self.consumers = ConsumerView(self.capacity)  # what decisions read of the consumers
+        self.waiting = WaitingReport(self.prefix)  # says which consumer groups records wait for
         self.assignment = Assignment(
             self.metrics, before_revoke=self._commit, on_assigned=self._restore_holders
         )
@@ -101,7 +115,13 @@ class Worker:
         self._stop.set()
 
     def run(self) -> int:
+        """Route until stopped (0), or until idle with ``exit_on_idle`` (0); 3 when the config cannot be read.
+
+        Raises ``StartupTimeout`` when the config topic is not read to its end within ``startup_timeout``.
+        """
         self.store.start()
+        started = time.monotonic()
+        limit = self.options.startup_timeout
         while not self.store.wait_ready(1.0):
             if self._stop.is_set():
                 self.store.close()
@@ -109,6 +129,10 @@ class Worker:
             if not self.store.alive:  # it logged why (a config topic not one compacted partition, say)
                 log.error("the config store stopped before the config was read; not routing")
                 return 3
+            if limit > 0 and time.monotonic() - started > limit:
+                self.store.close()
+                self.capacity.close()
+                raise StartupTimeout(self.settings, limit, self.store.trouble)
         self._open_clients()
         consumer, checkpoint = self.consumer, self.checkpoint
         assert consumer is not None and checkpoint is not None
@@ -162,6 +186,9 @@ class Worker:
         log.info(
             "config version in force", extra={"fields": {"version": table.version, "apps": len(config.apps)}}
         )
+        warning = no_apps_warning(self.settings, config)
+        if warning is not None:
+            log.warning(warning)
         return table
 
     def _follow_holders(self, config: Config) -> None:
@@ -213,6 +240,7 @@ class Worker:
         args = (self.consumer, self.assignment, self.checkpoint)
         tally = self.batches.route_batch(table, batch, lag, now_ms, *args)
         tally.publish(self.metrics)
+        self.waiting.note(count_by_identity(tally.decisions), lag.absent)
         self.checkpoint.add(tally)
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
         return tally

@@ -9,6 +9,8 @@ from subroute.ops.settings import Settings
 from subroute.worker.checkpoint import AT_LEAST_ONCE
 from subroute.worker.window import CommitInterval
 
+DEFAULT_STARTUP_TIMEOUT = 60.0
+
 
 @dataclass(frozen=True)
 class WorkerOptions:
@@ -30,6 +32,10 @@ class WorkerOptions:
     # producers the destination topics are shared among (router/worker/producers.py); None: one. Exactly-once
     # takes one only (a transaction belongs to one producer)
     producers: int | None = None
+    # seconds to reach the brokers and read the config topic to its end before giving up (exit 3: a wrong address
+    # or failed authentication is one line, not a worker that retries forever); 0 waits for ever. Once routing,
+    # the worker rides out a broker outage of any length (its consumers and producers retry by themselves).
+    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
 
 
 def worker_consumer_config(settings: Settings, session_timeout_ms: int) -> dict[str, object]:

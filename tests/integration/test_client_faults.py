@@ -12,10 +12,11 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from subroute import names
-from subroute.client import QueueConsumer, QueueMessage
+from subroute.client import AT_MOST_ONCE, QueueConsumer, QueueMessage
+from subroute.config.store import ConfigStore, read_config
 from subroute.kafka.io import admin_client
 from tests.integration.client_support import committed, put, queue, refuse_writes, take, text
-from tests.integration.harness import apply, header, make_env, read
+from tests.integration.harness import apply, header, make_env, produce, read, run_worker
 
 pytestmark = pytest.mark.kafka
 
@@ -189,3 +190,79 @@ def test_a_copy_the_producer_refuses_at_once_stays_outstanding_and_is_not_lost(k
         assert again.value == big and again.deliveries == 0
         q.ack(again)
         assert text(take(q)) == "after"
+
+
+def test_at_most_once_never_delivers_twice_while_an_earlier_dead_letter_is_refused(kafka, unique) -> None:
+    # AMPS at-most-once: "AMPS removes the message from the queue immediately when AMPS sends the message ... no
+    # more than one subscriber will process the message, even if the subscriber that receives the message fails".
+    # An earlier message whose dead letter keeps failing must neither hold the commit back before a later one
+    # (after a crash that one would be delivered again) nor be lost: the next member dead-letters it.
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert apply(env, JOBS) == 0
+    dlq = names.dlq_topic(env.prefix, "Jobs")
+    stale_ms = int(time.time() * 1000) - 60_000
+    put(env, "Jobs", "workers", [("stale", 1)], headers=[(names.EXPIRATION, b"1s")], timestamp=stale_ms)
+    put(env, "Jobs", "workers", [("first", 2), ("second", 3)])
+    refuse_writes(env, dlq)
+
+    with queue(env, "Jobs", "workers", semantics=AT_MOST_ONCE, max_backlog=2) as q:
+        first = take(q)  # "stale" expired on delivery: its dead letter is refused and takes one backlog slot
+        assert text(first) == "first" and q.settling == 1
+        assert committed(env, "Jobs", "workers") == 2  # past "first" before it was handed out
+    # Gone with the dead letter still refused: "first" must not come again, "stale" must not be lost.
+
+    with queue(env, "Jobs", "workers", semantics=AT_MOST_ONCE, max_backlog=2) as q:
+        second = take(q)  # "stale" comes back to this member and is refused again; "first" does not come back
+        assert text(second) == "second" and q.settling == 1
+        assert poll_until(q, 1.0) == []
+    assert committed(env, "Jobs", "workers") == 3
+
+    refuse_writes(env, dlq, refuse=False)
+    with queue(env, "Jobs", "workers", semantics=AT_MOST_ONCE, max_backlog=2) as q:
+        deadline = time.monotonic() + 15
+        while q.stats.dead_lettered != {"expired": 1} and time.monotonic() < deadline:
+            assert poll_until(q, 0.2) == []  # nothing is delivered twice
+        assert q.stats.dead_lettered == {"expired": 1} and q.settling == 0
+        assert poll_until(q, 1.0) == []
+    assert committed(env, "Jobs", "workers") == 3
+    assert [(m.value(), header(m, names.DLQ_REASON)) for m in read(env, dlq)] == [(b"stale", "expired")]
+
+
+def test_at_most_once_never_delivers_twice_while_an_earlier_replace_is_refused(kafka, unique) -> None:
+    # The same with AMPS's replace: a record routed under a replaced subscription goes back through the pending
+    # topic; while that write is refused, later records are still delivered once, and the replaced one reaches
+    # the pending topic through the next member.
+    before = """
+apps:
+  shop:
+    inputs: [INPUT]
+    properties: {Size: int}
+    groups:
+      workers:
+        subscriptions:
+          - {expression: 'Size > 0'}
+"""
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert apply(env, before) == 0
+    produce(env, [{"Size": 3}, {"Size": 10}, {"Size": 11}])  # m0, m1, m2
+    run_worker(env)
+    assert apply(env, before.replace("Size > 0", "Size > 5")) == 0  # m0 no longer matches
+    pending = names.pending_topic(env.prefix, "shop")
+    refuse_writes(env, pending)
+    version = read_config(env.settings).version
+    with ConfigStore(env.settings, build=lambda config: None) as store:
+        assert store.wait_version(version, timeout=30)
+
+        def member() -> QueueConsumer:
+            loader = lambda: store.snapshot()[0]  # noqa: E731
+            return queue(env, "shop", "workers", semantics=AT_MOST_ONCE, max_backlog=2, current_config=loader)
+
+        with member() as q:
+            assert text(take(q)) == "m1" and q.settling == 1  # m0's pending record is refused
+        refuse_writes(env, pending, refuse=False)
+        with member() as q:
+            assert text(take(q)) == "m2"  # m1 is not delivered again
+            assert poll_until(q, 2.0) == []
+            assert q.stats.replaced == 1 and q.settling == 0
+    assert committed(env, "shop", "workers") == 3
+    assert [(m.value(), header(m, names.PENDING_REASON)) for m in read(env, pending)] == [(b"m0", "replaced")]

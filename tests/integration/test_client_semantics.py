@@ -138,6 +138,34 @@ def test_jobs_max_cancels_3_and_max_deliveries_10_go_to_failed_jobs(kafka, uniqu
     assert header(cancelled, names.GROUP) == "workers"
 
 
+def test_max_cancels_and_max_deliveries_0_mean_no_maximum(kafka, unique) -> None:
+    # AMPS (seed 001): MaxCancels and MaxDeliveries "Default: no maximum (0)". Applied, and the client keeps
+    # giving the message back, past any count, and never dead-letters it.
+    env = make_env(kafka.bootstrap_servers, unique)
+    config = """
+apps:
+  Jobs:
+    inputs: [INPUT]
+    max_cancels: 0
+    max_deliveries: 0
+    groups:
+      workers: {}
+"""
+    assert apply(env, config) == 0
+    put(env, "Jobs", "workers", [("retried", 1)])
+    with queue(env, "Jobs", "workers") as q:
+        assert (q.app_config.max_cancels, q.app_config.max_deliveries) == (0, 0)
+        for attempt in range(12):
+            message = take(q)
+            assert (text(message), message.cancels) == ("retried", attempt)
+            assert q.cancel(message)
+        last = take(q)
+        assert (last.cancels, last.deliveries) == (12, 12)
+        q.ack(last)
+        assert q.stats.dead_lettered == {}
+    assert read(env, names.dlq_topic(env.prefix, "Jobs")) == []
+
+
 def test_backlog_1_delivers_one_at_a_time_and_2_pipelines(kafka, unique) -> None:
     # "if a subscriber does not provide a max_backlog on a subscription, AMPS defaults to a max_backlog of 1"
     env = make_env(kafka.bootstrap_servers, unique)

@@ -15,6 +15,7 @@ from subroute.cli import main as cli
 from subroute.config.codec import app_key, group_key
 from subroute.config.store import history, read_config, read_state
 from subroute.config.yaml import config_to_document, parse_yaml
+from subroute.kafka import io as kafka_io
 from subroute.kafka.io import TopicSpec, admin_client, ensure_topics, existing_topics
 from subroute.ops.settings import Settings
 
@@ -192,7 +193,16 @@ def test_prune_deletes_what_the_file_no_longer_names(
     assert "kept 7 record(s) the file does not name" in capsys.readouterr().out
     assert corner.records() == 10
 
-    assert corner.run("config", "diff", "-f", path) == 1
+    # diff says what apply with the same flags would do: nothing without --prune, the deletions with it
+    assert corner.run("config", "diff", "-f", path) == 0
+    assert (
+        capsys.readouterr().out
+        == "no changes\nkept 7 record(s) the file does not name (use --prune to delete them)\n"
+    )
+    assert corner.run("config", "diff", "--prune", "-f", path) == 1
+    diffed = capsys.readouterr().out
+    assert corner.run("config", "apply", "--prune", "--dry-run", "-f", path) == 0
+    assert capsys.readouterr().out == diffed + "dry run: nothing written\n"
     assert corner.run("config", "apply", "--prune", "-f", path) == 0
     out = capsys.readouterr().out
     assert "- group/billing/audit" in out and "- app/fresh" in out
@@ -293,9 +303,17 @@ def test_unreachable_broker_is_a_clear_error(tmp_path: Path, capsys: pytest.Capt
     assert "subroute: Kafka at 127.0.0.1:1" in capsys.readouterr().err
 
 
-def test_get_on_an_empty_prefix_prints_no_apps(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
-    assert corner.run("config", "get") == 0
-    assert yaml.safe_load(capsys.readouterr().out) == {"apps": {}}
+def test_get_on_an_empty_prefix_prints_no_apps_and_fails(
+    corner: Corner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped --topic-prefix reads an empty config topic: nothing to get is an error naming the prefix."""
+    assert corner.run("config", "get") == 2
+    captured = capsys.readouterr()
+    assert yaml.safe_load(captured.out) == {"apps": {}}
+    assert captured.err.startswith(
+        f"subroute: no configuration under topic prefix {corner.settings.topic_prefix!r}"
+    )
+    assert "--topic-prefix" in captured.err
 
 
 def test_apply_checks_limits_on_the_file_plus_the_records_it_keeps(
@@ -306,8 +324,8 @@ def test_apply_checks_limits_on_the_file_plus_the_records_it_keeps(
 
     monkeypatch.setenv("SUBROUTE_MAX_SUBSCRIPTIONS_TOTAL", "3")
     env = make_env(kafka.bootstrap_servers, unique)
-    first = "apps:\n  a:\n    inputs: [INPUT]\n    groups:\n      g: {subscriptions: ['x == 1', 'x == 2']}\n"
-    second = "apps:\n  b:\n    inputs: [INPUT]\n    groups:\n      g: {subscriptions: ['x == 1', 'x == 2']}\n"
+    first = "apps:\n  a:\n    inputs: [INPUT]\n    properties: {x: int}\n    groups:\n      g: {subscriptions: ['x == 1', 'x == 2']}\n"
+    second = "apps:\n  b:\n    inputs: [INPUT]\n    properties: {x: int}\n    groups:\n      g: {subscriptions: ['x == 1', 'x == 2']}\n"
     assert apply(env, first) == 0
     version = read_config(env.settings).version
     assert apply(env, second) == 2  # a's 2 are kept: 4 in force would pass the limit of 3
@@ -420,7 +438,9 @@ def test_explain_prints_table_json_and_yaml(corner: Corner, capsys: pytest.Captu
     document = json.loads(capsys.readouterr().out)
     assert document["config_version"] == read_config(corner.settings).version
     [billing] = document["apps"]
-    assert billing["app"] == "billing" and billing["action"]  # where it goes depends on presence (no consumers)
+    assert (
+        billing["app"] == "billing" and billing["action"]
+    )  # where it goes depends on presence (no consumers)
     matched = [s["expression"] for s in billing["subscriptions"] if s["match"]]
     assert "CustomerId == 0" in matched
     assert corner.run(*argv, "-o", "yaml") == 0
@@ -428,6 +448,26 @@ def test_explain_prints_table_json_and_yaml(corner: Corner, capsys: pytest.Captu
     assert corner.run(*argv) == 0  # table (the default): for people
     text = capsys.readouterr().out
     assert text.startswith(f"config version {document['config_version']}\n") and "billing" in text
+
+
+def test_explain_reads_a_stored_record_and_answers_at_once_where_there_is_none(
+    corner: Corner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
+    producer = kafka_io.producer(corner.settings)
+    producer.produce(corner.input, value=b"x", headers=[("CustomerId", b"0"), ("OrderType", b"EXPRESS")])
+    producer.flush(10)
+    capsys.readouterr()
+    where = ["--topic", corner.input, "--partition", "0"]
+    assert corner.run("explain", *where, "--offset", "0", "-o", "json") == 0
+    [billing] = [a for a in json.loads(capsys.readouterr().out)["apps"] if a["app"] == "billing"]
+    assert "CustomerId == 0" in [s["expression"] for s in billing["subscriptions"] if s["match"]]
+    for missing in (["--offset", "5"], ["--offset", "-3"], ["--partition", "9", "--offset", "0"]):
+        argv = ["explain", "--topic", corner.input, "--partition", "0", *missing]
+        assert corner.run(*argv) == 2
+        assert "no record at" in capsys.readouterr().err
+    # Past the end, the read gives up at once: with the time it is allowed, a wait would outlast the test's limit.
+    assert kafka_io.read_record(corner.settings, corner.input, 0, 1, timeout=3600) is None
 
 
 @pytest.mark.parametrize(

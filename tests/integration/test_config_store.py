@@ -322,3 +322,22 @@ def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def test_a_version_applied_before_a_newer_rule_stays_in_force_with_a_warning(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Written before the CLI refused an undeclared property used as a number (as an older release did): a worker
+    started on it routes under it, as before, and warns with the expression and its fix."""
+    group = GroupConfig("billing", "low", (SubscriptionConfig("Tier > 3", 1),))
+    with ConfigWriter(settings) as writer:  # the writer does not validate: what an older CLI wrote
+        writer.write([encode(APP), encode(group)])
+    assert read_config(settings).groups[("billing", "low")] == group
+    store = ConfigStore(settings, Builds()).start()
+    try:
+        assert store.wait_ready(30)
+        assert store.snapshot()[0].groups[("billing", "low")] == group
+    finally:
+        store.close()
+    [warned] = [r for r in caplog.records if "can never match" in r.getMessage()]
+    assert "Tier" in str(warned.fields["problems"]) and "declare its type" in str(warned.fields["problems"])  # type: ignore[attr-defined]

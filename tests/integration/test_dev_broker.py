@@ -69,3 +69,46 @@ def test_jars_resolved_once_are_found_without_maven(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(dev_jars.shutil, "which", lambda _name: None)
     assert dev_jars.resolve("kafka") == first
     assert any(jar.name.startswith("kafka_2.13-") for jar in dev_jars.jar_files("kafka"))
+
+
+_PROBE = """package probe;
+
+public final class Probe {
+    public static void main(String[] args) {
+        System.out.println(new org.apache.kafka.common.TopicPartition("t", %d));
+    }
+}
+"""
+
+
+def _run_probe(sources: Path) -> str:
+    command = ["java", "-cp", dev_jars.java_classpath("kafka", sources), "probe.Probe"]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_java_sources_compiled_once_against_a_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """javac compiles a source folder against a profile's jars, cached like them: found again without javac, and
+    compiled again once a source changes (tests/perf/bench_streams_peer.py builds its Kafka Streams router so)."""
+    (tmp_path / "probe").mkdir()
+    source = tmp_path / "probe" / "Probe.java"
+    source.write_text(_PROBE % 1)
+    classes = dev_jars.compile_java("kafka", tmp_path)
+    assert (classes / "probe" / "Probe.class").is_file()
+    assert dev_jars.compile_java("kafka", tmp_path) == classes
+    assert _run_probe(tmp_path) == "t-1"  # the class path holds the classes and the profile's jars
+    source.write_text(_PROBE % 2)
+    changed = dev_jars.compile_java("kafka", tmp_path)
+    assert changed != classes
+    assert _run_probe(tmp_path) == "t-2"
+    monkeypatch.setattr(dev_jars.shutil, "which", lambda _name: None)
+    assert dev_jars.compile_java("kafka", tmp_path) == changed
+
+
+def test_java_source_that_does_not_compile_is_an_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "Broken.java").write_text("public final class Broken { int x = ; }\n")
+    with pytest.raises(dev_jars.JarsNotAvailable, match=r"Broken\.java:1"):
+        dev_jars.compile_java("kafka", tmp_path)
+    with pytest.raises(dev_jars.JarsNotAvailable, match=r"Broken\.java:1"):
+        dev_jars.compile_java("kafka", tmp_path)  # nothing half-made was cached

@@ -54,7 +54,9 @@ def _committed(env, group: str, topic: str) -> int:
         consumer.close()
 
 
-def test_delete_group_with_drain_reroutes_unconsumed_messages_once(kafka, unique) -> None:
+def test_delete_group_with_drain_reroutes_unconsumed_messages_once(
+    kafka, unique, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
     assert apply(env, CONFIG) == 0
     # 20 messages, every one to "old" (priority 10); Urgency 5 puts every fourth in the .p5 band topic.
@@ -72,7 +74,14 @@ def test_delete_group_with_drain_reroutes_unconsumed_messages_once(kafka, unique
     assert len(unconsumed) == 12
 
     args = ["config", "delete", "group", "jobs", "old", "--drain", "--drain-settle-seconds", "0.5"]
+    capsys.readouterr()
     assert cli([*args, "--dry-run", *env.common()]) == 0  # writes nothing, drains nothing
+    out = capsys.readouterr().out
+    assert (
+        f"would drain 9 record(s) of {old_topic}\n" in out and f"would drain 3 record(s) of {band5}\n" in out
+    )
+    pending_topic = names.pending_topic(env.prefix, "jobs")
+    assert f"and drain its 12 unconsumed record(s) to {pending_topic}; nothing written" in out
     assert read(env, names.pending_topic(env.prefix, "jobs")) == []
     assert cli([*args, *env.common()]) == 0
     pending = read(env, names.pending_topic(env.prefix, "jobs"))

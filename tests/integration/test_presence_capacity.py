@@ -156,7 +156,9 @@ def test_messages_follow_the_highest_priority_group_that_is_attached(kafka, uniq
     assert read(env, names.pending_topic(env.prefix, "a")) == []
 
 
-def test_with_nobody_attached_messages_wait_and_go_in_order_once_a_consumer_attaches(kafka, unique) -> None:
+def test_with_nobody_attached_messages_wait_and_go_in_order_once_a_consumer_attaches(
+    kafka, unique, caplog: pytest.LogCaptureFixture
+) -> None:
     if kafka.is_tansu:
         pytest.skip("Tansu lists no members of live groups: presence is not measurable (docs/brokers.md)")
     env = make_env(kafka.bootstrap_servers, unique)
@@ -170,6 +172,10 @@ def test_with_nobody_attached_messages_wait_and_go_in_order_once_a_consumer_atta
         assert {header(m, names.PENDING_REASON) for m in parked} == {"no-consumer"}
         time.sleep(REFRESH * 2)  # nothing is written again while they wait (no re-parking loop)
         assert len(read(env, pending)) == 20
+        # the worker said once what they wait for: the consumer groups to start, or presence: ignored
+        [said] = [r.getMessage() for r in caplog.records if r.name == "subroute.worker.waiting"]
+        groups = f"{names.consumer_group_id(env.prefix, 'a', 'low')}, {names.consumer_group_id(env.prefix, 'a', 'top')}"
+        assert f"no live member in Kafka consumer group(s) {groups}" in said and "presence: ignored" in said
         assert values_of(env, "a", "top") == values_of(env, "a", "low") == []
 
         with Attached(env, "a", "low") as low:  # only the lower priority attaches: it gets them, in order

@@ -38,7 +38,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from subroute import names
 from subroute.config.model import Config
-from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
+from subroute.kafka.io import TopicSpec
 from subroute.ops.settings import Settings
 from subroute.worker.producers import Producers
 from subroute.worker.window import CommitInterval
@@ -105,25 +105,6 @@ def fanout_pipe(
     return run
 
 
-def ready_topics(s: Settings, specs: Sequence[TopicSpec]) -> None:
-    """Create ``specs`` and write one record to each partition: a topic just created has no leaders yet, and the
-    first run to write to 440 new partitions would otherwise be timed waiting for them."""
-    ensure_topics(admin_client(s), list(specs))
-    producer = Producer(perfkit.producer_config(s))
-    for spec in specs:
-        if spec.name.endswith(".pending"):
-            continue  # read by the worker: a record there would be routed, and counted, as a pending one
-        for partition in range(spec.partitions):
-            producer.produce(spec.name, value=b"warm-up", partition=partition)
-    producer.flush(120)
-
-
-def drop_topics(s: Settings, topics: Sequence[str]) -> None:
-    admin = admin_client(s)  # kept alive until every future has its answer
-    for future in admin.delete_topics(list(topics), operation_timeout=60).values():
-        future.result()
-
-
 @dataclass(frozen=True)
 class Variant:
     """One worker run: ``size`` subscriptions, each record passing ``fanout`` apps' filters."""
@@ -182,14 +163,14 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
             for spec in perfkit.output_topics(base, warmup)
             if not spec.name.endswith(".pending")  # the pipe writes where the worker writes
         ]
-        ready_topics(base, [TopicSpec(name, args.partitions) for name in sinks])
+        perfkit.ready_topics(base, [TopicSpec(name, args.partitions) for name in sinks])
         # Untimed: a worker over the whole input first. The first runs on a new broker were measured up to 3x
         # slower than the last ones whatever they ran (the broker warms up), which hid every difference.
         warm = perfkit.settings(b.bootstrap_servers)
-        ready_topics(warm, perfkit.output_topics(warm, warmup))
+        perfkit.ready_topics(warm, perfkit.output_topics(warm, warmup))
         perfkit.write_config(warm, warmup)
         perfkit.run_worker(warm, args.messages)
-        drop_topics(warm, [spec.name for spec in perfkit.output_topics(warm, warmup)])
+        perfkit.drop_topics(warm, [spec.name for spec in perfkit.output_topics(warm, warmup)])
         figures = {
             "pipe": perfkit.run_pipe(
                 perfkit.settings(b.bootstrap_servers), topic, f"{topic}-copy", args.messages
@@ -208,7 +189,7 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
         for variant in runs[shift:] + runs[:shift]:
             s = perfkit.settings(b.bootstrap_servers)
             config = config_of(variant, topic, args.partitions)
-            ready_topics(s, perfkit.output_topics(s, config))
+            perfkit.ready_topics(s, perfkit.output_topics(s, config))
             perfkit.write_config(s, config)
             worker = perfkit.run_worker(
                 s,
@@ -223,7 +204,7 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
             figures[variant.label] = timing.produced_rate if variant.fanout > 1 else timing.rate
             # Each run routes to topics of its own: delete them, so that every run meets a broker with the
             # same number of partitions (it slows as they grow).
-            drop_topics(s, [spec.name for spec in perfkit.output_topics(s, config)])
+            perfkit.drop_topics(s, [spec.name for spec in perfkit.output_topics(s, config)])
         print(f"({len(sinks)} destinations of {args.partitions} partitions)")
         print_ratios(figures)
         for name, rate in figures.items():

@@ -231,6 +231,25 @@ def output_topics(s: Settings, config: Config) -> list[TopicSpec]:
     return specs
 
 
+def ready_topics(s: Settings, specs: Sequence[TopicSpec]) -> None:
+    """Create ``specs`` and write one record to each partition: a topic just created has no leaders yet, and the
+    first run to write to 440 new partitions would otherwise be timed waiting for them."""
+    ensure_topics(admin_client(s), list(specs))
+    producer = Producer(producer_config(s))
+    for spec in specs:
+        if spec.name.endswith(".pending"):
+            continue  # read by the worker: a record there would be routed, and counted, as a pending one
+        for partition in range(spec.partitions):
+            producer.produce(spec.name, value=b"warm-up", partition=partition)
+    producer.flush(120)
+
+
+def drop_topics(s: Settings, topics: Sequence[str]) -> None:
+    admin = admin_client(s)  # kept alive until every future has its answer
+    for future in admin.delete_topics(list(topics), operation_timeout=60).values():
+        future.result()
+
+
 # --- measuring ---------------------------------------------------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ from subroute.cli import main
 
 
 def test_check_ok(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["expr", "check", 'CustomerId == 1000 && OrderType == "EXPRESS"']) == 0
+    assert main(["expr", "check", 'CustomerId == 1000 && OrderType == "EXPRESS"', "--type", "CustomerId=int"]) == 0
     assert "CustomerId" in capsys.readouterr().out
 
 
@@ -28,6 +28,19 @@ def test_check_bad_expression_exits_2_with_a_caret(capsys: pytest.CaptureFixture
 def test_check_typed_mismatch(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["expr", "check", 'CustomerId == "x"', "--type", "CustomerId=int"]) == 2
     assert "^" in capsys.readouterr().err
+
+
+def test_check_refuses_an_undeclared_property_used_as_a_number(capsys: pytest.CaptureFixture[str]) -> None:
+    # `expr eval` reads an undeclared --prop as text, as the router reads an undeclared header: RocketMQ's
+    # sample "a BETWEEN 0 AND 3" (seed 003) could never match, so check says so and names the fix.
+    assert main(["expr", "check", "a BETWEEN 0 AND 3", "--dialect", "sql92"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert "'a' is not declared, so it is a string" in lines[0] and "--type a=int" in lines[0]
+    assert lines[1:] == ["  a BETWEEN 0 AND 3", "  ^"]
+    assert main(["expr", "eval", "a > 1", "--prop", "a=2"]) == 2
+    assert "--type a=int" in capsys.readouterr().err
+    assert main(["expr", "eval", "a BETWEEN 0 AND 3", "--dialect", "sql92", "--type", "a=int", "--prop", "a=2"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"value": True, "error": None}
 
 
 def test_check_sql92(capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -97,6 +98,78 @@ def test_commit_position_is_the_first_unacknowledged_offset(order: list[int], ac
     first_missing = next((o for o in range(12) if o not in done), 12)
     expected = {TP: first_missing} if first_missing > 0 else {}
     assert tracker.committable() == expected
+
+
+def test_at_most_once_passes_over_a_message_whose_dead_letter_is_still_being_written() -> None:
+    # 0 expired on delivery and its dead letter keeps failing; 1 is delivered at-most-once: committed past
+    # before it is handed out, with 0 kept as a hole of the commit until its dead letter is written.
+    tracker = AckTracker()
+    for offset in range(3):
+        tracker.track(TP, offset)
+    assert tracker.passing(TP, 1) == (2, (0,))
+    assert tracker.committable() == {}  # passing changes nothing
+    tracker.pass_over(TP, 1)
+    assert (tracker.committable(), tracker.holes(TP)) == ({TP: 2}, (0,))
+    tracker.mark_committed({TP: 2})
+    assert tracker.committable() == {}
+    assert tracker.passing(TP, 2) == (3, (0,))
+    tracker.pass_over(TP, 2)
+    tracker.mark_committed(tracker.committable())
+    tracker.settle(TP, 0)  # the dead letter is written at last: the same position, without the hole
+    assert (tracker.committable(), tracker.holes(TP)) == ({TP: 3}, ())
+    tracker.mark_committed({TP: 3})
+    assert tracker.committable() == {}
+
+
+def test_passing_stops_at_the_first_unsettled_offset_after_the_message() -> None:
+    tracker = AckTracker()
+    for offset in (4, 5, 7, 9):  # with gaps, as transaction markers leave them
+        tracker.track(TP, offset)
+    tracker.settle(TP, 7)  # a duplicate dropped on arrival
+    assert tracker.passing(TP, 5) == (9, (4,))
+    tracker.pass_over(TP, 5)
+    assert tracker.position(TP) == 9 and tracker.holes(TP) == (4,)
+
+
+def test_a_new_owner_takes_the_holes_and_skips_what_was_passed_over() -> None:
+    tracker = AckTracker()
+    assert tracker.recover(TP, 10, [3, 7]) == 3  # fetch from the first hole
+    assert tracker.committable() == {}
+    assert [tracker.track(TP, o) for o in range(3, 12)] == [
+        True, False, False, False, True, False, False, True, True,  # 3 and 7: holes; 10 on: new
+    ]
+    assert tracker.is_hole(TP, 3) and tracker.is_hole(TP, 7) and not tracker.is_hole(TP, 10)
+    tracker.settle(TP, 3)
+    assert (tracker.committable(), tracker.holes(TP)) == ({TP: 10}, (7,))
+    tracker.settle(TP, 10)
+    tracker.pass_over(TP, 7)  # delivered at-most-once this time (no longer expired under a new config)
+    assert (tracker.committable(), tracker.holes(TP)) == ({TP: 11}, ())
+    assert tracker.vanished() == []
+
+
+def test_a_hole_the_partition_no_longer_holds_is_dropped_and_reported() -> None:
+    tracker = AckTracker()
+    assert tracker.recover(TP, 10, [3, 12]) == 3  # 12 is not below the commit: not a hole
+    assert not tracker.track(TP, 5)  # retention deleted 3: fetching started later
+    assert tracker.vanished() == [(TP, 3)] and tracker.vanished() == []
+    assert tracker.holes(TP) == ()
+    assert tracker.committable() == {TP: 10}  # written again without it
+
+
+@pytest.mark.parametrize(
+    "offsets", [(), (5,), (3, 4, 5, 9), (0, 2, 4), tuple(range(100, 1100)), (2**62, 2**62 + 1)]
+)
+def test_unsettled_offsets_round_trip_through_commit_metadata(offsets: tuple[int, ...]) -> None:
+    metadata = names.unsettled_metadata(offsets)
+    assert metadata is not None and names.unsettled_of(metadata) == offsets
+    assert len(names.unsettled_metadata(tuple(range(100, 1100))) or "") < 40  # runs are written as ranges
+
+
+def test_commit_metadata_that_would_not_fit_is_refused_and_other_metadata_has_no_holes() -> None:
+    assert names.unsettled_metadata(tuple(range(0, 4000, 2))) is None  # over the broker's 4096 bytes
+    others = (None, "", "subroute.config-version=7", "subroute.unsettled=x", "subroute.unsettled=5-3")
+    for other in (*others, f"subroute.unsettled=0-{10**12}"):
+        assert names.unsettled_of(other) == ()
 
 
 def test_router_redelivery_is_a_duplicate_but_new_sources_are_not() -> None:
@@ -288,6 +361,10 @@ def test_no_maximum_means_no_dead_letter() -> None:
     outcome = after_failure(99, 99, explicit_cancel=True, max_cancels=None, max_deliveries=0)
     assert outcome.dead_letter_reason is None
     assert (outcome.deliveries, outcome.cancels) == (100, 100)
+    # AMPS's default for both is 0, "no maximum".
+    for explicit in (True, False):
+        outcome = after_failure(0, 0, explicit_cancel=explicit, max_cancels=0, max_deliveries=0)
+        assert outcome.dead_letter_reason is None
 
 
 def test_replace_headers_keeps_the_rest_in_order() -> None:

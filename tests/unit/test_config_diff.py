@@ -24,16 +24,22 @@ def test_new_group_is_written_after_its_new_app() -> None:
     assert [(c.kind, c.key) for c in changes] == [(ADDED, "app/a"), (ADDED, "group/a/g")]
 
 
-def test_changed_fields_are_listed() -> None:
-    changed = GroupConfig("a", "g", (SubscriptionConfig("X > 2", 5),), order=1)
+def test_a_change_shows_the_yaml_lines_that_differ_in_the_files_own_names() -> None:
+    changed = GroupConfig("a", "g", (SubscriptionConfig("X > 2", 5),))
     (change,) = diff(state(A, G), state(A, changed))
     assert change.kind == CHANGED and change.key == "group/a/g"
-    assert change.fields == (
-        "subscriptions: [{'expression': 'X > 1', 'priority': 5, 'max_unconfirmed': None}] -> "
-        "[{'expression': 'X > 2', 'priority': 5, 'max_unconfirmed': None}]",
-        "order: 0 -> 1",
-    )
-    assert render([change]).startswith("~ group/a/g\n    subscriptions: ")
+    assert render([change]).splitlines() == [
+        "~ group/a/g",
+        "   -- expression: X > 1",
+        "   +- expression: X > 2",
+    ]
+    # an app's field as the file writes it (expiration: 1m), never the record's (expiration_ms: 60000)
+    sooner = AppConfig(name="a", inputs=("t",), expiration_ms=60_000)
+    (change,) = diff(state(A), state(sooner))
+    assert render([change]).splitlines() == ["~ app/a", "   +expiration: 1m"]
+    # equal as YAML: the group moved among its app's groups (the order fast fairness follows)
+    (change,) = diff(state(A, G), state(A, GroupConfig("a", "g", G.subscriptions, order=1)))
+    assert render([change]).splitlines() == ["~ group/a/g", "    (now group 2 of its app in the file)"]
 
 
 def test_deletions_only_with_prune_and_groups_first() -> None:

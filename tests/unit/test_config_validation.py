@@ -6,7 +6,13 @@ import pytest
 
 from subroute import expressions
 from subroute.config.model import AppConfig, GroupConfig, SubscriptionConfig
-from subroute.config.validation import ConfigError, validate_app, validate_group, validate_state
+from subroute.config.validation import (
+    ConfigError,
+    StateValidator,
+    validate_app,
+    validate_group,
+    validate_state,
+)
 from subroute.config.yaml import parse_yaml
 from subroute.topic_patterns import input_matches
 
@@ -78,8 +84,8 @@ def test_every_app_error_is_collected() -> None:
         group_by="no such!",
         partitions=0,
         expiration_ms=-5,
-        max_cancels=0,
-        max_deliveries=0,
+        max_cancels=-1,
+        max_deliveries=-1,
         default_publish="elsewhere",
     )
     assert sorted(locations(validate_app(bad))) == sorted(
@@ -102,11 +108,66 @@ def test_every_app_error_is_collected() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("dialect", "text", "column", "fix"),
+    [
+        # RocketMQ's own sample (seed 003): on header a=2 it never matched, and nothing said why.
+        ("sql92", "a BETWEEN 0 AND 3", 0, "properties: {a: int}"),
+        ("sql92", "CustomerId > 0 AND Price > 9.5", 19, "properties: {Price: float}"),
+        ("bmq", "CustomerId > 0 && a >= 3", 18, "properties: {a: int}"),
+        ("bmq", "Express && CustomerId > 0", 0, "properties: {Express: bool}"),
+    ],
+)
+def test_an_undeclared_property_used_as_a_number_is_refused_with_the_fix(
+    dialect: str, text: str, column: int, fix: str
+) -> None:
+    # Headers are text: an undeclared property is a string, so as a number (or a condition) it could never
+    # match. Refused at validation, with the expression, a caret under the property and the fix.
+    billing = app(dialect=dialect, filter=(text,))
+    group = GroupConfig("billing", "vip", (SubscriptionConfig(text),))
+    errors = validate_state([billing, group])
+    assert locations(errors) == [
+        "apps.billing.filter[0]",
+        "apps.billing.groups.vip.subscriptions[0].expression",
+    ]
+    for error in errors:
+        first, *shown = error.message.splitlines()
+        assert "is not declared, so it is a string" in first
+        assert first.endswith(f"declare its type in the app's properties ({fix}) (at position {column})")
+        assert shown == [f"  {text}", "  " + " " * column + "^"]
+    name, kind = fix.removeprefix("properties: {").removesuffix("}").split(": ")
+    declared = dict(billing.properties, **{name: kind})
+    assert validate_state([app(dialect=dialect, properties=declared, filter=(text,)), group]) == []
+
+
+def test_an_undeclared_property_used_as_a_string_is_accepted() -> None:
+    assert validate_app(app(dialect="sql92", filter=("a = 'x' OR a IN ('y') OR a IS NULL",))) == []
+    assert validate_app(app(filter=('a == "x" || a < "m"',))) == []
+
+
+def test_a_property_declared_with_a_bad_type_is_not_reported_again_as_undeclared() -> None:
+    errors = validate_app(app(properties={"Price": "float"}, filter=("Price > 3",)))  # float needs sql92
+    assert locations(errors) == ["apps.billing.properties.Price"]
+
+
+def test_max_cancels_and_max_deliveries_0_mean_no_maximum() -> None:
+    # AMPS (seed 001): MaxCancels and MaxDeliveries "Default: no maximum (0)".
+    assert validate_app(app(max_cancels=0, max_deliveries=0)) == []
+    assert validate_app(app(max_cancels=2**31 - 1, max_deliveries=2**31 - 1)) == []
+    assert locations(validate_app(app(max_cancels=-1, max_deliveries=2**31))) == [
+        "apps.billing.max_cancels",
+        "apps.billing.max_deliveries",
+    ]
+
+
 @pytest.mark.parametrize("dialect", ["bmq", "sql92"])
 def test_priority_is_an_integer_expression(dialect: str) -> None:
     props = {"Amount": "int", "Region": "string"}
     assert validate_app(app(dialect=dialect, properties=props, priority="Amount / 100")) == []
-    assert validate_app(app(dialect=dialect, properties=props, priority="Undeclared * 2")) == []
+    (undeclared,) = validate_app(app(dialect=dialect, properties=props, priority="Undeclared * 2"))
+    assert undeclared.location == "apps.billing.priority"
+    assert "properties: {Undeclared: int}" in undeclared.message
+    assert undeclared.message.splitlines()[1:] == ["  Undeclared * 2", "  ^"]  # on the text as written
     (not_int,) = validate_app(app(dialect=dialect, properties=props, priority="Amount > 100"))
     assert not_int.location == "apps.billing.priority"
     assert "priority must be an integer expression, not a boolean" in not_int.message
@@ -243,3 +304,17 @@ def test_default_group_without_group_by_is_refused_from_yaml_with_its_location()
     assert [str(e) for e in errors] == [
         "apps.a.default_group: only meaningful with group_by: set group_by, or remove default_group"
     ]
+
+
+def test_readers_of_the_config_topic_leave_the_undeclared_property_rule_to_the_cli() -> None:
+    """The CLI refuses an undeclared property used as a number; a reader of the config topic (a worker after an
+    upgrade) keeps the version that was in force, and keeps what the rule found for its warning."""
+    app = AppConfig(name="a", inputs=("t",), dialect="sql92")
+    group = GroupConfig("a", "g", (SubscriptionConfig("n BETWEEN 0 AND 3", 1),))
+    assert [e.newer_rule for e in validate_state([app, group])] == [True]
+    reader = StateValidator(newer_rules=False)
+    assert reader.validate([app, group]) == []
+    [found] = reader.newer_rule_errors
+    assert "declare its type" in found.message
+    bad = GroupConfig("a", "g", (SubscriptionConfig("n BETWEEN", 1),))
+    assert reader.validate([app, bad]) != []  # every other rule holds for readers too

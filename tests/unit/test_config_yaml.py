@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from subroute.config.codec import app_key, group_key
+from subroute.config.codec import app_key, decode, encode, group_key
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
+from subroute.config.validation import validate_state
 from subroute.config.yaml import (
     config_to_document,
     dump_yaml,
@@ -273,3 +274,17 @@ def test_default_group_parses_and_is_written_back_only_when_set() -> None:
     assert isinstance(app, AppConfig) and app.default_group == "anonymous"
     assert to_document(parsed.values.values())["apps"]["q"]["default_group"] == "anonymous"
     assert "default_group" not in to_document([AppConfig("q", ("t",), group_by="Cart")])["apps"]["q"]
+
+
+def test_max_cancels_and_max_deliveries_0_mean_no_maximum_end_to_end() -> None:
+    # AMPS (seed 001): MaxCancels and MaxDeliveries "Default: no maximum (0)". 0 is taken, validated, stored
+    # and shown back as written, never turned into "absent" or refused.
+    parsed = parse_yaml("apps:\n  q:\n    inputs: [t]\n    max_cancels: 0\n    max_deliveries: 0\n")
+    assert parsed.errors == []
+    app = parsed.values[app_key("q")]
+    assert isinstance(app, AppConfig) and (app.max_cancels, app.max_deliveries) == (0, 0)
+    assert validate_state(parsed.values.values()) == []
+    key, value, headers = encode(app)
+    assert decode(key, value, headers)[1] == app
+    shown = to_document([app])["apps"]["q"]
+    assert (shown["max_cancels"], shown["max_deliveries"]) == (0, 0)

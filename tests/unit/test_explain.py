@@ -8,6 +8,7 @@ import json
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.routing.decisions import MessageView, build_table
 from subroute.routing.explain import explain, render, to_document
+from subroute.routing.snapshot import Snapshot
 
 TYPES = {"CustomerId": "int", "OrderType": "string"}
 
@@ -60,3 +61,20 @@ def test_the_json_document_carries_what_the_text_shows() -> None:
         }
     ]
     assert app["why"] == report[0].why
+
+
+def test_a_record_waiting_for_a_consumer_says_which_consumer_groups_to_start() -> None:
+    """presence: required (the default) and nobody attached: explain names the Kafka consumer groups to start and
+    the presence: ignored alternative, as the worker's warning does."""
+    message = MessageView("orders", [("CustomerId", b"0"), ("OrderType", b"EXPRESS")], 1)
+    nobody = Snapshot({}, frozenset({("billing", "vip"), ("billing", "everyone")}))
+    [entry] = explain(build_table(_config()), message, nobody, 2, prefix="shop")
+    assert (entry.action, entry.destination) == ("pending", None)
+    assert entry.advice is not None
+    assert "Kafka consumer group(s) shop.billing.everyone, shop.billing.vip" in entry.advice
+    assert "`presence: ignored` on app billing" in entry.advice
+    assert f"what to do: {entry.advice}" in render([entry])
+    assert to_document([entry], 7)["apps"][0]["advice"] == entry.advice  # type: ignore[index]
+    # attached: routed, no advice
+    [routed] = explain(build_table(_config()), message, Snapshot({}, frozenset()), 2, prefix="shop")
+    assert routed.action == "route" and routed.advice is None

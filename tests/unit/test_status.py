@@ -63,3 +63,22 @@ def test_status_document() -> None:
     )
     assert (two["config_version"], two["current"], two["backlog"]) == (7, False, 10)
     assert document["config_version"] == 8 and document["config_topic"] == "p.config"
+    assert app["advice"] is None  # the one group is attached: nothing waits for a consumer
+
+
+def test_records_that_may_wait_for_a_consumer_come_with_what_to_do() -> None:
+    config = Config(
+        apps={"A": AppConfig("A", ("in",))},
+        groups={("A", "g"): GroupConfig("A", "g"), ("A", "h"): GroupConfig("A", "h", order=1)},
+        version=3,
+    )
+    offsets = {("p.A.pending", 0): (0, 5), ("p.A.g", 0): (0, 0), ("p.A.h", 0): (0, 0)}
+    attached = GroupDescription("p.A.h", "stable", (Member("m1", "c1", "/h", (("p.A.h", 0),)),))
+    document = build(config, "p", ["A"], {"p.A.h": attached}, {}, offsets)
+    [app] = document["apps"]
+    assert app["advice"].startswith(
+        "records of app A wait for a consumer: no live member in Kafka consumer group(s) p.A.g;"
+    )
+    ignored = Config(apps={"A": AppConfig("A", ("in",), presence="ignored")}, groups=config.groups, version=3)
+    [app] = build(ignored, "p", ["A"], {}, {}, offsets)["apps"]
+    assert app["advice"] is None  # presence: ignored never waits for a consumer

@@ -70,8 +70,17 @@ def test_there_are_examples() -> None:
         ({"apps": {"a": {"inputs": "t", "groups": {"dlq": {}}}}}, "apps/a/groups"),  # a reserved group name
         ({"apps": {"a": {"inputs": "t", "default_group": "x"}}}, "apps/a"),  # default_group needs group_by
         ({"apps": {"a": {"inputs": "t", "on_expire": "remove"}}}, "apps/a/on_expire"),
+        ({"apps": {"a": {"inputs": "t", "max_cancels": -1}}}, "apps/a/max_cancels"),
+        ({"apps": {"a": {"inputs": "t", "max_deliveries": -1}}}, "apps/a/max_deliveries"),
+        ({"apps": {"a": {"inputs": "t", "partitions": 0}}}, "apps/a/partitions"),
     ],
 )
 def test_a_bad_document_is_refused(document: Any, where: str, validator: Draft202012Validator) -> None:
     found = errors(validator, document)
     assert found and any(e.startswith(f"{where}:") for e in found), found
+
+
+def test_max_cancels_and_max_deliveries_0_mean_no_maximum(validator: Draft202012Validator) -> None:
+    # AMPS (seed 001): "Default: no maximum (0)" for both.
+    document = {"apps": {"a": {"inputs": "t", "max_cancels": 0, "max_deliveries": 0}}}
+    assert errors(validator, document) == []

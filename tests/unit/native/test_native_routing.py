@@ -5,12 +5,13 @@ the same routed counts in the lag ``Snapshot``.
 
 Configurations are random: apps of both dialects with filters, declared property types, priority expressions,
 the three fairness models, spillover, presence required or ignored, group_by with and without a default group,
-expirations with either on_expire, reading overlapping topics; groups with subscriptions, priorities and
-capacities. Records are random header lists (missing, repeated, null, mistyped and undecodable values, int64
-edges, NaN), on any topic, some redriven for one app (``only_app``), some expired by the app's limit or their
-own (parsable or not) ``subroute.expiration``. Lags are plain mappings or snapshots with measured counts (so what
-a batch routes moves later records' capacity), absent groups and message groups already held by some consumer
-group (a group of the app, or one no longer in the config); cursors start anywhere.
+expirations with either on_expire, reading overlapping topics; groups with subscriptions, priorities (often all of
+a group's at one, so several match one message) and capacities (differing within a group). Records are random
+header lists (missing, repeated, null, mistyped and undecodable values, int64 edges, NaN), on any topic, some
+redriven for one app (``only_app``), some expired by the app's limit or their own (parsable or not)
+``subroute.expiration``. Lags are plain mappings or snapshots with measured counts (so what a batch routes moves
+later records' capacity), absent groups and message groups already held by some consumer group (a group of the
+app, or one no longer in the config); cursors start anywhere.
 """
 
 from __future__ import annotations
@@ -48,7 +49,20 @@ INPUTS = (("orders",), ("payments",), ("orders", "payments"), ("^pay.*",), ("ord
 NAMES = ("a", "b", "c", "s", "t", "f")
 _BMQ_TYPES = {"a": "int", "b": "int", "c": "int", "s": "string", "t": "string", "f": "bool"}
 _SQL_TYPES = {"a": "int", "b": "int", "c": "float", "s": "string", "t": "string", "f": "bool"}
-PRIORITIES = ("a", "b", "a + b", "a * 3", "a % 7", "b - 2", "c", "a / b", "9223372036854775807 + a")
+# Priorities that fail on some records (a missing property, b = 0, overflow) and one that fails wherever a and b
+# are present (division by zero): counted once per record however many of the nine thresholds fail.
+PRIORITIES = (
+    "a",
+    "b",
+    "a + b",
+    "a * 3",
+    "a % 7",
+    "b - 2",
+    "c",
+    "a / b",
+    "9223372036854775807 + a",
+    "a / (b - b)",
+)
 
 VALUE_TEXTS = (
     "0",
@@ -183,13 +197,18 @@ def configs(draw: st.DrawFn) -> Config:
         )
         for j in range(draw(st.integers(1, 3))):
             subs = []
+            # Often all of a group's subscriptions at one priority: several of them match one message, and the
+            # group still takes one turn, under one limit.
+            level = draw(st.one_of(st.none(), st.integers(0, 2)))
             for _ in range(draw(st.integers(0, 3))):
                 text = draw(st.one_of(st.none(), texts))
                 if text is not None and not _valid(text, dialect, types):
                     continue
                 subs.append(
                     SubscriptionConfig(
-                        text, draw(st.integers(0, 2)), draw(st.sampled_from((None, None, 0, 1, 2, 3)))
+                        text,
+                        draw(st.integers(0, 2)) if level is None else level,
+                        draw(st.sampled_from((None, None, 0, 1, 2, 3))),
                     )
                 )
             groups[(name, f"g{j}")] = GroupConfig(
@@ -410,13 +429,14 @@ def busy_configs(draw: st.DrawFn) -> Config:
             presence=draw(st.sampled_from(("required", "ignored"))),
         )
         for j in range(draw(st.integers(1, 4))):
+            level = draw(st.one_of(st.none(), st.integers(0, 1)))  # see configs
             subs = tuple(
                 SubscriptionConfig(
                     draw(st.sampled_from((None, "a == 1", "a > 0"))),
-                    draw(st.integers(0, 1)),
+                    draw(st.integers(0, 1)) if level is None else level,
                     draw(st.sampled_from((None, 1, 2, 4))),
                 )
-                for _ in range(draw(st.integers(0, 2)))
+                for _ in range(draw(st.integers(0, 3)))
             )
             groups[(name, f"g{j}")] = GroupConfig(name, f"g{j}", subs, order=j)
     return Config(version=1, apps=apps, groups=groups)

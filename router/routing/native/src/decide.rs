@@ -1,8 +1,8 @@
 //! A batch's routing decisions, made from the plan's matches exactly as `Router.route` makes them
-//! (router/routing/decisions.py): expiration, decode failure counts, the app filters' outcome, evaluation error
-//! counts, the message-group key, and per app its priority levels, presence, spillover, fairness, capacity,
-//! rendezvous hashing and the consumer groups holding message groups with messages outstanding. Plain Rust;
-//! `python.rs` turns the result into the Python objects.
+//! (router/routing/decisions.py): decode failure counts, the app filters' outcome, expiration of what passed
+//! them, evaluation error counts, the message-group key, and per app its priority levels, presence, spillover,
+//! fairness, capacity, rendezvous hashing and the consumer groups holding message groups with messages
+//! outstanding. Plain Rust; `python.rs` turns the result into the Python objects.
 
 use blake2::digest::{Update, VariableOutput};
 use blake2::Blake2bVar;
@@ -250,9 +250,18 @@ impl Decider {
             let mut unconditional = Vec::new();
             let mut cursors = Vec::with_capacity(spec.candidates.len());
             let mut level = 0;
+            let mut level_slots: Vec<u32> = Vec::new();
             for (i, c) in spec.candidates.iter().enumerate() {
                 if i > 0 && spec.candidates[i - 1].priority != c.priority {
                     level += 1;
+                    level_slots.clear();
+                }
+                // `decide_app` takes each group once per level by comparing neighbours.
+                if level_slots.last() != Some(&c.slot) {
+                    if level_slots.contains(&c.slot) {
+                        return Err("a group's candidates of one priority are not adjacent".into());
+                    }
+                    level_slots.push(c.slot);
                 }
                 cursors.push(spec.cursor_base + level);
                 match c.position {
@@ -337,7 +346,6 @@ impl Decider {
             return Err("the state is smaller than the decider".into());
         }
         let mut out = Decided::default();
-        let mut expired: Vec<u32> = Vec::new();
         for (r, &(start, end)) in batch.records.iter().enumerate() {
             let route = routes
                 .get(record_routes[r] as usize)
@@ -362,30 +370,12 @@ impl Decider {
                 None
             };
             for (env, apps, expiring) in &route.groups {
-                expired.clear();
-                if timestamp > 0 && (own.is_some() || *expiring) {
-                    let age = i128::from(now_ms) - i128::from(timestamp);
-                    for &a in apps {
-                        let limit =
-                            own.or(self.apps[a as usize].spec.expiration_ms.map(i128::from));
-                        if limit.is_some_and(|limit| age > limit) {
-                            expired.push(a);
-                            out.made.push(Made::Expired(a));
-                        }
-                    }
-                    if expired.len() == apps.len() {
-                        continue;
-                    }
-                }
                 let failures = self.decode_failures(*env, headers, &batch.bytes);
                 for &a in apps {
-                    if expired.contains(&a) {
-                        continue;
-                    }
                     if failures > 0 {
                         decode_counts.push((a, failures));
                     }
-                    // As route: an app's own filter errors count for every app of the group not expired.
+                    // As route: an app's own filter errors count for every app of the group.
                     let own_errors = failed
                         .iter()
                         .take_while(|&&p| p < self.filter_count)
@@ -396,10 +386,10 @@ impl Decider {
                             .unwrap_or_else(|| out.counts.push((a, own_errors)));
                     }
                 }
+                // The filter comes first: only what passes it can expire for the app.
+                let age = (timestamp > 0 && (own.is_some() || *expiring))
+                    .then(|| i128::from(now_ms) - i128::from(timestamp));
                 for &a in apps {
-                    if expired.contains(&a) {
-                        continue;
-                    }
                     let app = &self.apps[a as usize];
                     let passed = app.spec.filters.is_empty()
                         || app
@@ -411,8 +401,24 @@ impl Decider {
                         out.filtered.push(a);
                         continue;
                     }
+                    if let Some(age) = age {
+                        let limit = own.or(app.spec.expiration_ms.map(i128::from));
+                        if limit.is_some_and(|limit| age > limit) {
+                            out.made.push(Made::Expired(a));
+                            continue;
+                        }
+                    }
                     let (low, high) = app.spec.span;
-                    let errored = failed.iter().filter(|&&p| low <= p && p < high).count() as u32;
+                    // `error_count`: the priority's thresholds that failed are one error.
+                    let (mut errored, mut priority_failed) = (0u32, false);
+                    for &p in failed.iter().filter(|&&p| low <= p && p < high) {
+                        if app.spec.bands.contains(&p) {
+                            priority_failed = true;
+                        } else {
+                            errored += 1;
+                        }
+                    }
+                    errored += u32::from(priority_failed);
                     if errored > 0 {
                         add(&mut out.counts[errors_start..], a, errored)
                             .unwrap_or_else(|| out.counts.push((a, errored)));
@@ -554,9 +560,15 @@ impl Decider {
                 spec.candidates[*x as usize].priority == spec.candidates[*y as usize].priority
             }) {
                 present.clear();
-                present.extend(level.iter().filter(|&&c| {
-                    !absent || !state.absent[spec.candidates[c as usize].slot as usize]
-                }));
+                for &c in level {
+                    let slot = spec.candidates[c as usize].slot;
+                    // A group once, by its first matching subscription: turns are among groups
+                    // (`one_per_group`). A group's candidates of one level are adjacent (`Decider::new`).
+                    let last = present.last().map(|&p| spec.candidates[p as usize].slot);
+                    if (!absent || !state.absent[slot as usize]) && last != Some(slot) {
+                        present.push(c);
+                    }
+                }
                 if present.is_empty() {
                     continue; // nobody attached at this priority
                 }
