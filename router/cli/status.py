@@ -117,7 +117,8 @@ def _table(document: dict[str, Any]) -> str:
         "",
         output.render_table(header, rows).rstrip("\n"),
         "",
-        f"router workers ({router['consumer_group']}, {router['state']}): {len(workers)}",
+        f"router workers ({router['consumer_group']}, {router['state']}): {len(workers)}; input records not "
+        f"routed yet: {sum(router['input_lag'].values())}",
     ]
     if workers:
         worker_header = ("client", "host", "partitions", "config_version", "", "backlog")

@@ -22,6 +22,7 @@ from subroute.worker.loop import (
     WorkerOptions,
 )
 from subroute.worker.options import DEFAULT_STARTUP_TIMEOUT
+from subroute.worker.sweeps import DEFAULT_SWEEP_SECONDS
 from subroute.worker.window import DEFAULT_COMMIT_MS, DEFAULT_COMMIT_RECORDS, CommitInterval
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "not read within SECONDS of the start (default %(default)s; 0 waits for ever); once routing, an outage "
         "is ridden out (env SUBROUTE_STARTUP_TIMEOUT)",
     )
+    worker.add_argument(
+        "--pending-sweep-seconds",
+        type=env_checked("SUBROUTE_PENDING_SWEEP_SECONDS", convert=float, minimum=1),
+        default=os.environ.get("SUBROUTE_PENDING_SWEEP_SECONDS", str(DEFAULT_SWEEP_SECONDS)),
+        metavar="SECONDS",
+        help="how often each parked pending partition is read past the record it stopped at, for expired records "
+        "to leave (dead letter or drop) whatever waits in front of them (env SUBROUTE_PENDING_SWEEP_SECONDS)",
+    )
     worker.set_defaults(func=_run)
 
 
@@ -126,6 +135,7 @@ def _run(args: argparse.Namespace) -> int:
         producers=args.producers,
         presence_refresh_seconds=args.presence_refresh_seconds,
         startup_timeout=args.startup_timeout,
+        pending_sweep_seconds=args.pending_sweep_seconds,
     )
     metrics = RouterMetrics()
     worker = Worker(settings, options, metrics)

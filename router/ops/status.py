@@ -13,7 +13,7 @@ that version's commit); ``None`` until it has committed (or on a broker that dro
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from subroute import names
@@ -31,6 +31,7 @@ from subroute.ops.settings import Settings
 from subroute.routing.capacity import group_limits
 from subroute.routing.explain import waiting_advice
 from subroute.routing.priority import band_topics
+from subroute.topic_patterns import input_matches
 from subroute.worker.checkpoint import version_of
 
 Offsets = Mapping[Partition, tuple[int, int]]  # (log start, end)
@@ -57,8 +58,10 @@ def build(
     groups: Mapping[str, GroupDescription],
     commits: Mapping[str, Mapping[Partition, Commit]],
     offsets: Offsets,
+    inputs: Iterable[str] = (),
 ) -> dict[str, Any]:
-    """The status document from what Kafka said (pure: tested without a broker)."""
+    """The status document from what Kafka said (pure: tested without a broker); ``inputs``: the input topics the
+    apps read, whose lag behind the router's commits is shown whether or not a worker runs."""
     limits = group_limits(config)  # as the subroute_group_max_unconfirmed gauge and its alert
     app_rows = []
     for app in apps:
@@ -128,11 +131,19 @@ def build(
                 "backlog": backlog,
             }
         )
+    input_lag = {topic: lag([topic], router_commits, offsets) for topic in sorted(set(inputs))}
     return {
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "config_version": config.version,
         "config_topic": names.config_topic(prefix),
-        "router": {"consumer_group": router_id, "state": router.state, "workers": workers},
+        "router": {
+            "consumer_group": router_id,
+            "state": router.state,
+            "workers": workers,
+            # input records the router has not routed yet (past its commits), by topic: read from the commits,
+            # so it shows while no worker runs, which is when it matters most
+            "input_lag": input_lag,
+        },
         "apps": app_rows,
     }
 
@@ -159,4 +170,9 @@ def collect(settings: Settings, config: Config, apps: list[str]) -> dict[str, An
     ]
     router_partitions = {p for member in groups[router_id].members for p in member.partitions}
     topics += sorted({topic for topic, _ in router_partitions})
-    return build(config, prefix, apps, groups, commits, topic_offsets(settings, topics))
+    existing = kafka_io.existing_topics(admin)
+    inputs = sorted(
+        {t for app in apps for entry in config.apps[app].inputs for t in existing if input_matches(entry, t)}
+    )
+    topics += inputs
+    return build(config, prefix, apps, groups, commits, topic_offsets(settings, topics), inputs)

@@ -9,7 +9,7 @@ worker wakes its partition: on a new config version, when a group attaches or a 
 first that still has to wait (it is not written again), so waiting records leave in arrival order. A record
 that matched nothing and sits before waiting records in the same batch is written again behind them, unchanged,
 so it does not hold them up (router/worker/batch.py). Between wake-ups the partition stays paused, so nothing
-spins.
+spins. Whatever stops a partition, the expired records behind it leave at the next sweep (routing/sweep.py).
 """
 
 from __future__ import annotations

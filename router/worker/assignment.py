@@ -1,5 +1,6 @@
 """Which partitions the worker holds, which it has paused (parked pending partitions, partitions waiting for a
-config version), and what it subscribes to.
+config version), and what it subscribes to. What it reads of a partition's commit beyond its version (a pending
+partition's sweep mark) it hands to ``on_assigned``.
 
 The callbacks run inside the consumer's poll, on the poll-loop thread; so does everything else here.
 """
@@ -41,21 +42,26 @@ class Assignment:
         metrics: RouterMetrics,
         on_change: Callable[[], None] | None = None,
         before_revoke: Callable[[], None] | None = None,
-        on_assigned: Callable[[], None] | None = None,
+        on_assigned: Callable[[list[TopicPartition]], None] | None = None,
+        on_revoked: Callable[[set[Partition]], None] | None = None,
+        on_added: Callable[[], None] | None = None,
     ) -> None:
         self.metrics = metrics
         self.on_change = on_change  # after every assignment change
         # when partitions were added, before any of them is read (the worker reads back its message groups)
-        self.on_assigned = on_assigned
+        self.on_added = on_added
         self.before_revoke = (
             before_revoke  # the worker commits what it routed while the partitions are its own
         )
+        # the partitions assigned, with their commits as read (none when they could not be read), and those
+        # revoked: for what the worker keeps per partition
+        self.on_assigned = on_assigned
+        self.on_revoked = on_revoked
         self.assigned: set[Partition] = set()
         # The group has given this member its share since it (re)joined, possibly none: with more workers than
         # partitions some get nothing, and an empty ``assigned`` then means idle, not stuck joining.
         self.joined = False
-        self.paused: set[Partition] = set()  # pending partitions waiting for a newer config version
-        self.last_resume = time.monotonic()
+        self.paused: set[Partition] = set()  # parked pending partitions (routing/parking.py)
         self.subscribed: tuple[str, ...] = ()
         self.version = 0  # the config version in force (the worker sets it when it takes a table)
         # partition -> the config version it was last routed under, newer than ours: not read until we have it
@@ -74,14 +80,18 @@ class Assignment:
             self.subscribed = wanted
         self.resume_parked(consumer)
 
-    def sweep(self, consumer: Consumer, every: float) -> None:
-        """Resume parked partitions every ``every`` seconds, so that expired records leave for the dead letters."""
-        if self.paused and time.monotonic() - self.last_resume > every:
-            self.resume_parked(consumer)
+    def resume(self, consumer: Consumer, partitions: Sequence[Partition]) -> None:
+        """Resume these parked partitions (their sweep is due: worker/sweeps.py)."""
+        if partitions:
+            consumer.resume([TopicPartition(t, p) for t, p in partitions])
+            self.paused.difference_update(partitions)
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Assign here rather than after the callback, and pause at once the partitions to hold back.
-        newer = self._newer_versions(consumer, partitions)
+        committed = self._committed(consumer, partitions)
+        if self.on_assigned is not None:
+            self.on_assigned(committed)
+        newer = self._newer_versions(committed)
         consumer.incremental_assign(partitions)
         if newer:
             consumer.pause([TopicPartition(t, p) for t, p in newer])
@@ -106,8 +116,8 @@ class Assignment:
             "partitions assigned",
             extra={"fields": {"added": partition_names(partitions), "now": len(self.assigned)}},
         )
-        if partitions and self.on_assigned is not None:
-            self.on_assigned()
+        if partitions and self.on_added is not None:
+            self.on_added()
         if self.on_change is not None:
             self.on_change()
 
@@ -120,6 +130,8 @@ class Assignment:
         self.paused -= gone
         for partition in gone:
             self.gated.pop(partition, None)
+        if self.on_revoked is not None:
+            self.on_revoked(gone)
         if not self.assigned:  # everything taken back (a lost membership too): idle only once assigned again
             self.joined = False
         self.metrics.assigned_partitions.set(len(self.assigned))
@@ -136,20 +148,23 @@ class Assignment:
         if self.paused and consumer is not None:
             consumer.resume([TopicPartition(t, p) for t, p in self.paused])
             self.paused.clear()
-        self.last_resume = time.monotonic()
 
-    def _newer_versions(self, consumer: Consumer, partitions: list[TopicPartition]) -> dict[Partition, int]:
-        """The partitions last routed under a config version newer than ours (from their commit metadata)."""
+    @staticmethod
+    def _committed(consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """The partitions' commits, with their metadata; none when they cannot be read."""
         if not partitions:
-            return {}
+            return []
         try:
-            committed = consumer.committed(partitions, timeout=10)
+            return list(consumer.committed(partitions, timeout=10))
         except KafkaException as exc:  # cannot tell: route them, as before gating existed, and say so
             log.warning(
-                "could not read the partitions' commits; not holding any",
+                "could not read the partitions' commits; not holding any, and no sweep mark known",
                 extra={"fields": {"error": str(exc)}},
             )
-            return {}
+            return []
+
+    def _newer_versions(self, committed: list[TopicPartition]) -> dict[Partition, int]:
+        """The partitions last routed under a config version newer than ours (from their commit metadata)."""
         newer: dict[Partition, int] = {}
         for part in committed:
             version = version_of(part.metadata)

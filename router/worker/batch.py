@@ -3,6 +3,8 @@
 Runs on the poll-loop thread. A pending record that is not due yet stops its partition for the rest of the
 batch (the partition is parked until the config changes); so does a waiting record (no consumer, no room) that
 still has to wait: it is not written again, so waiting records leave in arrival order (routing/parking.py).
+When the partition's sweep is due, the records behind the one it stopped at are read on instead, and those that
+have expired leave (worker/sweeps.py); records an earlier pass took are passed over when routing reaches them.
 Input records are decided together, in one native evaluation of the batch (``Router.route_batch``), after the
 pending records, which are decided one by one as they come (each may stop its partition). Anything unexpected
 while routing a record dead-letters it with reason ``rejected`` instead of stopping the worker.
@@ -34,18 +36,21 @@ from subroute.routing.envelope import (
     records_for,
     without_forged_headers,
 )
+from subroute.routing.expiration import message_expiration
 from subroute.routing.parking import is_due, pending_topics, waiting_reason
 from subroute.worker.assignment import Assignment
 from subroute.worker.checkpoint import Checkpoint
+from subroute.worker.sweeps import DEFAULT_SWEEP_SECONDS, PartitionSweep, Sweeps
 from subroute.worker.tally import BatchTally, add_counts, count_decision
 
 log = logging.getLogger(__name__)
 
 
 class BatchRouter:
-    def __init__(self, prefix: str, metrics: RouterMetrics) -> None:
+    def __init__(self, prefix: str, metrics: RouterMetrics, sweeps: Sweeps | None = None) -> None:
         self.prefix = prefix
         self.metrics = metrics
+        self.sweeps = sweeps or Sweeps(prefix, DEFAULT_SWEEP_SECONDS)
         self.router = Router()  # keeps the round-robin cursors across batches
         self._envelopes: Envelopes | None = None  # topics and routing headers of the table in force
 
@@ -65,7 +70,7 @@ class BatchRouter:
         if self._envelopes is None or self._envelopes.table is not table:
             self._envelopes = Envelopes(self.prefix, table)
         # Locals, not attribute lookups, in the loops: they run once per record.
-        envelopes, route = self._envelopes, self._route
+        envelopes, route, sweeps = self._envelopes, self._route, self.sweeps.partitions
         offsets, first_offsets = tally.offsets, tally.first_offsets
         waiting_at: dict[tuple[str, int], int] | None = None  # made on first need: see _last_waiting
         # Pending records are decided as they come; input records are gathered and decided together below.
@@ -81,9 +86,15 @@ class BatchRouter:
             tp = (message.topic, message.partition)
             if tp in stopped:
                 continue
-            first_offsets.setdefault(tp, message.offset)
             app_name = pending_app.get(message.topic)
             records: list[OutRecord] | None
+            if (
+                app_name is not None
+                and tp in sweeps
+                and self._swept(sweeps[tp], message, lag, tally, checkpoint, consumer, assignment, stopped)
+            ):
+                continue
+            first_offsets.setdefault(tp, message.offset)
             if app_name is None:
                 for name, _ in message.headers_list:  # producers may not set the router's own headers
                     if name.startswith(HEADER_PREFIX):
@@ -100,10 +111,8 @@ class BatchRouter:
             ):
                 if waiting_at is None:
                     waiting_at = _last_waiting(batch, pending_app)
-                if waiting_at.get(tp, -1) <= index:
-                    assignment.park(consumer, tp, message.offset)  # back to it when the config changes
-                    stopped.add(tp)
-                    offsets[tp] = message.offset
+                if waiting_at.get(tp, -1) <= index:  # back to it when the config changes
+                    self._hold(consumer, assignment, message, app_name, table, now_ms, offsets, stopped)
                     continue
                 # A record that matches nothing would hold up the records behind it that wait for a consumer
                 # or for room (and may go now): it moves behind them, unchanged (same version, so still not
@@ -114,9 +123,7 @@ class BatchRouter:
             else:
                 records = route(table, message, lag, now_ms, app_name, tally, envelopes)
                 if records is None:  # a waiting record that still waits: the partition stops here until woken
-                    assignment.park(consumer, tp, message.offset)
-                    stopped.add(tp)
-                    offsets[tp] = message.offset
+                    self._hold(consumer, assignment, message, app_name, table, now_ms, offsets, stopped)
                     continue
                 tally.messages_in += 1
             self._produce(records, tally, checkpoint)
@@ -130,7 +137,89 @@ class BatchRouter:
             if records:
                 self._produce(records, tally, checkpoint)
             offsets[(message.topic, message.partition)] = message.offset + 1
+        self.sweeps.settle(consumer, assignment, table, tally)
+        for tp, position in offsets.items():
+            if tp[0] in pending_app:
+                tally.marks[tp] = self.sweeps.committable(tp, position)
         return tally
+
+    def _hold(
+        self,
+        consumer: Consumer,
+        assignment: Assignment,
+        message: InputRecord,
+        app: str,
+        table: RoutingTable,
+        now_ms: int,
+        offsets: dict[tuple[str, int], int],
+        stopped: set[tuple[str, int]],
+    ) -> None:
+        """``message`` cannot go: its pending partition's position stays at it. The records behind it are read
+        on if the partition's sweep is due; otherwise the partition is parked here."""
+        tp = (message.topic, message.partition)
+        offsets[tp] = message.offset
+        assert self._envelopes is not None
+        if self.sweeps.start(consumer, tp, message.offset, app, table, self._envelopes, now_ms) is None:
+            assignment.park(consumer, tp, message.offset)
+            stopped.add(tp)
+
+    def _swept(
+        self,
+        state: PartitionSweep,
+        message: InputRecord,
+        lag: Lag,
+        tally: BatchTally,
+        checkpoint: Checkpoint,
+        consumer: Consumer,
+        assignment: Assignment,
+        stopped: set[tuple[str, int]],
+    ) -> bool:
+        """Whether the sweep deals with pending ``message``: behind the head while a pass reads (taken when it
+        has expired, else left where it is), or taken by an earlier pass (passed over)."""
+        tp = (message.topic, message.partition)
+        current = state.current
+        if current is not None:
+            if message.offset > current.head:
+                tally.first_offsets.setdefault(tp, current.head)  # a window read again starts at the head
+                tally.offsets[tp] = current.head
+                if self.sweeps.take(consumer, current, state.mark, message):
+                    now_ms = current.clock.at_ms
+                    records = self._route(
+                        current.table, message, lag, now_ms, current.app, tally, current.envelopes
+                    )
+                    if records is None:  # it still waits although it expired: never drop it unwritten
+                        log.error(
+                            "an expired pending record still waits; sweep abandoned",
+                            extra={"fields": {"topic": tp[0]}},
+                        )
+                        self.sweeps.abandon(consumer, assignment, tp)
+                        stopped.add(tp)
+                    else:
+                        tally.messages_in += 1
+                        self._produce(records, tally, checkpoint)
+                return True
+            state.current = None  # read again from its head (a window read again): the pass is over, unmarked
+        mark = state.mark
+        if mark is not None and mark.reaches_beyond(message.offset):
+            timestamp = message.timestamp_ms
+            own = message_expiration(message.headers_list) if timestamp > 0 else None
+            if mark.has_left(message.offset, timestamp, own):
+                tally.first_offsets.setdefault(tp, message.offset)
+                tally.offsets[tp] = message.offset + 1
+                return True
+        return False
+
+    def settle(
+        self, table: RoutingTable, consumer: Consumer, assignment: Assignment, checkpoint: Checkpoint
+    ) -> None:
+        """Between batches: end the passes that have read to their partition's end (an empty poll can bring it:
+        the partition may end in transaction markers)."""
+        if self.sweeps.passing():
+            tally = BatchTally(version=table.version)
+            self.sweeps.settle(consumer, assignment, table, tally)
+            if tally.offsets:
+                checkpoint.begin()
+                checkpoint.add(tally)
 
     def _produce(self, records: list[OutRecord], tally: BatchTally, checkpoint: Checkpoint) -> None:
         produce_of, sent, reports = checkpoint.producers.produce_of, tally.sent, checkpoint.on_delivery

@@ -40,6 +40,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing.envelope import Headers, OutRecord, app_of
+from subroute.routing.sweep import SweepMark
 from subroute.worker import redelivery
 from subroute.worker.producers import DEFAULT_PRODUCERS, Producers
 from subroute.worker.tally import BatchTally
@@ -72,12 +73,15 @@ _MEMBERSHIP_LOST = frozenset(
 
 # Offset commit metadata: the config version the committed records were routed under. A worker newly assigned
 # the partition routes it only under that version or a later one (``Assignment``), so a rebalance never moves a
-# partition back to an older config (message groups would flip between consumer groups).
+# partition back to an older config (message groups would flip between consumer groups). A parked pending
+# partition's commit also carries its sweep mark (routing/sweep.py): what has left from behind the position.
 _VERSION_METADATA = "subroute.config-version="
+_SWEEP_METADATA = ";subroute.sweep="
 
 
-def version_metadata(version: int) -> str:
-    return f"{_VERSION_METADATA}{version}"
+def version_metadata(version: int, mark: SweepMark | None = None) -> str:
+    text = f"{_VERSION_METADATA}{version}"
+    return text if mark is None else f"{text}{_SWEEP_METADATA}{mark.text()}"
 
 
 def version_of(metadata: str | None) -> int | None:
@@ -85,8 +89,16 @@ def version_of(metadata: str | None) -> int | None:
     a broker that drops commit metadata)."""
     if not metadata or not metadata.startswith(_VERSION_METADATA):
         return None
-    digits = metadata[len(_VERSION_METADATA) :]
+    digits = metadata[len(_VERSION_METADATA) :].partition(";")[0]
     return int(digits) if digits.isdigit() and len(digits) < 20 else None
+
+
+def mark_of(metadata: str | None) -> SweepMark | None:
+    """The sweep mark in a commit's metadata; None when there is none."""
+    if not metadata or not metadata.startswith(_VERSION_METADATA):
+        return None
+    _, found, text = metadata.partition(_SWEEP_METADATA)
+    return SweepMark.parse(text) if found else None
 
 
 class Checkpoint:
@@ -100,8 +112,11 @@ class Checkpoint:
         repair_topics: Callable[[set[str]], None] | None = None,
         interval: CommitInterval | None = None,
         producers: int | None = None,
+        on_rewind: Callable[[list[tuple[str, int]]], None] | None = None,
     ) -> None:
         self.consumer = consumer
+        # the partitions read again: what the worker remembers of them beyond their commits is void
+        self.on_rewind = on_rewind
         self.interval = interval or CommitInterval()
         self.window = CommitWindow()
         self.settled_through = -1  # the newest window (by number) whose records all have their reports
@@ -256,8 +271,7 @@ class Checkpoint:
         if self.exactly_once:
             if self._in_transaction:
                 self._in_transaction = False
-                metadata = version_metadata(window.version)
-                offsets = [TopicPartition(t, p, o, metadata=metadata) for (t, p), o in window.offsets.items()]
+                offsets = _positions(window.offsets, window.marks, window.version)
                 self._commit_transaction(offsets, window)
             return
         if all(w.empty and not w.failures for w in windows):
@@ -287,12 +301,13 @@ class Checkpoint:
         if windows:  # acknowledged and repaired, whatever becomes of the commit
             self.settled_through = max(self.settled_through, windows[-1].number)
         positions: dict[tuple[str, int], int] = {}
+        marks: dict[tuple[str, int], SweepMark | None] = {}
         for window in windows:
             positions.update(window.offsets)
+            marks.update(window.marks)
         if not positions:
             return
-        metadata = version_metadata(max(window.version for window in windows))
-        offsets = [TopicPartition(t, p, o, metadata=metadata) for (t, p), o in positions.items()]
+        offsets = _positions(positions, marks, max(window.version for window in windows))
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
@@ -386,6 +401,8 @@ class Checkpoint:
                 KafkaException
             ):  # no longer ours (revoked meanwhile): its new owner reads from the last commit
                 continue
+        if self.on_rewind is not None:
+            self.on_rewind(list(window.first_offsets))
 
     def close(self) -> None:
         """At shutdown: commit what was routed, then deliver whatever is still queued."""
@@ -411,3 +428,19 @@ class Checkpoint:
         self.metrics.delivery_failures.inc()
         log.error("delivery failed", extra={"fields": {"topic": message.topic(), "error": str(error)}})
         return redelivery.Failure(record, error.code(), error.retriable(), str(error))
+
+
+def _positions(
+    offsets: dict[tuple[str, int], int], marks: dict[tuple[str, int], SweepMark | None], version: int
+) -> list[TopicPartition]:
+    """The offsets to commit, each with its metadata: the version, and a pending partition's sweep mark."""
+    plain = version_metadata(version)
+    return [
+        TopicPartition(
+            t,
+            p,
+            o,
+            metadata=plain if (mark := marks.get((t, p))) is None else version_metadata(version, mark),
+        )
+        for (t, p), o in offsets.items()
+    ]

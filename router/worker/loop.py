@@ -9,10 +9,11 @@ Per batch (DESIGN.md §2, §5): route every record (``routing``), wrap the decis
 them; the input offsets gather in the checkpoint's commit window, made durable at an interval, when the input
 drains, before a new table is taken and before partitions are revoked (``checkpoint``, ``window``). Pending
 topics are read by the same consumer group; a pending record parked under config version V is re-evaluated
-only under a newer version (``routing.parking``). Message groups stay with the consumer group holding their
-outstanding messages (``routing.holders``): the checkpoint's delivery reports and window numbers, and the
-capacity monitor's committed offsets, keep that up to date; a worker assigned partitions reads it back from the
-group topics first (``held_groups``).
+only under a newer version (``routing.parking``), while expired records behind it leave at every sweep
+(``sweeps``). Message groups stay with the consumer group holding their outstanding messages
+(``routing.holders``): the checkpoint's delivery reports and window numbers, and the capacity monitor's
+committed offsets, keep that up to date; a worker assigned partitions reads it back from the group topics first
+(``held_groups``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from subroute.worker.consumers import ConsumerView
 from subroute.worker.destinations import Destinations
 from subroute.worker.held_groups import restore_holders
 from subroute.worker.options import WorkerOptions, worker_consumer_config
+from subroute.worker.sweeps import Sweeps
 from subroute.worker.tables import TableBuilder
 from subroute.worker.tally import BatchTally, count_by_identity
 from subroute.worker.waiting import WaitingReport
@@ -67,7 +69,8 @@ class Worker:
     ) -> None:
         self.settings, self.options, self.prefix = settings, options, settings.topic_prefix
         self.metrics = metrics or RouterMetrics()
-        self.batches = BatchRouter(self.prefix, self.metrics)
+        self.sweeps = Sweeps(self.prefix, options.pending_sweep_seconds)
+        self.batches = BatchRouter(self.prefix, self.metrics, self.sweeps)
         self.store: ConfigStore[RoutingTable] = ConfigStore(
             settings, TableBuilder(self.metrics), metrics=self.metrics
         )
@@ -77,7 +80,11 @@ class Worker:
         self.consumers = ConsumerView(self.capacity)  # what decisions read of the consumers
         self.waiting = WaitingReport(self.prefix)  # says which consumer groups records wait for
         self.assignment = Assignment(
-            self.metrics, before_revoke=self._commit, on_assigned=self._restore_holders
+            self.metrics,
+            before_revoke=self._commit,
+            on_assigned=self.sweeps.assigned,
+            on_revoked=self.sweeps.revoked,
+            on_added=self._restore_holders,
         )
         # Read at each scrape, not set on events: readiness also ends when the config store stops following,
         # which no event of the poll loop reports.
@@ -145,7 +152,7 @@ class Worker:
                     self._stop.wait(1.0)
                     continue
                 self.assignment.release(consumer, table.version, self.store.settled_at)
-                self.assignment.sweep(consumer, self.options.pending_sweep_seconds)
+                self.assignment.resume(consumer, self.sweeps.due(self.assignment.paused))
                 self.consumers.follow(consumer, self.assignment, checkpoint.settled_through)
                 first = consumer.poll(self.options.poll_timeout)
                 # A batch never waits to fill up: a record waits for the batch before it, not the ones after it.
@@ -156,13 +163,17 @@ class Worker:
                 if batch:
                     idle_since = None
                     self._process_batch(table, batch)
-                elif self.options.exit_on_idle is not None and progress.caught_up(consumer, self.assignment):
-                    idle_since = idle_since or now
-                    if now - idle_since >= self.options.exit_on_idle:
-                        log.info("idle and caught up: exiting")
-                        break
-                else:
-                    idle_since = None
+                else:  # a sweep may reach its partition's end without a record (transaction markers)
+                    self.batches.settle(table, consumer, self.assignment, checkpoint)
+                    if self.options.exit_on_idle is not None and progress.caught_up(
+                        consumer, self.assignment
+                    ):
+                        idle_since = idle_since or now
+                        if now - idle_since >= self.options.exit_on_idle:
+                            log.info("idle and caught up: exiting")
+                            break
+                    else:
+                        idle_since = None
                 # nothing more to read for now: committing at once costs no throughput and adds no latency
                 short = len(batch) < self.options.batch_size
                 checkpoint.commit_if_due(short and progress.nothing_fetched_ahead(consumer, self.assignment))
@@ -227,6 +238,7 @@ class Worker:
             repair_topics=lambda _missing: self.destinations.create(self._config or Config()),
             interval=options.commit_interval,
             producers=options.producers,
+            on_rewind=self._rewound,
         )
         self._table = None
         self._take_table()
@@ -244,6 +256,10 @@ class Worker:
         self.checkpoint.add(tally)
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
         return tally
+
+    def _rewound(self, partitions: list[tuple[str, int]]) -> None:
+        if self.consumer is not None:
+            self.sweeps.reload(self.consumer, partitions)
 
     def _commit(self) -> None:
         if self.checkpoint is not None:

@@ -15,6 +15,7 @@ from subroute.ops.metrics import RouterMetrics
 from subroute.routing.decisions import Action, Decision
 from subroute.routing.envelope import OutRecord
 from subroute.routing.expiration import EXPIRED
+from subroute.routing.sweep import SweepMark
 
 _T = TypeVar("_T")
 
@@ -37,6 +38,8 @@ class BatchTally:
 
     version: int = 0  # the config version the batch was routed under (committed as offset metadata)
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    # the sweep mark of each pending partition in ``offsets``, committed with it (None: it has none)
+    marks: dict[tuple[str, int], SweepMark | None] = field(default_factory=dict)
     first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     sent: list[OutRecord] = field(
         default_factory=list

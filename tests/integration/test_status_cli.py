@@ -85,6 +85,13 @@ def test_status_shows_presence_lag_parked_records_and_worker_versions(
             {"Kind": "c", "Urgency": 0},
         ],
     )
+    # no worker has run yet: the input lag says what waits for one
+    assert status(env, capsys)["router"] == {  # type: ignore[comparison-overlap]
+        "consumer_group": names.worker_group_id(env.prefix),
+        "state": "dead",
+        "workers": [],
+        "input_lag": {env.input: 7},
+    }
     with BackgroundWorker(env):
         deadline = time.monotonic() + 60
         while True:

@@ -1,7 +1,7 @@
 """The worker's batch routing without Kafka (router/worker/batch.py): a batch decided at once through the native
 plan produces what routing each record through ``Router.route`` produces; a failure of the batch path routes the
 records one by one, dead-lettering (``rejected``) only a record that fails there too; a parked partition resumes
-at the record it stopped at."""
+at the record it stopped at; a sweep takes the expired records behind it, once."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any
 
 import pytest
+from confluent_kafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
 from subroute import names
@@ -16,6 +17,8 @@ from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionCo
 from subroute.ops.metrics import RouterMetrics
 from subroute.routing.decisions import Action, Router, RoutingTable, build_table
 from subroute.worker.batch import BatchRouter
+from subroute.worker.checkpoint import mark_of, version_metadata
+from subroute.worker.sweeps import Sweeps
 from subroute.worker.tally import BatchTally
 
 PREFIX = "subroute"
@@ -25,8 +28,16 @@ NOW_MS = 1_800_000_000_000
 class _Record:
     """Stands in for confluent_kafka.Message (the methods the batch loop calls)."""
 
-    def __init__(self, topic: str, partition: int, offset: int, headers: list[tuple[str, bytes | None]]):
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        headers: list[tuple[str, bytes | None]],
+        timestamp_ms: int = NOW_MS - 10,
+    ):
         self._topic, self._partition, self._offset, self._headers = topic, partition, offset, headers
+        self._timestamp = timestamp_ms
 
     def error(self) -> None:
         return None
@@ -44,7 +55,7 @@ class _Record:
         return list(self._headers)
 
     def timestamp(self) -> tuple[int, int]:
-        return 1, NOW_MS - 10
+        return 1, self._timestamp
 
     def key(self) -> bytes:
         return b"k"
@@ -54,11 +65,14 @@ class _Record:
 
 
 class _Sink:
-    """The checkpoint, its producer, the consumer and the assignment: records what the loop asks of them."""
+    """The checkpoint, its producer, the consumer and the assignment: records what the loop asks of them. The
+    consumer has read each partition to the end of the batch (``ends``)."""
 
     def __init__(self) -> None:
         self.produced: list[tuple[str, Any]] = []
         self.parked: list[tuple[tuple[str, int], int]] = []
+        self.sought: list[tuple[tuple[str, int], int]] = []
+        self.ends: dict[tuple[str, int], int] = {}
 
     on_delivery = None  # the window's delivery callback (none: nothing is delivered here)
 
@@ -74,6 +88,21 @@ class _Sink:
 
     def park(self, consumer: object, tp: tuple[str, int], offset: int) -> None:
         self.parked.append((tp, offset))
+
+    def resume(self, consumer: object, partitions: list[tuple[str, int]]) -> None:
+        pass
+
+    def seek(self, tp: TopicPartition) -> None:
+        self.sought.append(((tp.topic, tp.partition), tp.offset))
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return [
+            TopicPartition(p.topic, p.partition, self.ends.get((p.topic, p.partition), -1001))
+            for p in partitions
+        ]
+
+    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
+        return 0, self.ends.get((tp.topic, tp.partition), -1001)
 
 
 def _config() -> Config:
@@ -99,11 +128,18 @@ def _batch() -> list[_Record]:
 
 
 def _route(
-    table: RoutingTable, batch: list[Any], router: BatchRouter | None = None
+    table: RoutingTable,
+    batch: list[Any],
+    router: BatchRouter | None = None,
+    now_ms: int = NOW_MS,
+    lag: dict[tuple[str, str], int] | None = None,
 ) -> tuple[BatchTally, _Sink]:
     sink = _Sink()
+    for record in batch:
+        tp = (record.topic(), record.partition())
+        sink.ends[tp] = max(sink.ends.get(tp, 0), record.offset() + 1)
     batches = router or BatchRouter(PREFIX, RouterMetrics(CollectorRegistry(), runtime=False))
-    tally = batches.route_batch(table, batch, {}, NOW_MS, sink, sink, sink)  # type: ignore[arg-type]
+    tally = batches.route_batch(table, batch, lag or {}, now_ms, sink, sink, sink)  # type: ignore[arg-type]
     return tally, sink
 
 
@@ -180,3 +216,62 @@ def test_parked_partition_resumes_where_it_stopped() -> None:
         redriven = [r for r in tally.sent if r[0] != names.dlq_topic(PREFIX, "billing")]
         # the redriven record for billing alone; the input record for billing (audit filters it out)
         assert [dict(r[3]).get(names.REDRIVEN) is not None for r in redriven] == [True, False]
+
+
+def test_a_sweep_takes_expired_records_behind_the_head_once_and_keeps_the_position_at_the_head() -> None:
+    table = build_table(_config())  # billing has no expiration: only records' own expire
+    pending = names.pending_topic(PREFIX, "billing")
+    dlq = names.dlq_topic(PREFIX, "billing")
+    parked = [(names.CONFIG_VERSION, str(table.version).encode()), ("a", b"1")]
+    expiring = [*parked, (names.EXPIRATION, b"1s")]
+    batch = [
+        _Record(pending, 0, 5, parked),  # matches nothing under this version: the head
+        _Record(pending, 0, 6, expiring, timestamp_ms=NOW_MS - 5_000),  # expired behind it
+        _Record(pending, 0, 7, parked),  # waits as the head does
+        _Record(pending, 0, 8, expiring),  # not expired yet
+    ]
+    router = BatchRouter(PREFIX, RouterMetrics(CollectorRegistry(), runtime=False), Sweeps(PREFIX, 0.0))
+    tally, sink = _route(table, batch, router)
+    assert [(topic, kw["value"]) for topic, kw in sink.produced] == [(dlq, b"v6")]
+    assert dict(sink.produced[0][1]["headers"])[names.DLQ_REASON] == b"expired"
+    assert sink.parked == [((pending, 0), 5)]  # parked at the head once the pass read to the end
+    assert tally.offsets == {(pending, 0): 5} and tally.first_offsets == {(pending, 0): 5}
+    mark = tally.marks[(pending, 0)]
+    assert mark is not None and mark_of(version_metadata(table.version, mark)) == mark
+
+    # The next pass (a new worker: the mark from the commit) passes over m6 and takes m8 once it has expired;
+    # when the head goes at last, routing passes over both.
+    again = BatchRouter(PREFIX, RouterMetrics(CollectorRegistry(), runtime=False), Sweeps(PREFIX, 0.0))
+    again.sweeps.assigned([TopicPartition(pending, 0, 5, metadata=version_metadata(table.version, mark))])
+    tally, sink = _route(table, batch, again, now_ms=NOW_MS + 2_000)
+    assert [kw["value"] for _, kw in sink.produced] == [b"v8"] and tally.offsets == {(pending, 0): 5}
+    newer = dataclasses.replace(table, version=table.version + 1)  # the head is due under a newer version
+    tally, sink = _route(newer, batch, again, now_ms=NOW_MS + 2_000)
+    assert [kw["value"] for _, kw in sink.produced] == [b"v5", b"v7"]  # routed under it, in order
+    assert tally.offsets == {(pending, 0): 9} and tally.marks == {(pending, 0): None}  # the mark is done
+
+
+def test_a_record_waiting_for_room_holds_up_the_others_but_not_the_expired_ones() -> None:
+    # The app's own expiration this time (1 min), and a head that waits for room on its full group.
+    jobs = AppConfig("jobs", ("orders",), "bmq", {"a": "int"}, expiration_ms=60_000)
+    full = GroupConfig("jobs", "w", (SubscriptionConfig("a >= 0", max_unconfirmed=1),))
+    table = build_table(Config(version=3, apps={"jobs": jobs}, groups={("jobs", "w"): full}))
+    pending = names.pending_topic(PREFIX, "jobs")
+    waits = [(names.CONFIG_VERSION, b"3"), (names.PENDING_REASON, b"capacity"), ("a", b"1")]
+    batch = [
+        _Record(pending, 0, 0, waits),
+        _Record(pending, 0, 1, waits, timestamp_ms=NOW_MS - 61_000),  # expired behind it
+        _Record(pending, 0, 2, waits),
+    ]
+    router = BatchRouter(PREFIX, RouterMetrics(CollectorRegistry(), runtime=False), Sweeps(PREFIX, 0.0))
+    tally, sink = _route(table, batch, router, lag={("jobs", "w"): 1})
+    assert [(topic, kw["value"]) for topic, kw in sink.produced] == [(names.dlq_topic(PREFIX, "jobs"), b"v1")]
+    assert sink.parked == [((pending, 0), 0)] and tally.offsets == {(pending, 0): 0}
+    # room (a measurement of 0 that routing does not raise here): the waiting ones go in order, the one
+    # dead-lettered is passed over
+    tally, sink = _route(table, batch, router, lag={("jobs", "w"): 0})
+    assert [(topic, kw["value"]) for topic, kw in sink.produced] == [
+        ("subroute.jobs.w", b"v0"),
+        ("subroute.jobs.w", b"v2"),
+    ]
+    assert tally.offsets == {(pending, 0): 3} and tally.marks == {(pending, 0): None}

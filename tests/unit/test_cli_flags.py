@@ -31,6 +31,11 @@ def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         ),
         ("SUBROUTE_LOG_LEVEL", "foo", "(flag or env SUBROUTE_LOG_LEVEL): expected one of DEBUG, INFO"),
         ("SUBROUTE_METRICS_PORT", "http", "(flag or env SUBROUTE_METRICS_PORT): expected int"),
+        (
+            "SUBROUTE_PENDING_SWEEP_SECONDS",
+            "0",
+            "(flag or env SUBROUTE_PENDING_SWEEP_SECONDS): expected float >= 1",
+        ),
     ],
 )
 def test_a_bad_environment_default_is_a_usage_error_of_the_worker_only(

@@ -47,7 +47,8 @@ def test_status_document() -> None:
             ("in", 1): Commit(40, version_metadata(7)),
         },
     }
-    document = build(config, "p", ["A"], groups, commits, offsets)
+    document = build(config, "p", ["A"], groups, commits, offsets, ["in"])
+    assert document["router"]["input_lag"] == {"in": 10}  # 100/100 and 40/50 routed
     [app] = document["apps"]
     assert (app["pending"], app["dead_letters"]) == (5, 2)
     [group] = app["groups"]
