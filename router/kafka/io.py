@@ -195,6 +195,43 @@ def read_to_end(
         consumer.close()
 
 
+def read_ranges(
+    settings: Settings, ranges: Mapping[tuple[str, int], tuple[int, int]], *, max_wait: float = 30.0
+) -> Iterator[Message]:
+    """The records of each ``(topic, partition)`` from its start offset up to its end offset (not included), in
+    offset order per partition, without a consumer group (``read_committed``: no aborted record). A partition is
+    done at its end offset or at the end of what it holds; everything stops after ``max_wait`` seconds."""
+    wanted = {where: span for where, span in ranges.items() if span[0] < span[1]}
+    if not wanted:
+        return
+    consumer = reader(settings, "subroute-reader", **{"enable.partition.eof": True})
+    try:
+        consumer.assign(
+            [TopicPartition(topic, partition, start) for (topic, partition), (start, _) in wanted.items()]
+        )
+        pending = set(wanted)
+        deadline = time.monotonic() + max_wait
+        while pending and time.monotonic() < deadline:
+            for message in consumer.consume(1000, timeout=0.2):
+                where = (message.topic() or "", message.partition() or 0)
+                error = message.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(error)
+                    pending.discard(where)
+                    continue
+                end = wanted[where][1] if where in pending else -1
+                offset = message.offset() or 0
+                if offset >= end:
+                    pending.discard(where)
+                    continue
+                yield message
+                if offset + 1 >= end:
+                    pending.discard(where)
+    finally:
+        consumer.close()
+
+
 def end_offsets(reader: Consumer, partitions: list[TopicPartition], timeout: float = 2.0) -> dict[int, int]:
     """End offsets (high watermarks) of partitions of one topic, by partition, as fetch responses report them
     (``watermarks``)."""

@@ -177,6 +177,13 @@ class RouterMetrics:
             ["app", "group"],
             registry=r,
         )
+        self.message_groups_held = Gauge(
+            "subroute_message_groups_held",
+            "Message groups (group_by) with messages routed by this worker (or read back from the group topics) "
+            "and not yet confirmed: each stays on its consumer group until they are. As of the last measurement.",
+            ["app"],
+            registry=r,
+        )
         self.group_max_unconfirmed = Gauge(
             "subroute_group_max_unconfirmed",
             "The smallest max_unconfirmed among a group's subscriptions, in the config in force (groups without "

@@ -1,6 +1,6 @@
 """Types of the native routing core (router/native, a PyO3 extension); see router/routing/native_plan.py."""
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 class Entry:
@@ -63,4 +63,8 @@ class NativeDecider:
         counts: Sequence[tuple[int, int, bool]],
         cursors: Sequence[int],
         absent: Sequence[int],
-    ) -> tuple[int, list[Any], list[tuple[int, int]], list[tuple[int, int]]]: ...
+        *,
+        holders: Mapping[str, Mapping[bytes, str]] | None = None,
+    ) -> tuple[
+        int, list[Any], list[tuple[int, int]], list[tuple[int, int]], list[tuple[str, bytes, str]]
+    ]: ...

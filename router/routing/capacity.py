@@ -7,6 +7,11 @@ the plain topic does); a partition with no commit counts from its start. End off
 fetch responses report. Measured every ``lag_interval`` seconds for the groups of apps where some subscription has
 a ``max_unconfirmed`` (elsewhere lag decides nothing).
 
+Committed offsets of message groups' holders (Qpid: a message group stays with one consumer while it has
+unacknowledged messages): for the groups of apps with ``group_by``, each partition's committed offset on the group
+topic, measured with the lag (every ``lag_interval`` seconds); the worker releases the message groups whose
+records its holder has committed past (routing/holders.py).
+
 Presence (BlazingMQ routes only to attached consumers): the consumer group ``<prefix>.<app>.<group>`` has live
 members, from ``describe_consumer_groups``, every ``presence_interval`` seconds (2 s by default, the worker's
 ``--presence-refresh-seconds``), for the groups of apps with ``presence: required``. Consumers attach and leave
@@ -37,6 +42,7 @@ from subroute.kafka.io import admin_client, end_offsets
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing import priority
+from subroute.routing.holders import Committed
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +62,8 @@ class Measurement:
     lag: Mapping[GroupId, int] = field(default_factory=lambda: MappingProxyType({}))
     absent: frozenset[GroupId] = frozenset()
     started_at: float = 0.0  # time.monotonic() when the lag measurement began
+    # Groups of apps with group_by: committed offset per (topic, partition) of the group topic (holders.py).
+    committed: Committed = field(default_factory=lambda: MappingProxyType({}))
 
 
 def groups_needing_capacity(config: Config) -> list[GroupId]:
@@ -79,6 +87,16 @@ def group_limits(config: Config) -> dict[tuple[str, str], int]:
             if limit is not None:
                 limits[(app.name, group.name)] = limit
     return limits
+
+
+def groups_holding(config: Config) -> list[GroupId]:
+    """Groups that may hold message groups: those of apps with ``group_by``."""
+    return [
+        (app.name, g.name)
+        for app in config.apps.values()
+        if app.group_by is not None
+        for g in config.groups_of(app.name)
+    ]
 
 
 def groups_needing_presence(config: Config) -> list[GroupId]:
@@ -128,6 +146,24 @@ def measure_lag(
     return lag
 
 
+def measure_committed(
+    admin: AdminClient, prefix: str, app: str, group: str, metadata: ClusterMetadata
+) -> dict[tuple[str, int], int] | None:
+    """The group's committed offset per partition of its group topic (-1: none committed); None when the topic
+    does not exist. Message groups are refused with priority bands, so the group topic is all there is."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    topic = names.group_topic(prefix, app, group)
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None:
+        return None
+    request = ConsumerGroupTopicPartitions(
+        names.consumer_group_id(prefix, app, group), [TopicPartition(topic, p) for p in info.partitions]
+    )
+    future = admin.list_consumer_group_offsets([request])[request.group_id]
+    return {(tp.topic, tp.partition): tp.offset for tp in future.result(timeout=5).topic_partitions}
+
+
 def measure_presence(
     admin: AdminClient, prefix: str, groups: Iterable[GroupId]
 ) -> dict[GroupId, bool | None]:
@@ -174,6 +210,7 @@ class CapacityMonitor:
         self.presence_interval = presence_interval
         self.metrics = metrics
         self._groups: list[GroupId] = []
+        self._holding: list[GroupId] = []  # groups whose committed offsets release message groups
         self._presence_groups: list[GroupId] = []
         self._measurement = Measurement()
         self._limits: dict[tuple[str, str], int] = {}
@@ -188,6 +225,7 @@ class CapacityMonitor:
     def watch(self, config: Config) -> None:
         with self._lock:
             self._groups = groups_needing_capacity(config)
+            self._holding = groups_holding(config)
             self._presence_groups = groups_needing_presence(config) if self.presence_interval > 0 else []
         self._lag_due = 0.0  # new groups: measure their lag at the next turn
         self._publish_limits(group_limits(config))
@@ -206,7 +244,7 @@ class CapacityMonitor:
     def start(self) -> None:
         """Measure once now (the first routed message already sees real capacity and presence), then refresh in
         the background while some group's lag or presence matters. Idempotent."""
-        if (self._groups or self._presence_groups) and self._thread is None:
+        if (self._groups or self._holding or self._presence_groups) and self._thread is None:
             self._measure_once()
             self._thread = threading.Thread(target=self._run, name="capacity", daemon=True)
             self._thread.start()
@@ -226,6 +264,7 @@ class CapacityMonitor:
     def _refresh_lag(self, admin: AdminClient, reader: Consumer) -> None:
         with self._lock:
             groups = list(self._groups)
+            holding = list(self._holding)
         started = time.monotonic()
         self._lag_due = started + self.interval
         before = self._measurement
@@ -249,9 +288,25 @@ class CapacityMonitor:
         if self.metrics is not None:
             for app, group in before.lag.keys() - fresh.keys():
                 self.metrics.group_lag.remove(app, group)
+        committed: dict[GroupId, Mapping[tuple[str, int], int]] = {}
+        for app, group in holding:
+            offsets: Mapping[tuple[str, int], int] | None
+            try:
+                if metadata is None:
+                    metadata = reader.list_topics(timeout=5)
+                offsets = measure_committed(admin, self.settings.topic_prefix, app, group, metadata)
+            except Exception as exc:  # keep the last figure: an older commit releases nothing early
+                log.warning(
+                    "commit refresh failed", extra={"fields": {"app": app, "group": group, "error": str(exc)}}
+                )
+                offsets = before.committed.get((app, group))
+            if offsets is not None:
+                committed[(app, group)] = offsets
         # Both refreshes run on one thread at a time (the monitor's, or the caller's before it starts), so the
         # presence published last is still this one.
-        self._measurement = Measurement(MappingProxyType(fresh), self._measurement.absent, started)
+        self._measurement = Measurement(
+            MappingProxyType(fresh), self._measurement.absent, started, MappingProxyType(committed)
+        )
 
     def _refresh_presence(self, admin: AdminClient) -> None:
         with self._lock:
@@ -259,7 +314,9 @@ class CapacityMonitor:
         if self.membership_unreported or not groups:
             if self._measurement.absent:
                 current = self._measurement
-                self._measurement = Measurement(current.lag, frozenset(), current.started_at)
+                self._measurement = Measurement(
+                    current.lag, frozenset(), current.started_at, current.committed
+                )
             return
         before = self._measurement.absent
         try:
@@ -303,7 +360,7 @@ class CapacityMonitor:
                 },
             )
         current = self._measurement
-        self._measurement = Measurement(current.lag, absent, current.started_at)
+        self._measurement = Measurement(current.lag, absent, current.started_at, current.committed)
 
     def _measure_once(self) -> None:
         reader = Consumer(
@@ -321,14 +378,15 @@ class CapacityMonitor:
         )
         try:
             while not self._stop.is_set():
-                if self._groups and time.monotonic() >= self._lag_due:
+                measuring = self._groups or self._holding
+                if measuring and time.monotonic() >= self._lag_due:
                     self._refresh_lag(admin, reader)
                 if self._presence_groups:
                     self._refresh_presence(admin)
                 waits = [self.interval]
                 if self._presence_groups:
                     waits.append(self.presence_interval)
-                if self._groups:
+                if measuring:
                     waits.append(max(0.05, self._lag_due - time.monotonic()))
                 self._stop.wait(min(waits))
         finally:

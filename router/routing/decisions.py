@@ -9,7 +9,8 @@ rendezvous hashing of the message group). No match at all: ``pending``. A match 
 is ``filtered`` whatever its age.
 
 Nothing here touches Kafka. The worker owns the mutable pieces and passes them in: the round-robin cursors, and
-the snapshot's count of what it routed since the last measurement (routing/snapshot.py).
+the snapshot's count of what it routed since the last measurement and the holders of message groups
+(routing/snapshot.py, routing/holders.py).
 """
 
 from __future__ import annotations
@@ -593,6 +594,9 @@ def decide_app(
     attached consumers); the first level with a present candidate decides: one with room is chosen, or, when all
     are at capacity, the message waits (reason ``capacity``), unless the app spills over to the next level with
     a present candidate. No present candidate at any level: it waits (reason ``no-consumer``). No match: pending.
+    A message group that a present group of the app holds (the snapshot's ``holders``: it has messages
+    outstanding there) goes to that group whatever it matched, or waits there for room; what is routed with a
+    group key is held (routing/holders.py).
     """
     config = app.config
     name = app.name
@@ -610,28 +614,61 @@ def decide_app(
         return Decision(name, Action.PENDING, key=group_key)
     chosen: Candidate | None = None
     waiting = NO_CONSUMER
-    for level in levels:
-        present: Sequence[Candidate] = (
-            [c for c in level if (name, c.group) not in absent] if absent else level
-        )
-        if not present:
-            continue  # skipped at its priority: nobody is attached there
-        if len(present) > 1:
-            present = one_per_group(present)
+    held = _held(app, matched, group_key, lag, absent) if group_key is not None else None
+    if held is not None:
+        # The message group follows the consumer group holding its outstanding messages, whichever subscription
+        # matched, and waits there for room: neither capacity nor spillover moves it (seed 002).
         waiting = CAPACITY
-        chosen = choose(app, present, group_key, lag, cursors)
-        if chosen is not None or not config.spillover:
-            break
+        chosen = held if has_room(held, name, lag) else None
+    else:
+        for level in levels:
+            present: Sequence[Candidate] = (
+                [c for c in level if (name, c.group) not in absent] if absent else level
+            )
+            if not present:
+                continue  # skipped at its priority: nobody is attached there
+            if len(present) > 1:
+                present = one_per_group(present)
+            waiting = CAPACITY
+            chosen = choose(app, present, group_key, lag, cursors)
+            if chosen is not None or not config.spillover:
+                break
     if chosen is None:
         return Decision(name, Action.PENDING, key=group_key, reason=waiting)
-    if isinstance(lag, Snapshot) and lag.measured:
-        lag.note_routed((name, chosen.group))
+    if isinstance(lag, Snapshot):
+        if lag.measured:
+            lag.note_routed((name, chosen.group))
+        if group_key is not None:
+            lag.holders.hold(name, group_key, chosen.group)
     band = priority.LOWEST_BAND if config.priority is None else band_of(config, matched)
     if group_key is None and band == priority.LOWEST_BAND:
         made = app.routed.get(chosen.order)
         if made is not None:
             return made
     return Decision(name, Action.ROUTE, chosen.group, chosen.label, group_key, band=band)
+
+
+def _held(
+    app: AppRoute,
+    matched: Collection[Hashable],
+    group_key: bytes,
+    lag: Lag,
+    absent: Collection[tuple[str, str]],
+) -> Candidate | None:
+    """The subscription a message of a held message group goes by: one of the holding consumer group's, the
+    first (highest priority, configuration order) that the message matches, else its first (the group follows
+    its holder even where the holder's own subscriptions do not match, and that subscription's label then
+    stamps it; the holder's one limit applies either way). None when nothing holds the group, when its holder's consumers left (Qpid frees
+    a group when its consumer goes) or when the holder is no longer a group of the app: placed afresh."""
+    if not isinstance(lag, Snapshot):
+        return None
+    holder = lag.holders.holder(app.name, group_key)
+    if holder is None or (app.name, holder) in absent:
+        return None
+    own = [c for level in app.levels for c in level if c.group == holder]
+    if not own:
+        return None
+    return next((c for c in own if c.plan_id is None or c.plan_id in matched), own[0])
 
 
 def group_key_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None) -> bytes | None:

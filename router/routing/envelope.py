@@ -1,7 +1,7 @@
 """The envelope: what one input (or pending) record turns into once decided. Pure.
 
 A routed record keeps the input's value, headers and timestamp byte for byte (the key too, unless the app
-groups messages) and adds the routing headers in a fixed order: source (or ``subroute.redriven`` for a record
+groups messages: then a routed or parked record is keyed by its message group) and adds the routing headers in a fixed order: source (or ``subroute.redriven`` for a record
 that comes back from the pending topic), app, group, subscription, config version, routing time, dead-letter
 reason. A parked record that is redriven loses the routing headers of its parking first.
 """
@@ -163,7 +163,9 @@ def records_for(
         if action is Action.FILTERED or action is Action.DROP:  # skipped, or expired with on_expire: drop
             continue
         _, topic, before, after = made.get(id(decision)) or envelopes.headers_of(decision)
-        key = decision.key if action is Action.ROUTE and decision.key is not None else message.key
+        # A message group's routed and parked records are keyed by the group id: one partition holds the group,
+        # in order, on its group topic and while it waits on the pending topic alike.
+        key = message.key if decision.key is None else decision.key
         headers = [*original, source, *before, version, routed_at, *after]
         out.append((topic, message.value, key, headers, timestamp))
     return out

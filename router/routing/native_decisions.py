@@ -4,8 +4,9 @@ made for a whole batch in one native call with the GIL released.
 ``NativeDecisions.build`` describes every app to the native side once, with the table (in the config thread):
 its plan positions, candidates, fairness, spillover, presence, group_by, expiration and priority bands, and each
 environment's declared header types. Per batch, ``decide`` hands over the records' headers, their apps (a route
-index per topic), timestamps and the mutable state (round-robin cursors, unconfirmed counts, absent groups), and
-writes back what the batch moved: the cursors, and what it routed to each measured group (``Snapshot``).
+index per topic), timestamps and the mutable state (round-robin cursors, unconfirmed counts, absent groups, the
+consumer groups holding message groups), and writes back what the batch moved: the cursors, what it routed to
+each measured group, and where it placed each keyed record (``Snapshot``, ``Holders.hold``).
 """
 
 from __future__ import annotations
@@ -228,7 +229,7 @@ class NativeDecisions:
             absent = []
             if snapshot is not None and snapshot.absent:
                 absent = [s for k in snapshot.absent if (s := self.slot_of.get(k)) is not None]
-            decided, made, moved, routed = self.decider.decide(
+            decided, made, moved, routed, held = self.decider.decide(
                 [m.headers for m in batch],
                 routes,
                 [m.timestamp_ms for m in batch],
@@ -236,12 +237,18 @@ class NativeDecisions:
                 counts,
                 [cursors.get(k, 0) for k in cursor_keys],
                 absent,
+                # message groups follow their holders only where decide_app sees them: with a snapshot
+                holders=snapshot.holders.by_app if snapshot is not None else None,
             )
             for cursor, value in moved:
                 cursors[cursor_keys[cursor]] = value
             if snapshot is not None and measured is not None:
                 for slot, count in routed:
                     snapshot.note_routed(self.slots[slot], count)
+            if held:
+                hold = snapshot.holders.hold  # type: ignore[union-attr]  # held only with a snapshot
+                for app, key, group in held:
+                    hold(app, key, group)
             results.extend(made)
             start += decided
             if start < len(messages):  # an inexact entry failed: this record's errors need the Python plans

@@ -4,7 +4,8 @@ consumers are attached. Pure: the worker builds it from ``capacity``'s measureme
 
 The snapshot is a ``Mapping[(app, group), int]`` of unconfirmed counts, the type ``Router.route`` always took as
 ``lag``, so callers that pass a plain mapping (explain, the Spark plan, tests) keep working and mean "every group
-present". Presence is the extra ``absent`` set.
+present". Presence is the extra ``absent`` set; which consumer group holds each message group with messages
+outstanding is the extra ``holders`` (routing/holders.py), carried from one snapshot to the next.
 
 A measurement is a few seconds old, and a worker routes thousands of records in that time. Holding capacity
 (BlazingMQ maxUnconfirmed) on the measured figure alone would let a whole refresh interval's worth of records
@@ -19,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 
+from subroute.routing.holders import Holders
+
 GroupId = tuple[str, str]  # (app, group)
 
 # How far before a measurement's start the records routed are still added to it (see the module's doc).
@@ -30,18 +33,21 @@ _NO_LAG: Mapping[GroupId, int] = MappingProxyType({})
 class Snapshot(Mapping[GroupId, int]):
     """Unconfirmed counts (measured + routed since) and the groups whose consumers are not attached."""
 
-    __slots__ = ("_log", "_routed", "absent", "absent_apps", "clock", "measured", "started_at")
+    __slots__ = ("_log", "_routed", "absent", "absent_apps", "clock", "holders", "measured", "started_at")
 
     def __init__(
         self,
         measured: Mapping[GroupId, int] = _NO_LAG,
         absent: frozenset[GroupId] = frozenset(),
         started_at: float = 0.0,
+        holders: Holders | None = None,
     ) -> None:
         self.measured = measured
         self.absent = absent  # groups of presence-required apps whose Kafka consumer group has no live member
         self.absent_apps = frozenset(app for app, _ in absent)  # one lookup per message tells most apps apart
         self.started_at = started_at  # when the lag measurement began (the worker's monotonic clock)
+        # message groups with messages outstanding, by the consumer group holding them (decisions add to it)
+        self.holders = Holders() if holders is None else holders
         self.clock = started_at  # the time ``note_routed`` stamps; the worker sets it once per batch
         self._routed: dict[GroupId, int] = {}  # per group, the records routed since started_at - overlap
         # per group, [time, count] of what was routed, oldest first: what a newer measurement may not yet hold
@@ -86,7 +92,7 @@ class Snapshot(Mapping[GroupId, int]):
         self, measured: Mapping[GroupId, int], absent: frozenset[GroupId], started_at: float
     ) -> Snapshot:
         """The snapshot of a newer measurement, carrying what was routed since it began (and the overlap)."""
-        fresh = Snapshot(measured, absent, started_at)
+        fresh = Snapshot(measured, absent, started_at, self.holders)
         fresh.clock = self.clock
         cutoff = started_at - OVERLAP_SECONDS
         for key, entries in self._log.items():

@@ -44,9 +44,12 @@ class Assignment:
         before_revoke: Callable[[], None] | None = None,
         on_assigned: Callable[[list[TopicPartition]], None] | None = None,
         on_revoked: Callable[[set[Partition]], None] | None = None,
+        on_added: Callable[[], None] | None = None,
     ) -> None:
         self.metrics = metrics
         self.on_change = on_change  # after every assignment change
+        # when partitions were added, before any of them is read (the worker reads back its message groups)
+        self.on_added = on_added
         self.before_revoke = (
             before_revoke  # the worker commits what it routed while the partitions are its own
         )
@@ -113,6 +116,8 @@ class Assignment:
             "partitions assigned",
             extra={"fields": {"added": partition_names(partitions), "now": len(self.assigned)}},
         )
+        if partitions and self.on_added is not None:
+            self.on_added()
         if self.on_change is not None:
             self.on_change()
 

@@ -21,6 +21,10 @@ at an interval (``window``), not after every batch:
 A commit refused because the group rebalanced meanwhile is not an error: the partitions' new owner routes those
 records again. The worker commits before partitions are revoked, before a new config version is taken and at
 shutdown. Everything here runs on the poll-loop thread (the revoke callback runs inside its poll).
+
+Windows are numbered as they open; ``settled_through`` is the newest whose every record has its delivery report
+(delivered, or dead-lettered as a stub), and ``on_reported`` hears of every record delivered: what the worker
+needs to know which message groups still have records on their way (routing/holders.py).
 """
 
 from __future__ import annotations
@@ -115,6 +119,8 @@ class Checkpoint:
         self.on_rewind = on_rewind
         self.interval = interval or CommitInterval()
         self.window = CommitWindow()
+        self.settled_through = -1  # the newest window (by number) whose records all have their reports
+        self.on_reported: Callable[[Message], None] | None = None  # every record delivered
         self._closed: list[
             CommitWindow
         ] = []  # at-least-once: closed, waiting for delivery reports; oldest first
@@ -127,11 +133,12 @@ class Checkpoint:
         overrides: dict[str, object] = {
             "acks": "all",
             "enable.idempotence": True,
-            # Reports of records produced without a window's callback (redelivered ones): only failures matter.
+            # Reports of records produced without a window's callback (redelivered ones, and every record
+            # under exactly-once): the failures, and where the delivered ones went (``on_reported``).
             "on_delivery": self._on_delivery,
-            # Exactly-once hears of failures only (the transaction's commit waits for the rest); at-least-once
-            # counts every report per window (``on_delivery``), which is what lets routing go on meanwhile.
-            "delivery.report.only.error": self.exactly_once,
+            # Every delivery is reported: at-least-once counts them per window (``on_delivery``), which is what
+            # lets routing go on meanwhile; both learn each delivered record's offset (message groups' holders).
+            "delivery.report.only.error": False,
             # A destination that was deleted is re-created by the worker with its layout (partitions,
             # retention), not by the broker's defaults.
             "allow.auto.create.topics": False,
@@ -188,7 +195,7 @@ class Checkpoint:
             self._commit_settled()
 
     def _open_window(self) -> None:
-        self.window = CommitWindow()
+        self.window = CommitWindow(number=self.window.number + 1)
         self.on_delivery = self._reports_for(self.window)
 
     def _reports_for(self, window: CommitWindow) -> DeliveryCallback | None:
@@ -202,6 +209,8 @@ class Checkpoint:
             window.acknowledged += 1
             if error is not None:
                 window.failures.append(self._failure(error, message))
+            elif self.on_reported is not None:
+                self.on_reported(message)
 
         return delivered
 
@@ -289,6 +298,8 @@ class Checkpoint:
     def _commit_offsets(self, windows: list[CommitWindow]) -> None:
         """One offset commit of the positions of ``windows`` (in order: a later position wins), under the newest
         config version among them."""
+        if windows:  # acknowledged and repaired, whatever becomes of the commit
+            self.settled_through = max(self.settled_through, windows[-1].number)
         positions: dict[tuple[str, int], int] = {}
         marks: dict[tuple[str, int], SweepMark | None] = {}
         for window in windows:
@@ -361,6 +372,8 @@ class Checkpoint:
                     offsets, self.consumer.consumer_group_metadata(), 30
                 )
             self.producer.commit_transaction(30)
+            self.producer.poll(0)  # the reports of the transaction's records, before it counts as settled
+            self.settled_through = max(self.settled_through, window.number)
         except KafkaException as exc:
             if exc.args[0].fatal():
                 # fenced by a newer worker with our transactional id: it owns the work now; nothing of this
@@ -401,6 +414,8 @@ class Checkpoint:
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
             self._failures.append(self._failure(error, message))
+        elif self.on_reported is not None:
+            self.on_reported(message)
 
     def _failure(self, error: KafkaError, message: Message) -> redelivery.Failure:
         record = (

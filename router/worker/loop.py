@@ -10,7 +10,10 @@ them; the input offsets gather in the checkpoint's commit window, made durable a
 drains, before a new table is taken and before partitions are revoked (``checkpoint``, ``window``). Pending
 topics are read by the same consumer group; a pending record parked under config version V is re-evaluated
 only under a newer version (``routing.parking``), while expired records behind it leave at every sweep
-(``sweeps``).
+(``sweeps``). Message groups stay with the consumer group holding their outstanding messages
+(``routing.holders``): the checkpoint's delivery reports and window numbers, and the capacity monitor's
+committed offsets, keep that up to date; a worker assigned partitions reads it back from the group topics first
+(``held_groups``).
 """
 
 from __future__ import annotations
@@ -21,13 +24,14 @@ import time
 
 from confluent_kafka import Consumer, Message
 
+from subroute import names
 from subroute.config.model import Config
 from subroute.config.store import ConfigStore, no_apps_warning
 from subroute.kafka.io import admin_client
 from subroute.kafka.topics import TopicPolicy
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
-from subroute.routing.capacity import CapacityMonitor
+from subroute.routing.capacity import CapacityMonitor, groups_holding
 from subroute.routing.decisions import RoutingTable
 from subroute.worker import progress
 from subroute.worker.assignment import Assignment
@@ -35,6 +39,7 @@ from subroute.worker.batch import BatchRouter
 from subroute.worker.checkpoint import AT_LEAST_ONCE, EXACTLY_ONCE, GUARANTEES, Checkpoint
 from subroute.worker.consumers import ConsumerView
 from subroute.worker.destinations import Destinations
+from subroute.worker.held_groups import restore_holders
 from subroute.worker.options import WorkerOptions, worker_consumer_config
 from subroute.worker.sweeps import Sweeps
 from subroute.worker.tables import TableBuilder
@@ -79,6 +84,7 @@ class Worker:
             before_revoke=self._commit,
             on_assigned=self.sweeps.assigned,
             on_revoked=self.sweeps.revoked,
+            on_added=self._restore_holders,
         )
         # Read at each scrape, not set on events: readiness also ends when the config store stops following,
         # which no event of the poll loop reports.
@@ -147,7 +153,7 @@ class Worker:
                     continue
                 self.assignment.release(consumer, table.version, self.store.settled_at)
                 self.assignment.resume(consumer, self.sweeps.due(self.assignment.paused))
-                self.consumers.follow(consumer, self.assignment)
+                self.consumers.follow(consumer, self.assignment, checkpoint.settled_through)
                 first = consumer.poll(self.options.poll_timeout)
                 # A batch never waits to fill up: a record waits for the batch before it, not the ones after it.
                 batch = [first, *consumer.consume(self.options.batch_size - 1, timeout=0)] if first else []
@@ -186,6 +192,7 @@ class Worker:
         self.metrics.plan_subscriptions.set(table.expression_count)
         self.capacity.watch(config)
         self.capacity.start()
+        self._follow_holders(config)
         self.assignment.follow(self.consumer, config, self.prefix)
         log.info(
             "config version in force", extra={"fields": {"version": table.version, "apps": len(config.apps)}}
@@ -194,6 +201,30 @@ class Worker:
         if warning is not None:
             log.warning(warning)
         return table
+
+    def _follow_holders(self, config: Config) -> None:
+        """Message groups of the config in force: delivery reports on their group topics position them; those
+        held by a group no longer grouping messages are forgotten."""
+        holding = groups_holding(config)
+        holders = self.consumers.holders
+        holders.topics = {names.group_topic(self.prefix, app, group): (app, group) for app, group in holding}
+        holders.keep(set(holding))
+        if self.checkpoint is not None:
+            self.checkpoint.on_reported = (
+                (lambda m: holders.reported(m.topic() or "", m.partition() or 0, m.offset() or 0, m.key()))
+                if holding
+                else None
+            )
+
+    def _restore_holders(self) -> None:
+        """Partitions were assigned: before routing them, read back which groups hold message groups (the
+        previous owner's placements). A failure is logged: routing goes on with what this worker knows."""
+        if self._config is None or not groups_holding(self._config):
+            return
+        try:
+            restore_holders(self.settings, self._config, self.consumers.holders)
+        except Exception:
+            log.exception("reading back held message groups failed; routing with what this worker holds")
 
     def _open_clients(self) -> None:
         self.consumer = Consumer(worker_consumer_config(self.settings, self.options.session_timeout_ms))
@@ -217,6 +248,7 @@ class Worker:
         started = time.perf_counter()
         self.checkpoint.begin()
         lag, now_ms = self.consumers.snapshot, int(time.time() * 1000)
+        self.consumers.holders.window = self.checkpoint.window.number  # the window this batch's records join
         args = (self.consumer, self.assignment, self.checkpoint)
         tally = self.batches.route_batch(table, batch, lag, now_ms, *args)
         tally.publish(self.metrics)

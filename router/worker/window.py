@@ -44,6 +44,7 @@ class CommitInterval:
 
 @dataclass
 class CommitWindow:
+    number: int = 0  # windows are numbered as they open (the checkpoint's ``settled_through``)
     version: int = 0  # the newest config version a record of the window was routed under (commit metadata)
     offsets: dict[Partition, int] = field(default_factory=dict)  # next offset to commit, per partition
     # pending partitions: the sweep mark to commit with the offset (None: none, or no longer)

@@ -99,3 +99,35 @@ def test_a_waiting_record_says_why_and_loses_the_reason_when_redriven() -> None:
 def test_a_dropped_record_is_written_nowhere() -> None:
     dropped = Decision("billing", Action.DROP, reason="expired")
     assert records_for(_input([]), [dropped], 5_000, False, Envelopes("p", TABLE)) == []
+
+
+def test_parked_records_of_a_message_group_are_keyed_by_the_group() -> None:
+    """Issue 22, item 4: a waiting record of a message group is keyed by its group id (not the producer's key),
+    so all of one group's waiting records share one pending partition and leave it in order; a routed dead
+    letter keeps the producer's key."""
+    from subroute.config.model import SubscriptionConfig
+    from subroute.routing.decisions import MessageView, Router
+    from subroute.routing.snapshot import Snapshot
+
+    app = AppConfig(name="carts", inputs=("orders",), properties={"Cart": "string"}, group_by="Cart")
+    table = build_table(
+        Config(
+            version=7,
+            apps={"carts": app},
+            groups={("carts", "g"): GroupConfig("carts", "g", (SubscriptionConfig("Cart != \"none\""),))},
+        )
+    )
+    nobody = Snapshot({}, frozenset({("carts", "g")}))
+    envelopes = Envelopes("p", table)
+    keys = []
+    for i, (cart, input_key) in enumerate([("c1", b"a"), ("c1", b"b"), ("c1", None), ("none", b"c")]):
+        message = InputRecord("orders", [("Cart", cart.encode())], 1_000, 0, i, input_key, b"v")
+        decisions = Router().route(table, MessageView("orders", message.headers, 0), nobody, 5_000).routed
+        [(topic, _, key, _, _)] = records_for(message, decisions, 5_000, False, envelopes)
+        assert topic == "p.carts.pending"
+        keys.append(key)
+    # waiting for a consumer (the first three) or matching nothing (the last): keyed by the group either way
+    assert keys == [b"c1", b"c1", b"c1", b"none"]
+    dead = Decision("carts", Action.DEAD_LETTER, reason="expired")
+    [(_, _, key, _, _)] = records_for(_input([]), [dead], 5_000, False, envelopes)
+    assert key == b"k"

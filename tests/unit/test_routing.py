@@ -506,3 +506,108 @@ def test_fast_waits_when_every_group_is_full() -> None:
     full = {("pac", "Inky"): 2, ("pac", "Blinky"): 4, ("pac", "Clyde"): 10}
     (decision,) = route(ghosts("fast"), lag=full, Amount=1)
     assert (decision.action, decision.reason) == (Action.PENDING, CAPACITY)
+
+
+# --- one consumer group at a time holds a message group (seed 002; README, Routing, step 5) --------------------
+
+SPLIT = AppConfig(name="billing", inputs=("orders",), properties=TYPES, group_by="CustomerId")
+
+
+def split_config(app: AppConfig = SPLIT, *, vip_room: int | None = None) -> Config:
+    """The issue's example: a message group whose messages match two groups' subscriptions."""
+    return config(
+        app,
+        groups=[
+            group("billing", "vip", sub("Amount > 1000", 10, max_unconfirmed=vip_room), order=0),
+            group("billing", "general", sub("Amount == 10", 5), order=1),
+        ],
+    )
+
+
+def test_a_message_group_stays_on_the_group_holding_its_outstanding_messages() -> None:
+    # Issue 22, item 3: group 7's first message matches general's subscription, its second vip's. Qpid: "the
+    # broker will not allow outstanding unacknowledged messages to more than one consumer for a given group".
+    snapshot, router = Snapshot(), Router()
+    first = route(split_config(), router, lag=snapshot, CustomerId=7, Amount=10)[0]
+    second = route(split_config(), router, lag=snapshot, CustomerId=7, Amount=5000)[0]
+    assert (first.group, second.group) == ("general", "general")
+    assert (second.action, second.key) == (Action.ROUTE, b"7")
+    # general's own subscription does not match it: the decision names the holder's first subscription
+    assert second.subscription == "Amount == 10"
+    # other message groups are not held: the same message of group 8 goes where its subscription says
+    assert route(split_config(), router, lag=snapshot, CustomerId=8, Amount=5000)[0].group == "vip"
+
+
+def test_a_held_message_group_still_needs_a_matching_subscription() -> None:
+    snapshot = Snapshot()
+    route(split_config(), lag=snapshot, CustomerId=7, Amount=10)
+    (unmatched,) = route(split_config(), lag=snapshot, CustomerId=7, Amount=3)
+    assert (unmatched.action, unmatched.reason, unmatched.key) == (Action.PENDING, None, b"7")
+
+
+def test_a_held_message_group_waits_for_room_on_its_holder() -> None:
+    cfg = config(
+        SPLIT,
+        groups=[
+            group("billing", "vip", sub("Amount > 1000", 10), order=0),
+            group("billing", "general", sub("Amount == 10", 5, max_unconfirmed=1), order=1),
+        ],
+    )
+    snapshot = Snapshot({("billing", "general"): 0, ("billing", "vip"): 0})
+    assert route(cfg, lag=snapshot, CustomerId=7, Amount=10)[0].group == "general"
+    (waits,) = route(cfg, lag=snapshot, CustomerId=7, Amount=5000)
+    assert (waits.action, waits.reason, waits.key) == (Action.PENDING, CAPACITY, b"7")
+
+
+def test_spillover_never_moves_a_message_group_with_messages_outstanding() -> None:
+    # Issue 22, item 2: the full top group keeps the message group; only a group with nothing outstanding spills.
+    app = AppConfig(
+        name="billing", inputs=("orders",), properties=TYPES, group_by="CustomerId", spillover=True
+    )
+    cfg = config(
+        app,
+        groups=[
+            group("billing", "top", sub("Amount >= 0", 10, max_unconfirmed=1), order=0),
+            group("billing", "low", sub("Amount >= 0", 1), order=1),
+        ],
+    )
+    snapshot = Snapshot({("billing", "top"): 0, ("billing", "low"): 0})
+    assert route(cfg, lag=snapshot, CustomerId=7, Amount=1)[0].group == "top"  # top is full from now on
+    (held,) = route(cfg, lag=snapshot, CustomerId=7, Amount=2)
+    assert (held.action, held.reason, held.group) == (Action.PENDING, CAPACITY, None)
+    assert route(cfg, lag=snapshot, CustomerId=8, Amount=1)[0].group == "low"  # nothing outstanding: spills
+
+
+def test_a_message_group_is_placed_afresh_once_its_messages_are_confirmed() -> None:
+    snapshot = Snapshot()
+    route(split_config(), lag=snapshot, CustomerId=7, Amount=10)
+    holders = snapshot.holders
+    holders.window, holders.settled = 0, 0  # the record's window is delivered...
+    holders.delivered("billing", b"7", "general", "subroute.billing.general", 0, 41)
+    assert holders.release({("billing", "general"): {("subroute.billing.general", 0): 41}}) == 0
+    assert route(split_config(), lag=snapshot, CustomerId=7, Amount=5000)[0].group == "general"
+    holders.settled = 1
+    holders.delivered("billing", b"7", "general", "subroute.billing.general", 0, 42)
+    # ...and general's consumer group committed past it: nothing outstanding, placed by its subscription
+    assert holders.release({("billing", "general"): {("subroute.billing.general", 0): 43}}) == 1
+    assert route(split_config(), lag=snapshot, CustomerId=7, Amount=5000)[0].group == "vip"
+
+
+def test_a_message_group_whose_holder_left_is_placed_afresh() -> None:
+    # Qpid frees a group when its consumer goes; presence: required sees the consumer group leave.
+    app = AppConfig(name="billing", inputs=("orders",), properties=TYPES, group_by="CustomerId")
+    snapshot = Snapshot()
+    assert route(split_config(app), lag=snapshot, CustomerId=7, Amount=10)[0].group == "general"
+    left = snapshot.renewed({}, frozenset({("billing", "general")}), 1.0)
+    moved = route(split_config(app), lag=left, CustomerId=7, Amount=5000)[0]
+    assert (moved.action, moved.group) == (Action.ROUTE, "vip")
+    # and vip holds it now, though general is back
+    back = left.renewed({}, frozenset(), 2.0)
+    assert route(split_config(app), lag=back, CustomerId=7, Amount=10)[0].group == "vip"
+
+
+def test_a_message_group_held_by_a_removed_group_is_placed_afresh() -> None:
+    snapshot = Snapshot()
+    route(split_config(), lag=snapshot, CustomerId=7, Amount=10)
+    without_general = config(SPLIT, groups=[group("billing", "vip", sub("Amount > 1000", 10))], version=2)
+    assert route(without_general, lag=snapshot, CustomerId=7, Amount=5000)[0].group == "vip"

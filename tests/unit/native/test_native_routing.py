@@ -10,7 +10,8 @@ a group's at one, so several match one message) and capacities (differing within
 header lists (missing, repeated, null, mistyped and undecodable values, int64 edges, NaN), on any topic, some
 redriven for one app (``only_app``), some expired by the app's limit or their own (parsable or not)
 ``subroute.expiration``. Lags are plain mappings or snapshots with measured counts (so what a batch routes moves
-later records' capacity) and absent groups; cursors start anywhere.
+later records' capacity), absent groups and message groups already held by some consumer group (a group of the
+app, or one no longer in the config); cursors start anywhere.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionCo
 from subroute.expressions.expression import check
 from subroute.routing import native_decisions
 from subroute.routing.decisions import MessageView, Router, RouteResult, RoutingTable, build_table
+from subroute.routing.holders import Holders
 from subroute.routing.snapshot import Snapshot
 
 SETTINGS = settings(
@@ -230,21 +232,31 @@ def _fields(result: RouteResult) -> tuple[object, ...]:
 
 
 Lag = dict[tuple[str, str], int]
-# How a test's lag is made: a plain mapping, or a snapshot (measured counts, absent groups), fresh for each side.
-LagSpec = Lag | tuple[Lag, frozenset[tuple[str, str]]]
+Held = dict[tuple[str, bytes], str]  # (app, message group key) -> the consumer group holding it
+# How a test's lag is made: a plain mapping, or a snapshot (measured counts, absent groups, message groups held),
+# fresh for each side.
+LagSpec = Lag | tuple[Lag, frozenset[tuple[str, str]]] | tuple[Lag, frozenset[tuple[str, str]], Held]
 
 
 def _lag(spec: LagSpec) -> Lag | Snapshot:
     if isinstance(spec, tuple):
-        measured, absent = spec
-        return Snapshot(dict(measured), absent, started_at=1.0)
+        measured, absent, *rest = spec
+        holders = Holders()
+        for (app, key), group in (rest[0] if rest else {}).items():
+            holders.hold(app, key, group)
+        return Snapshot(dict(measured), absent, started_at=1.0, holders=holders)
     return spec
 
 
 def _state(lag: Lag | Snapshot) -> object:
-    """What routing leaves in a lag: a snapshot's routed counts and their log."""
+    """What routing leaves in a lag: a snapshot's routed counts and their log, and the message groups held."""
     return (
-        (dict(lag._routed), {k: [list(e) for e in v] for k, v in lag._log.items()})
+        (
+            dict(lag._routed),
+            {k: [list(e) for e in v] for k, v in lag._log.items()},
+            lag.holders.by_app,
+            dict(lag.holders._outstanding),
+        )
         if isinstance(lag, Snapshot)
         else dict(lag)
     )
@@ -288,7 +300,29 @@ def lag_specs(draw: st.DrawFn, config: Config) -> LagSpec:
         return counts
     # A snapshot (most often): what the batch routes to a measured group counts against its capacity at once.
     absent = draw(st.sets(st.sampled_from([*keys, ("app0", "unknown")]))) if draw(st.booleans()) else set()
-    return counts, frozenset(absent)
+    return counts, frozenset(absent), draw(held_groups(config))
+
+
+# Message-group keys records carry (values of the group_by headers "g" and "s", the default groups) and some no
+# record carries.
+GROUP_KEYS = (b"1", b"2", b"a", b"b", b"ab", b"dg", names.DEFAULT_MESSAGE_GROUP.encode(), b"\xff\xfe", b"x")
+
+
+@st.composite
+def held_groups(draw: st.DrawFn, config: Config) -> Held:
+    """Message groups held by a group of their app, or by one the config no longer has."""
+    if draw(st.integers(0, 3)) == 0:
+        return {}
+    holders = {app: [g for a, g in config.groups if a == app] + ["gone"] for app in config.apps}
+    return draw(
+        st.dictionaries(
+            st.sampled_from(sorted(config.apps)).flatmap(
+                lambda app: st.tuples(st.just(app), st.sampled_from(GROUP_KEYS))
+            ),
+            st.sampled_from(sorted({g for groups in holders.values() for g in groups})),
+            max_size=8,
+        )
+    )
 
 
 @st.composite
@@ -422,7 +456,7 @@ def test_a_batch_fills_groups_as_route_does(data: st.DataObject) -> None:
     keys = sorted(config.groups)
     measured = {key: data.draw(st.integers(0, 2)) for key in keys if data.draw(st.integers(0, 4))}
     absent = frozenset(data.draw(st.sets(st.sampled_from(keys))) if data.draw(st.booleans()) else ())
-    spec: LagSpec = (measured, absent) if data.draw(st.integers(0, 4)) else measured
+    spec: LagSpec = (measured, absent, data.draw(held_groups(config))) if data.draw(st.integers(0, 4)) else measured
     for result in _check(
         table, batch, spec, data.draw(cursor_maps(config)), data.draw(st.integers(0, len(batch)))
     ):
@@ -445,3 +479,20 @@ def test_a_table_without_the_decider_routes_record_by_record(monkeypatch: pytest
     batch = [(MessageView("orders", [("a", str(n).encode())], 0), None) for n in range(4)]
     results = _check(table, batch, {})
     assert [[d.group for d in r.routed] for r in results] == [[], [None], ["g0"], ["g1"]]  # filtered, pending
+
+
+def test_a_batch_keeps_a_message_group_on_the_group_holding_it() -> None:
+    """Issue 22, item 3, in one native call: A's first record places it on general, so A's next record follows it
+    there although it matches vip; B (held by vip before the batch) follows vip although it matches general."""
+    app = AppConfig("billing", ("orders",), "bmq", {"Cust": "string", "Amt": "int"}, group_by="Cust")
+    groups = {
+        ("billing", "vip"): GroupConfig("billing", "vip", (SubscriptionConfig("Amt > 1000"),)),
+        ("billing", "general"): GroupConfig("billing", "general", (SubscriptionConfig("Amt == 10"),), order=1),
+    }
+    table = build_table(Config(version=1, apps={"billing": app}, groups=groups))
+    batch: list[tuple[MessageView, str | None]] = [
+        (MessageView("orders", [("Cust", c.encode()), ("Amt", a.encode())], 0), None)
+        for c, a in (("A", "10"), ("A", "5000"), ("B", "10"), ("C", "5000"))
+    ]
+    results = _check(table, batch, ({}, frozenset(), {("billing", b"B"): "vip"}))
+    assert [r.routed[0].group for r in results] == ["general", "general", "vip", "vip"]

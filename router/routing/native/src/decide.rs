@@ -1,13 +1,14 @@
 //! A batch's routing decisions, made from the plan's matches exactly as `Router.route` makes them
 //! (router/routing/decisions.py): decode failure counts, the app filters' outcome, expiration of what passed
 //! them, evaluation error counts, the message-group key, and per app its priority levels, presence, spillover,
-//! fairness, capacity and rendezvous hashing. Plain Rust; `python.rs` turns the result into the Python objects.
+//! fairness, capacity, rendezvous hashing and the consumer groups holding message groups with messages
+//! outstanding. Plain Rust; `python.rs` turns the result into the Python objects.
 
 use blake2::digest::{Update, VariableOutput};
 use blake2::Blake2bVar;
 
 use crate::decode::{decode, is_python_space, PropType};
-use crate::plan::{Batch, Header};
+use crate::plan::{Batch, FxMap, Header};
 
 /// How an app chooses among the matching candidates of one priority level (`AppConfig.fairness`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,13 +64,20 @@ struct App {
     slots: Vec<u32>,
 }
 
-const NONE: u32 = u32::MAX;
+pub const NONE: u32 = u32::MAX;
 
 /// The apps a record is routed for, by environment (`RoutingTable.groups_for`).
 #[derive(Clone, Debug)]
 pub struct Route {
     groups: Vec<(u32, Vec<u32>, bool)>,
     members: Vec<u32>,
+}
+
+impl Route {
+    /// Every app of the route, ascending.
+    pub fn members(&self) -> &[u32] {
+        &self.members
+    }
 }
 
 /// Everything fixed for a table: the apps, each plan position's owner and exactness, the environments' declared
@@ -87,7 +95,8 @@ pub struct Decider {
 
 /// The mutable routing state a batch reads and moves: per (app, group) slot the unconfirmed count, whether
 /// routing adds to it (a measured group of a `Snapshot`), whether it is absent, and the records routed to it;
-/// per cursor its value and whether it moved.
+/// per cursor its value and whether it moved; and, when message groups are held (`holding`), per app the slot
+/// holding each message-group key (`NONE`: looked up, not held), and every keyed record's placement in order.
 #[derive(Clone, Debug, Default)]
 pub struct State {
     pub counts: Vec<i64>,
@@ -96,6 +105,10 @@ pub struct State {
     pub routed: Vec<u32>,
     pub cursors: Vec<i64>,
     pub moved: Vec<bool>,
+    pub holding: bool,
+    pub held: FxMap<u32, FxMap<Vec<u8>, u32>>,
+    /// (app, key, candidate) of each record routed with a message-group key, in order.
+    pub placed: Vec<(u32, GroupKey, u32)>,
 }
 
 impl State {
@@ -107,6 +120,7 @@ impl State {
             routed: vec![0; slots],
             cursors: vec![0; cursors],
             moved: vec![false; cursors],
+            ..State::default()
         }
     }
 }
@@ -428,6 +442,45 @@ impl Decider {
         Ok(out)
     }
 
+    /// The message-group key app `a` reads off a record (`group_key_of`); None when the app has no group_by.
+    pub fn group_key_of<'b>(
+        &'b self,
+        a: u32,
+        headers: &[Header],
+        bytes: &'b [u8],
+    ) -> Option<&'b [u8]> {
+        let spec = &self.apps.get(a as usize)?.spec;
+        let name = spec.group_by?;
+        Some(match group_key(name, headers) {
+            GroupKey::Header(s, e) => &bytes[s..e],
+            GroupKey::Default => &spec.default_group,
+        })
+    }
+
+    /// `_held`: the candidate a record of a held message group goes by, the holder's first matching one (in
+    /// level order) or else its first; None when nothing holds the key, the holder is absent or not the app's.
+    fn held(&self, a: u32, key: &[u8], hits: &[u32], absent: bool, state: &State) -> Option<u32> {
+        let slot = *state.held.get(&a)?.get(key)?;
+        if slot == NONE || (absent && state.absent[slot as usize]) {
+            return None;
+        }
+        let own = self.apps[a as usize]
+            .spec
+            .candidates
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.slot == slot)
+            .map(|(i, _)| i as u32);
+        let mut first = None;
+        for i in own {
+            if hits.binary_search(&i).is_ok() {
+                return Some(i);
+            }
+            first = first.or(Some(i));
+        }
+        first
+    }
+
     /// `message_expiration`: the first `subroute.expiration` header that parses.
     fn own_expiration(&self, headers: &[Header], bytes: &[u8]) -> Option<i128> {
         let name = self.expiration_name?;
@@ -485,34 +538,45 @@ impl Decider {
         }
         hits.sort_unstable();
         let absent = spec.presence_required && app.slots.iter().any(|&s| state.absent[s as usize]);
-        let key_hash = match key {
-            Some(GroupKey::Header(s, e)) => Some(stable_hash(&bytes[s..e])),
-            Some(GroupKey::Default) => Some(stable_hash(&spec.default_group)),
+        let key_bytes: Option<&[u8]> = match key {
+            Some(GroupKey::Header(s, e)) => Some(&bytes[s..e]),
+            Some(GroupKey::Default) => Some(&spec.default_group),
             None => None,
+        };
+        let held = match key_bytes {
+            Some(k) if state.holding => self.held(a, k, &hits, absent, state),
+            _ => None,
         };
         let mut waiting = Waiting::NoConsumer;
         let mut chosen = None;
-        let mut present: Vec<u32> = Vec::with_capacity(hits.len());
-        for level in hits.chunk_by(|x, y| {
-            spec.candidates[*x as usize].priority == spec.candidates[*y as usize].priority
-        }) {
-            present.clear();
-            for &c in level {
-                let slot = spec.candidates[c as usize].slot;
-                // A group once, by its first matching subscription: turns are among groups
-                // (`one_per_group`). A group's candidates of one level are adjacent (`Decider::new`).
-                let last = present.last().map(|&p| spec.candidates[p as usize].slot);
-                if (!absent || !state.absent[slot as usize]) && last != Some(slot) {
-                    present.push(c);
-                }
-            }
-            if present.is_empty() {
-                continue; // nobody attached at this priority
-            }
+        if let Some(c) = held {
+            // The message group follows the consumer group holding its outstanding messages, and waits there.
             waiting = Waiting::Capacity;
-            chosen = choose(app, &present, key_hash, state);
-            if chosen.is_some() || !spec.spillover {
-                break;
+            chosen = has_room(&spec.candidates[c as usize], state).then_some(c);
+        } else {
+            let key_hash = key_bytes.map(stable_hash);
+            let mut present: Vec<u32> = Vec::with_capacity(hits.len());
+            for level in hits.chunk_by(|x, y| {
+                spec.candidates[*x as usize].priority == spec.candidates[*y as usize].priority
+            }) {
+                present.clear();
+                for &c in level {
+                    let slot = spec.candidates[c as usize].slot;
+                    // A group once, by its first matching subscription: turns are among groups
+                    // (`one_per_group`). A group's candidates of one level are adjacent (`Decider::new`).
+                    let last = present.last().map(|&p| spec.candidates[p as usize].slot);
+                    if (!absent || !state.absent[slot as usize]) && last != Some(slot) {
+                        present.push(c);
+                    }
+                }
+                if present.is_empty() {
+                    continue; // nobody attached at this priority
+                }
+                waiting = Waiting::Capacity;
+                chosen = choose(app, &present, key_hash, state);
+                if chosen.is_some() || !spec.spillover {
+                    break;
+                }
             }
         }
         let Some(candidate) = chosen else {
@@ -526,6 +590,17 @@ impl Decider {
         state.routed[slot] += 1;
         if state.tracked[slot] {
             state.counts[slot] += 1; // Snapshot.note_routed: later records see it
+        }
+        if let (Some(k), Some(key), true) = (key_bytes, key, state.holding) {
+            // Holders.hold: the batch's later records of this message group follow it
+            let held = state.held.entry(a).or_default();
+            match held.get_mut(k) {
+                Some(holder) => *holder = slot as u32,
+                None => {
+                    held.insert(k.to_vec(), slot as u32);
+                }
+            }
+            state.placed.push((a, key, candidate));
         }
         let band = spec
             .bands

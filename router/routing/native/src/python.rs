@@ -312,6 +312,8 @@ struct AppObjects {
     default_group: Py<PyBytes>,
     /// Per candidate: its routed decision, group and label.
     routed: Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>,
+    /// Its groups' (app, group) slots by group name: where a message group's holder, named, is.
+    group_slots: FxMap<String, u32>,
 }
 
 /// The filtered decisions of a set of apps, made once (a workload has few such sets).
@@ -380,7 +382,9 @@ impl NativeDecider {
             };
             let mut cands = Vec::with_capacity(candidates.len());
             let mut routed = Vec::with_capacity(candidates.len());
+            let mut group_slots = FxMap::default();
             for (priority, max_unconfirmed, slot, group, position, decision) in candidates {
+                group_slots.insert(group.clone(), slot);
                 cands.push(decide::Candidate {
                     priority,
                     max_unconfirmed,
@@ -405,6 +409,7 @@ impl NativeDecider {
                 filtered,
                 default_group: PyBytes::new(py, &default_group).unbind(),
                 routed,
+                group_slots,
             });
             specs.push(AppSpec {
                 span: (start, end),
@@ -465,10 +470,13 @@ impl NativeDecider {
     }
 
     /// Decide the records in order: `(decided, results, moved cursors [(cursor, value)], routed
-    /// [(slot, count)])`. `decided` < len(records): the record there needs `Router.route` (the state returned
-    /// is after the records decided). `counts` are `(slot, unconfirmed, whether routing adds to it)`,
-    /// `cursors` every cursor's value, `absent` the absent slots.
+    /// [(slot, count)], held [(app, key, group)])`. `decided` < len(records): the record there needs
+    /// `Router.route` (the state returned is after the records decided). `counts` are `(slot, unconfirmed,
+    /// whether routing adds to it)`, `cursors` every cursor's value, `absent` the absent slots. `holders`
+    /// (`Holders.by_app`: app name -> message-group key -> consumer group name), when given, holds message groups
+    /// on their consumer group, and `held` is then each keyed record's placement, in order; None: nothing is held.
     #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    #[pyo3(signature = (records, routes, timestamps, now_ms, counts, cursors, absent, *, holders=None))]
     fn decide<'py>(
         &self,
         py: Python<'py>,
@@ -479,7 +487,14 @@ impl NativeDecider {
         counts: Vec<(u32, i64, bool)>,
         cursors: Vec<i64>,
         absent: Vec<u32>,
-    ) -> PyResult<(usize, Bound<'py, PyList>, Vec<(u32, i64)>, Vec<(u32, u32)>)> {
+        holders: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<(
+        usize,
+        Bound<'py, PyList>,
+        Vec<(u32, i64)>,
+        Vec<(u32, u32)>,
+        Bound<'py, PyList>,
+    )> {
         let batch = read_batch(&self.names, records)?;
         let decider = Arc::clone(&self.decider);
         let mut state = State::new(decider.slot_count, decider.cursor_count);
@@ -501,6 +516,10 @@ impl NativeDecider {
             }
         }
         let all_routes = Arc::clone(&*self.routes.lock().map_err(|_| poisoned())?);
+        if let Some(holders) = holders {
+            state.holding = true;
+            self.look_up_holders(holders, &batch, &all_routes, &routes, &mut state)?;
+        }
         let plan = Arc::clone(&self.plan);
         let (decided, state) = py.detach(move || {
             let outcomes = plan.match_batch_with_errors(&batch, true);
@@ -531,7 +550,17 @@ impl NativeDecider {
             .filter(|(_, n)| **n > 0)
             .map(|(i, n)| (i as u32, *n))
             .collect();
-        Ok((decided.records.len(), results, moved, routed))
+        let held = PyList::empty(py);
+        for &(app, key, candidate) in &state.placed {
+            let objs = &self.apps[app as usize];
+            let key = match key {
+                GroupKey::Header(s, e) => PyBytes::new(py, &batch.bytes[s..e]),
+                GroupKey::Default => objs.default_group.bind(py).clone(),
+            };
+            let group = &objs.routed[candidate as usize].1;
+            held.append((objs.name.bind(py), key, group.bind(py)))?;
+        }
+        Ok((decided.records.len(), results, moved, routed, held))
     }
 }
 
@@ -540,6 +569,59 @@ fn poisoned() -> PyErr {
 }
 
 impl NativeDecider {
+    /// Each message-group key the batch's records carry for an app that holds some, with the slot holding it
+    /// (`decide::NONE`: not held), into `state.held`: looked up here, with the GIL, so that
+    /// deciding needs no Python object.
+    fn look_up_holders(
+        &self,
+        holders: &Bound<'_, PyDict>,
+        batch: &Batch,
+        all_routes: &[Route],
+        routes: &[u32],
+        state: &mut State,
+    ) -> PyResult<()> {
+        let py = holders.py();
+        let mut by_app: Vec<Option<Bound<'_, PyDict>>> = Vec::with_capacity(self.apps.len());
+        for objs in &self.apps {
+            let keys = holders.get_item(objs.name.bind(py))?;
+            by_app.push(match keys {
+                Some(k) if !k.is_none() => Some(k.cast_into::<PyDict>()?),
+                _ => None,
+            });
+        }
+        if by_app.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        for (r, &(start, end)) in batch.records.iter().enumerate() {
+            let Some(route) = routes.get(r).and_then(|&i| all_routes.get(i as usize)) else {
+                continue; // refused when deciding
+            };
+            for &a in route.members() {
+                let Some(keys) = &by_app[a as usize] else {
+                    continue;
+                };
+                let headers = &batch.headers[start..end];
+                let Some(key) = self.decider.group_key_of(a, headers, &batch.bytes) else {
+                    continue;
+                };
+                let held = state.held.entry(a).or_default();
+                if held.contains_key(key) {
+                    continue;
+                }
+                let slot = match keys.get_item(PyBytes::new(py, key))? {
+                    Some(group) => {
+                        let name = group.cast::<PyString>()?;
+                        let slots = &self.apps[a as usize].group_slots;
+                        slots.get(name.to_str()?).copied().unwrap_or(decide::NONE)
+                    }
+                    None => decide::NONE,
+                };
+                held.insert(key.to_vec(), slot);
+            }
+        }
+        Ok(())
+    }
+
     /// The `RouteResult` of each decided record, made of the prebuilt decisions wherever they apply.
     fn results<'py>(
         &self,
