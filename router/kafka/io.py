@@ -197,7 +197,7 @@ def watermarks(
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """(log start, end) of each partition, of any topics; the end as fetch responses report it.
 
-    ListOffsets alone can be one batch short on some brokers (BROKER-NOTES.md), so each partition is fetched
+    ListOffsets alone can be one batch short on some brokers (docs/brokers.md), so each partition is fetched
     from just before its listed end, and the high watermark is taken from the fetch response. All partitions
     are fetched at once: a fetch of an empty partition waits out the broker's fetch wait, once, not once per
     topic. ``reader`` must not auto-commit: it is assigned and read here.

@@ -5,7 +5,7 @@ poll-loop thread; the ``TableBuilder`` runs on the config store's thread (it com
 ``healthy`` and ``ready`` on the HTTP server's; ``stop`` on any (the CLI's signal handler). The loop takes a new
 table only between batches, so a message is routed entirely under one config version.
 
-Per batch (DESIGN.md §2, §5): route every record (``routing``), wrap the decisions in envelopes and produce
+Per batch (docs/design.md §2, §5): route every record (``routing``), wrap the decisions in envelopes and produce
 them; the input offsets gather in the checkpoint's commit window, made durable at an interval, when the input
 drains, before a new table is taken and before partitions are revoked (``checkpoint``, ``window``). Pending
 topics are read by the same consumer group; a pending record parked under config version V is re-evaluated
