@@ -9,6 +9,10 @@
 
 Tests that must know the broker ask ``kafka.is_tansu``: Tansu's measured faults (docs/brokers.md) are worked
 around only there, and nothing is skipped on Apache Kafka for broker reasons.
+
+Every Kafka client a test opens is closed by the time the broker stops: the session's last test fails
+otherwise, naming each client still open and what holds it. A client left open would go on printing
+librdkafka's "Connection refused" after pytest's summary, once the broker is gone.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+
+from tests.kafka_clients import open_clients
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ def kafka() -> Iterator[KafkaCluster]:
     external = os.environ.get("KAFKA_BOOTSTRAP")
     if external:
         yield KafkaCluster(external, "external")
+        _fail_on_open_clients()
         return
     engine = os.environ.get("SUBROUTE_TEST_BROKER", "kafka")
     if engine == "testcontainers":
@@ -61,6 +68,7 @@ def kafka() -> Iterator[KafkaCluster]:
             pytest.skip(f"SUBROUTE_TEST_BROKER=testcontainers but Docker does not run here: {exc}")
         try:
             yield KafkaCluster(container.get_bootstrap_server(), "testcontainers")
+            _fail_on_open_clients()
         finally:
             container.stop()
         return
@@ -68,6 +76,17 @@ def kafka() -> Iterator[KafkaCluster]:
 
     with local_broker(engine) as broker:
         yield KafkaCluster(broker.bootstrap_servers, engine)
+        _fail_on_open_clients()  # while the broker still runs: an open client then prints nothing
+
+
+def _fail_on_open_clients() -> None:
+    leaks = [text for _, text in open_clients()]
+    if leaks:
+        pytest.fail(
+            f"{len(leaks)} Kafka client(s) still open when the session's broker stops:\n  "
+            + "\n  ".join(leaks),
+            pytrace=False,
+        )
 
 
 _counter = itertools.count()
