@@ -18,9 +18,12 @@ def open_clients() -> list[tuple[object, str]]:
     """The Kafka clients of this process that are not closed, each with what holds it.
 
     Found among the objects the garbage collector tracks (confluent-kafka's clients are), after a collection:
-    a client only reference cycles kept is destroyed by it, as it would be in time anyway. An admin client
-    has no close(): it is open while referenced. A closed producer or consumer refuses calls.
+    a client only reference cycles kept is destroyed by it, as it would be in time anyway. The worker freezes
+    what is alive when it builds a table (router/worker/tables.py), which hides those objects from both the
+    collector and ``gc.get_objects``: they are unfrozen first. An admin client has no close(): it is open
+    while referenced. A closed producer or consumer refuses calls.
     """
+    gc.unfreeze()
     gc.collect()
     clients = [o for o in gc.get_objects() if isinstance(o, AdminClient | Producer | Consumer)]
     return [(c, f"{type(c).__name__}, held by {_holders(c, clients)}") for c in clients if _is_open(c)]

@@ -98,9 +98,11 @@ class Worker:
         while not self.store.wait_ready(1.0):
             if self._stop.is_set():
                 self.store.close()
+                self.destinations.close()
                 return 0
             if not self.store.alive:  # it logged why (a config topic not one compacted partition, say)
                 log.error("the config store stopped before the config was read; not routing")
+                self.destinations.close()
                 return 3
         self._open_clients()
         consumer, checkpoint = self.consumer, self.checkpoint
@@ -195,5 +197,6 @@ class Worker:
             self.consumer.close()  # leaves the group: partitions move to the other workers at once
         self.capacity.close()
         self.store.close()
+        self.destinations.close()
         self.assignment.assigned.clear()  # closed: not ready, nor idle, whatever the store reports
         self.assignment.joined = False

@@ -61,6 +61,14 @@ class Producers:
         """The producer of a worker with one (exactly-once: the transactional one)."""
         return self.all[0]
 
+    def close(self) -> None:
+        """Close each producer that has nothing left to deliver (the caller flushes first), so that none keeps
+        connections to the cluster after the worker stops. One still holding records (the cluster unreachable
+        past the flush) is left to go with its last reference: closing it would wait out message.timeout.ms."""
+        for producer in self.all:
+            if len(producer) == 0:
+                producer.close()
+
     def of(self, topic: str) -> Producer:
         found = self._by_topic.get(topic)
         if found is None:
