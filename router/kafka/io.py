@@ -56,6 +56,14 @@ def producer(settings: Settings, **overrides: object) -> Producer:
     return Producer(settings.client_config(config))
 
 
+def close_producer(producer: Producer) -> None:
+    """Close ``producer`` once nothing is left for it to deliver (the caller flushed first), so that it keeps no
+    connection to the cluster. One still holding records (the cluster unreachable past the flush) is left to
+    go with its last reference: closing it would wait out ``message.timeout.ms``."""
+    if len(producer) == 0:
+        producer.close()
+
+
 def reader(settings: Settings, group_id: str, **overrides: object) -> Consumer:
     """A consumer that never commits: to assign partitions, read records or look up a group's commits."""
     return Consumer(settings.client_config({"group.id": group_id, "enable.auto.commit": False, **overrides}))
