@@ -18,6 +18,7 @@ librdkafka's "Connection refused" after pytest's summary, once the broker is gon
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -87,6 +88,23 @@ def _fail_on_open_clients() -> None:
             + "\n  ".join(leaks),
             pytrace=False,
         )
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """A test that runs the CLI in-process configures logging as a CLI process does (router/cli/options.py):
+    the root logger's level, and a handler on the stream the test's capture gave it, which pytest closes after
+    the test. Put back as it was: left, the handler turns every later log record into a "--- Logging error ---"
+    (py4j's, as Spark's gateway closes at exit, after pytest's summary), and the level makes every logger of
+    the session format its debug records."""
+    from subroute.ops.settings import LIBRDKAFKA_LOGGER
+
+    root, librdkafka = logging.getLogger(), logging.getLogger(LIBRDKAFKA_LOGGER)
+    handlers, level, librdkafka_level = root.handlers[:], root.level, librdkafka.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    librdkafka.setLevel(librdkafka_level)
 
 
 _counter = itertools.count()
