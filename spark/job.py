@@ -151,6 +151,11 @@ class BatchSink:
             self._admin = admin_client(self.config.settings)
         return self._admin
 
+    def close(self) -> None:
+        """Once the query has stopped: let the admin client go (it has no close of its own). Spark's callback
+        server keeps the sink itself referenced after the query, so the client would stay connected."""
+        self._admin = None
+
     def _marker(self, spark: SparkSession, batch_id: int) -> tuple[Any, Any]:
         jvm = spark.sparkContext._jvm
         assert jvm is not None
@@ -252,6 +257,8 @@ def run(spark: SparkSession, config: JobConfig, timeout: float | None = None) ->
                 query.stop()
     except KeyboardInterrupt:
         query.stop()
+    finally:
+        sink.close()
     return RunResult(source_format, sink.rows, sink.batches, time.monotonic() - began, sink.committed)
 
 

@@ -9,17 +9,24 @@
 
 Tests that must know the broker ask ``kafka.is_tansu``: Tansu's measured faults (docs/brokers.md) are worked
 around only there, and nothing is skipped on Apache Kafka for broker reasons.
+
+Every Kafka client a test opens is closed by the time the broker stops: the session's last test fails
+otherwise, naming each client still open and what holds it. A client left open would go on printing
+librdkafka's "Connection refused" after pytest's summary, once the broker is gone.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+
+from tests.kafka_clients import open_clients
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,7 @@ def kafka() -> Iterator[KafkaCluster]:
     external = os.environ.get("KAFKA_BOOTSTRAP")
     if external:
         yield KafkaCluster(external, "external")
+        _fail_on_open_clients()
         return
     engine = os.environ.get("SUBROUTE_TEST_BROKER", "kafka")
     if engine == "testcontainers":
@@ -61,6 +69,7 @@ def kafka() -> Iterator[KafkaCluster]:
             pytest.skip(f"SUBROUTE_TEST_BROKER=testcontainers but Docker does not run here: {exc}")
         try:
             yield KafkaCluster(container.get_bootstrap_server(), "testcontainers")
+            _fail_on_open_clients()
         finally:
             container.stop()
         return
@@ -68,6 +77,34 @@ def kafka() -> Iterator[KafkaCluster]:
 
     with local_broker(engine) as broker:
         yield KafkaCluster(broker.bootstrap_servers, engine)
+        _fail_on_open_clients()  # while the broker still runs: an open client then prints nothing
+
+
+def _fail_on_open_clients() -> None:
+    leaks = [text for _, text in open_clients()]
+    if leaks:
+        pytest.fail(
+            f"{len(leaks)} Kafka client(s) still open when the session's broker stops:\n  "
+            + "\n  ".join(leaks),
+            pytrace=False,
+        )
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """A test that runs the CLI in-process configures logging as a CLI process does (router/cli/options.py):
+    the root logger's level, and a handler on the stream the test's capture gave it, which pytest closes after
+    the test. Put back as it was: left, the handler turns every later log record into a "--- Logging error ---"
+    (py4j's, as Spark's gateway closes at exit, after pytest's summary), and the level makes every logger of
+    the session format its debug records."""
+    from subroute.ops.settings import LIBRDKAFKA_LOGGER
+
+    root, librdkafka = logging.getLogger(), logging.getLogger(LIBRDKAFKA_LOGGER)
+    handlers, level, librdkafka_level = root.handlers[:], root.level, librdkafka.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    librdkafka.setLevel(librdkafka_level)
 
 
 _counter = itertools.count()

@@ -446,6 +446,7 @@ class QueueConsumer:
             finally:
                 self._closed = True
                 self._consumer.close()
+                kafka_io.close_producer(self._producer)
 
     def __enter__(self) -> QueueConsumer:
         return self

@@ -1,8 +1,9 @@
-"""``make demo``: the whole router on one machine, end to end, in under a minute.
+"""``make demo``: the whole router on one machine, end to end.
 
-Starts a local Apache Kafka (``SUBROUTE_DEMO_BROKER=tansu``: Tansu), applies examples/subscriptions.yaml, produces sample orders, runs a worker until it
-is idle, prints where every message went, explains one message, then (when pyspark is installed) runs the Spark
-job over the routed topics and prints its report. Stops everything it started.
+Starts a local Apache Kafka (``SUBROUTE_DEMO_BROKER=tansu``: Tansu), applies examples/subscriptions.yaml, produces
+sample orders, runs a worker until it is idle, prints where every message went, explains one message, then (when
+pyspark is installed) runs the Spark job over the routed topics and prints its report. Stops everything it
+started. Then it checks what it showed (router/dev/demo_checks.py) and exits 1 when something does not hold.
 """
 
 from __future__ import annotations
@@ -13,19 +14,23 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any, cast
 
 from subroute import names
 from subroute.cli import main as cli
 from subroute.config.store import read_config
+from subroute.dev import demo_checks as checks
 from subroute.dev import jars as dev_jars
 from subroute.dev.broker import local_broker
-from subroute.dev.samples import orders
+from subroute.dev.samples import SampleRecord, orders
 from subroute.kafka import io as kafka_io
 from subroute.kafka.io import TopicSpec, admin_client, ensure_topics, read_to_end
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
+from subroute.routing.decisions import build_table
 from subroute.worker.loop import Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parents[2]  # router/dev/demo.py -> the checkout
@@ -38,9 +43,66 @@ def _banner(text: str) -> None:
     print(f"\n=== {text} ===", flush=True)
 
 
-def produce_orders(settings: Settings, count: int) -> None:
+def refused_config(example: str) -> str:
+    """The example with one subscription that compares an int with a string: ``config apply`` refuses it."""
+    return _replace_once(example, "'CustomerId < 10'", "'CustomerId < \"ten\"'")
+
+
+def apac_config(example: str) -> str:
+    """The example plus a fulfilment group for the APAC orders that wait on its pending topic."""
+    return _replace_once(
+        example,
+        "  carts:",
+        "      apac:\n        subscriptions:\n          - {expression: \"Region = 'APAC'\", priority: 5}\n  carts:",
+    )
+
+
+def _replace_once(text: str, old: str, new: str) -> str:
+    if text.count(old) != 1:  # the example changed under the demo: say so, rather than apply something else
+        raise ValueError(f"{EXAMPLE.name} no longer holds {old!r} once; the demo's edit of it needs updating")
+    return text.replace(old, new)
+
+
+class _Tee(io.StringIO):
+    """Writes through to ``stream`` and keeps a copy: the demo shows the output and checks it."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(text)
+        return super().write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+@contextmanager
+def _captured() -> Iterator[tuple[_Tee, _Tee]]:
+    out, err = _Tee(sys.stdout), _Tee(sys.stderr)
+    with redirect_stdout(out), redirect_stderr(err):
+        yield out, err
+
+
+def _apply(path: Path, common: list[str]) -> tuple[int, str]:
+    with _captured() as (_, err):
+        code = cli(["config", "apply", "-f", str(path), *common])
+    return code, err.getvalue()
+
+
+def _apply_text(text: str, common: list[str]) -> tuple[int, str]:
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
+        handle.write(text)
+    try:
+        return _apply(Path(handle.name), common)
+    finally:
+        os.unlink(handle.name)
+
+
+def produce_orders(settings: Settings, records: list[SampleRecord]) -> None:
     producer = kafka_io.producer(settings)
-    for record in orders(count):
+    for record in records:
         while True:
             try:
                 producer.produce(
@@ -50,6 +112,7 @@ def produce_orders(settings: Settings, count: int) -> None:
             except BufferError:
                 producer.poll(0.05)
     producer.flush(30)
+    producer.close()
 
 
 def run_worker(settings: Settings) -> RouterMetrics:
@@ -60,7 +123,7 @@ def run_worker(settings: Settings) -> RouterMetrics:
     worker.run()
     wall = time.monotonic() - t0
     consumed = metrics.messages_in._value.get()
-    produced = sum(s.value for m in metrics.routed.collect() for s in m.samples if s.name.endswith("_total"))
+    produced = _total(metrics.routed)
     busy = sum(s.value for m in metrics.batch_seconds.collect() for s in m.samples if s.name.endswith("_sum"))
     print(
         f"worker consumed {consumed:.0f} records, routed {produced:.0f} records to group topics; "
@@ -70,23 +133,37 @@ def run_worker(settings: Settings) -> RouterMetrics:
     return metrics
 
 
-def show_destinations(settings: Settings) -> None:
-    for (app, label), count in sorted(destinations(settings).items()):
-        print(f"  {app:<12} {label:<22} {count:>6}")
+def _total(counter: Any, **labels: str) -> float:
+    """A Prometheus counter's total over its samples with these label values."""
+    return sum(
+        float(s.value)
+        for m in counter.collect()
+        for s in m.samples
+        if s.name.endswith("_total") and all(s.labels.get(k) == v for k, v in labels.items())
+    )
 
 
-def destinations(settings: Settings) -> Counter[tuple[str, str]]:
+def show_destinations(found: checks.Destinations) -> None:
+    for (app, label), count in sorted(found.items()):
+        if count or label != checks.DROPPED:  # dropped: only apps with on_expire: drop
+            print(f"  {app:<12} {label:<22} {count:>6}")
+
+
+def destinations(settings: Settings, runs: list[RouterMetrics]) -> Counter[tuple[str, str]]:
     """Records per (app, destination) read back from the group and dead-letter topics; pending counts what
-    still waits (records on the pending topic past the router's committed position)."""
+    still waits (records on the pending topic past the router's committed position); what the app filters
+    skipped, or expiry dropped, is written nowhere: the workers' metrics count it."""
     config = read_config(settings)
     found: Counter[tuple[str, str]] = Counter()
     prefix = settings.topic_prefix
     for app in sorted(config.apps):
         topics = [(g.name, names.group_topic(prefix, app, g.name)) for g in config.groups_of(app)]
-        topics += [("(dead letters)", names.dlq_topic(prefix, app))]
+        topics += [(checks.DEAD_LETTERS, names.dlq_topic(prefix, app))]
         for label, topic in topics:
             found[(app, label)] = sum(1 for _ in read_to_end(settings, topic, idle_timeout=0.5))
-        found[(app, "(pending, waiting)")] = waiting(settings, names.pending_topic(prefix, app))
+        found[(app, checks.PENDING)] = waiting(settings, names.pending_topic(prefix, app))
+        found[(app, checks.FILTERED)] = round(sum(_total(m.filtered, app=app) for m in runs))
+        found[(app, checks.DROPPED)] = round(sum(_total(m.expired, app=app, action="drop") for m in runs))
     return found
 
 
@@ -99,64 +176,94 @@ def waiting(settings: Settings, topic: str) -> int:
 def run_demo() -> int:
     started = time.monotonic()
     engine = os.environ.get("SUBROUTE_DEMO_BROKER", "kafka")  # or tansu, for machines without Java and Maven
+    problems: list[str] = []
     with local_broker(engine) as broker:
         settings = Settings(bootstrap_servers=broker.bootstrap_servers)
         common = ["--bootstrap-servers", broker.bootstrap_servers]
         print(
             f"{engine} broker on {broker.bootstrap_servers} (started in {time.monotonic() - started:.1f} s)"
         )
-        ensure_topics(admin_client(settings), [TopicSpec(INPUT_TOPIC, 3)])
+        admin = admin_client(settings)
+        ensure_topics(admin, [TopicSpec(INPUT_TOPIC, 3)])
+        del admin  # an admin client has no close: it goes with its last reference
 
         _banner(f"subroute config apply -f {EXAMPLE.relative_to(ROOT)}")
-        if cli(["config", "apply", "-f", str(EXAMPLE), *common]) != 0:
+        code, _ = _apply(EXAMPLE, common)
+        if code != 0:
+            print(f"the example configuration was not applied (exit code {code})")
             return 1
+        first = read_config(settings)
 
         _banner("a bad subscription is refused, nothing written")
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as bad:
-            bad.write(EXAMPLE.read_text().replace("'CustomerId < 10'", "'CustomerId < \"ten\"'"))
-        code = cli(["config", "apply", "-f", bad.name, *common])
-        os.unlink(bad.name)
+        code, refusal = _apply_text(refused_config(EXAMPLE.read_text()), common)
         print(f"(exit code {code})")
+        problems += checks.check_refusal(code, refusal, first.version, read_config(settings).version)
 
         _banner(f"producing {COUNT} sample orders to '{INPUT_TOPIC}'")
-        produce_orders(settings, COUNT)
+        records = list(orders(COUNT))
+        produced_at = int(time.time() * 1000)
+        produce_orders(settings, records)
 
         _banner("subroute worker --exit-on-idle 2")
-        run_worker(settings)
+        runs = [run_worker(settings)]
 
         _banner("where the messages went (read back from Kafka)")
-        show_destinations(settings)
+        found = destinations(settings, runs)
+        show_destinations(found)
+        expected, _ = checks.expected_destinations(
+            [first], INPUT_TOPIC, [r.headers for r in records], produced_at
+        )
+        problems += checks.check_destinations("first run", first, COUNT, expected, found)
 
         _banner("subscribe APAC orders: pending messages are redriven")
-        v2 = EXAMPLE.read_text().replace(
-            "  carts:",
-            "      apac:\n        subscriptions:\n          - {expression: \"Region = 'APAC'\", priority: 5}\n  carts:",
-        )
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as updated:
-            updated.write(v2)
-        cli(["config", "apply", "-f", updated.name, *common])
-        os.unlink(updated.name)
-        metrics = run_worker(settings)
-        redriven = sum(
-            s.value for m in metrics.redriven.collect() for s in m.samples if s.name.endswith("_total")
-        )
+        code, _ = _apply_text(apac_config(EXAMPLE.read_text()), common)
+        if code != 0:
+            problems.append(f"the APAC subscription was not applied (exit code {code})")
+        second = read_config(settings)
+        runs.append(run_worker(settings))
+        redriven = _total(runs[-1].redriven)
         print(f"redriven from pending topics: {redriven:.0f}")
-        show_destinations(settings)
+        found = destinations(settings, runs)
+        show_destinations(found)
+        expected, redrives = checks.expected_destinations(
+            [first, second], INPUT_TOPIC, [r.headers for r in records], produced_at
+        )
+        problems += checks.check_destinations("after the APAC subscription", second, COUNT, expected, found)
+        problems += checks.check_redriven(round(redriven), sum(redrives.values()))
 
         _banner(f"subroute explain --topic {INPUT_TOPIC} --partition 0 --offset 0")
-        cli(["explain", "--topic", INPUT_TOPIC, "--partition", "0", "--offset", "0", *common])
+        with _captured() as (out, _):
+            code = cli(["explain", "--topic", INPUT_TOPIC, "--partition", "0", "--offset", "0", *common])
+        readers = [app.name for app in build_table(second).apps_for(INPUT_TOPIC)]
+        problems += checks.check_explanation(code, out.getvalue(), readers, second.version)
 
-        _run_spark(settings)
+        landed = _run_spark(settings)
+        if landed is not None:
+            problems += checks.check_spark(*landed, found)
     print(f"\ndemo finished in {time.monotonic() - started:.1f}s")
+    _banner("what the demo showed, checked")
+    for problem in problems:
+        print(f"FAILED: {problem}")
+    if problems:
+        print(f"{len(problems)} check(s) failed")
+        return 1
+    print(
+        "every produced record accounted for in every app, where the configuration sends it; the bad config"
+    )
+    print(
+        "refused with a caret and nothing written; the message explained; Spark's report matches the topics"
+    )
     return 0
 
 
-def _run_spark(settings: Settings) -> None:
+def _run_spark(settings: Settings) -> tuple[int, dict[tuple[str, str], int]] | None:
+    """Spark lands the group topics as Parquet and reports them; returns the records it landed and its report's
+    rows, or None when pyspark is not installed."""
     try:
         import pyspark  # noqa: F401
     except ImportError:
         print("\n(pyspark is not installed: skipping the Spark step; `pip install -e .[spark]` adds it)")
-        return
+        return None
     _banner("subroute spark run (availableNow), then subroute spark report")
     output = Path(tempfile.mkdtemp(prefix="subroute-demo-")) / "routed"
     common = ["--bootstrap-servers", settings.bootstrap_servers, "--master", "local[2]"]
@@ -176,9 +283,12 @@ def _run_spark(settings: Settings) -> None:
         connector = []
     session = spark_session.build_session(master=args.master, jars=connector)
     try:
-        print(job.describe(job.run(session, job.config_from_args(args))), flush=True)
+        result = job.run(session, job.config_from_args(args))
+        print(job.describe(result), flush=True)
         print(f"Parquet under {output} ({time.monotonic() - t0:.1f}s with the session start)")
-        print(report.format_report(report.build_report(session, str(output), settings)), flush=True)
+        landed = report.build_report(session, str(output), settings)
+        print(report.format_report(landed), flush=True)
+        return result.rows, landed.messages()
     finally:
         session.stop()
 

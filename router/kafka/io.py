@@ -55,6 +55,14 @@ def producer(settings: Settings, **overrides: object) -> Producer:
     return Producer(settings.client_config(config))
 
 
+def close_producer(producer: Producer) -> None:
+    """Close ``producer`` once nothing is left for it to deliver (the caller flushed first), so that it keeps no
+    connection to the cluster. One still holding records (the cluster unreachable past the flush) is left to
+    go with its last reference: closing it would wait out ``message.timeout.ms``."""
+    if len(producer) == 0:
+        producer.close()
+
+
 def reader(settings: Settings, group_id: str, **overrides: object) -> Consumer:
     """A consumer that never commits: to assign partitions, read records or look up a group's commits."""
     return Consumer(settings.client_config({"group.id": group_id, "enable.auto.commit": False, **overrides}))
@@ -243,7 +251,7 @@ def watermarks(
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """(log start, end) of each partition, of any topics; the end as fetch responses report it.
 
-    ListOffsets alone can be one batch short on some brokers (BROKER-NOTES.md), so each partition is fetched
+    ListOffsets alone can be one batch short on some brokers (docs/brokers.md), so each partition is fetched
     from just before its listed end, and the high watermark is taken from the fetch response. All partitions
     are fetched at once: a fetch of an empty partition waits out the broker's fetch wait, once, not once per
     topic. ``reader`` must not auto-commit: it is assigned and read here.

@@ -1,6 +1,6 @@
 """Routing decisions: pure functions of (message properties, the routing table, a capacity and presence snapshot).
 
-DESIGN.md §2: for every app reading the record's topic, the app filter first (no match: ``filtered``), then the
+docs/design.md §2: for every app reading the record's topic, the app filter first (no match: ``filtered``), then the
 app's consumer subscriptions from the highest priority down; among the matching subscriptions of the first
 priority level that has a present group, one group with room is chosen by the app's fairness model (or by
 rendezvous hashing of the message group). No match at all: ``pending``. A match but nobody attached, or no room:
@@ -85,7 +85,7 @@ class AppRoute:
     first.
 
     The app's filter is evaluated in its environment's filter plan; its consumer subscriptions (and priority
-    bands) form a plan of their own, evaluated only for messages that pass the filter (DESIGN.md §2, step 1),
+    bands) form a plan of their own, evaluated only for messages that pass the filter (docs/design.md §2, step 1),
     so a message costs the subscriptions of the apps it is for, not those of every app.
     """
 
@@ -171,7 +171,7 @@ class NativeRouting:
     (router/routing/native_plan.py), evaluated once per batch of records by ``Router.route_batch``.
 
     The filters come first (positions ``[0, filter_count)``); each app's plan entries follow at ``spans[app]``,
-    in the order of ``AppRoute.plan``, requiring the app's filter to hold (DESIGN.md §2, step 1), unless the app
+    in the order of ``AppRoute.plan``, requiring the app's filter to hold (docs/design.md §2, step 1), unless the app
     has no filter. Each entry is indexed by the gate its Python plan chose (``Plan.gate_choices``), so it is
     evaluated on at least the records the Python plan evaluates it on: a record the native plan reports no
     error for has none in the Python plans either.

@@ -300,7 +300,7 @@ class NativePlan:
     (``Plan.trees``): nothing is then parsed. The native build runs with the GIL released.
 
     ``opens`` and ``requires`` (aligned with the subscriptions, a group label or None each) make one plan hold
-    app filters and the subscriptions behind them (DESIGN.md §2, step 1): a subscription that requires group
+    app filters and the subscriptions behind them (docs/design.md §2, step 1): a subscription that requires group
     g is evaluated, and can match, only on records where a subscription that opens g matched. An app filter's
     entries open the app's group and its consumer subscriptions require it; an app without a filter leaves
     its subscriptions requiring nothing. A subscription that is not evaluated reports no error.

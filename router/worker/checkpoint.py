@@ -405,11 +405,12 @@ class Checkpoint:
             self.on_rewind(list(window.first_offsets))
 
     def close(self) -> None:
-        """At shutdown: commit what was routed, then deliver whatever is still queued."""
+        """At shutdown: commit what was routed, deliver whatever is still queued, and close the producers."""
         try:
             self.commit()
         finally:
             self.producers.flush(30)
+            self.producers.close()
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:

@@ -43,7 +43,7 @@ def topic_layout(config: Config) -> TopicLayout:
 
 class Destinations:
     def __init__(self, admin: AdminClient, prefix: str, policy: TopicPolicy, metrics: RouterMetrics) -> None:
-        self._admin = admin
+        self._admin: AdminClient | None = admin
         self._prefix = prefix
         self._policy = policy
         self._metrics = metrics
@@ -72,4 +72,12 @@ class Destinations:
 
     def create(self, config: Config) -> None:
         """Create the topics ``config`` needs that do not exist (again), with their layout."""
+        if self._admin is None:
+            raise RuntimeError("the worker's destinations are closed")
         ensure_app_topics(self._admin, config, self._prefix, self._policy)
+
+    def close(self) -> None:
+        """Let the admin client go (it has no close of its own): it is destroyed with its last reference, and
+        keeps no connection to the cluster after the worker stops, even while the worker object lives on (its
+        metrics read its gauges)."""
+        self._admin = None

@@ -5,7 +5,7 @@ poll-loop thread; the ``TableBuilder`` runs on the config store's thread (it com
 ``healthy`` and ``ready`` on the HTTP server's; ``stop`` on any (the CLI's signal handler). The loop takes a new
 table only between batches, so a message is routed entirely under one config version.
 
-Per batch (DESIGN.md §2, §5): route every record (``routing``), wrap the decisions in envelopes and produce
+Per batch (docs/design.md §2, §5): route every record (``routing``), wrap the decisions in envelopes and produce
 them; the input offsets gather in the checkpoint's commit window, made durable at an interval, when the input
 drains, before a new table is taken and before partitions are revoked (``checkpoint``, ``window``). Pending
 topics are read by the same consumer group; a pending record parked under config version V is re-evaluated
@@ -132,9 +132,11 @@ class Worker:
         while not self.store.wait_ready(1.0):
             if self._stop.is_set():
                 self.store.close()
+                self.destinations.close()
                 return 0
             if not self.store.alive:  # it logged why (a config topic not one compacted partition, say)
                 log.error("the config store stopped before the config was read; not routing")
+                self.destinations.close()
                 return 3
             if limit > 0 and time.monotonic() - started > limit:
                 self.store.close()
@@ -272,5 +274,6 @@ class Worker:
             self.consumer.close()  # leaves the group: partitions move to the other workers at once
         self.capacity.close()
         self.store.close()
+        self.destinations.close()
         self.assignment.assigned.clear()  # closed: not ready, nor idle, whatever the store reports
         self.assignment.joined = False

@@ -22,6 +22,8 @@ from typing import Protocol, cast
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from subroute.kafka.io import close_producer
+
 # Measured: more did not help where the broker's CPU binds (see above); each producer costs a connection and a
 # librdkafka thread per broker.
 DEFAULT_PRODUCERS = 1
@@ -60,6 +62,11 @@ class Producers:
     def first(self) -> Producer:
         """The producer of a worker with one (exactly-once: the transactional one)."""
         return self.all[0]
+
+    def close(self) -> None:
+        """After a flush: close each producer that has nothing left to deliver (``kafka.io.close_producer``)."""
+        for producer in self.all:
+            close_producer(producer)
 
     def of(self, topic: str) -> Producer:
         found = self._by_topic.get(topic)

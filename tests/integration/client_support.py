@@ -12,7 +12,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from subroute import names
 from subroute.client import QueueConsumer, QueueMessage
 from subroute.config.store import read_app
-from subroute.kafka.io import admin_client, topic_settings
+from subroute.kafka.io import admin_client, close_producer, topic_settings
 from tests.integration.harness import Env
 
 # Tansu's first join waits session.timeout.ms / 2 (docs/brokers.md); 6 s suits every broker.
@@ -48,6 +48,7 @@ def put(
             kwargs["timestamp"] = timestamp
         producer.produce(topic or env.topic(app, group), partition=partition, **kwargs)
     producer.flush(30)
+    close_producer(producer)
 
 
 def committed(env: Env, app: str, group: str, partition: int = 0) -> int:
@@ -121,3 +122,4 @@ def put_dead_letters(
         if i % 10_000 == 9_999:
             producer.flush(30)
     producer.flush(30)
+    close_producer(producer)

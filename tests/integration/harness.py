@@ -16,7 +16,7 @@ from confluent_kafka import Message, Producer
 
 from subroute import names
 from subroute.cli import main as cli
-from subroute.kafka.io import TopicSpec, admin_client, ensure_topics, read_to_end
+from subroute.kafka.io import TopicSpec, admin_client, close_producer, ensure_topics, read_to_end
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.worker.loop import Worker, WorkerOptions
@@ -96,6 +96,7 @@ def produce(
         if count % 10_000 == 0:
             producer.flush()
     producer.flush(30)
+    close_producer(producer)
     return count
 
 
@@ -106,6 +107,7 @@ def produce_raw(
     for key, value, headers in records:
         producer.produce(env.input, value=value, key=key, headers=headers)
     producer.flush(30)
+    close_producer(producer)
 
 
 def run_worker(env: Env, idle: float = 1.5, **options: object) -> RouterMetrics:

@@ -12,7 +12,7 @@ perfkit's order headers (five per record). Both paths start from the raw headers
 * native + ids: ``NativePlan.match_batch``, the same with the ids mapped back into a frozenset per record, the
   Python plan's own output (hashing the tuple ids is most of what it adds);
 * native, filters first: ``match_indexes`` of a plan where each app's filter opens the app's group and its
-  consumer subscriptions require it (DESIGN.md §2, step 1: subscriptions of apps whose filter fails are not
+  consumer subscriptions require it (docs/design.md §2, step 1: subscriptions of apps whose filter fails are not
   evaluated); its matches are the flat plan's minus those of filtered apps.
 
 Both must give the same matches (checked on every record); the median of ``--repeat`` runs is printed as µs per

@@ -306,7 +306,7 @@ def run_pipe(
     """The ceiling: consume a batch, produce every record with its key, headers and timestamp, flush, commit.
 
     With ``routing_headers`` it also adds the six headers the router adds (same names, similar sizes): the
-    ceiling of any router that keeps the routing headers of DESIGN.md §2 on this broker.
+    ceiling of any router that keeps the routing headers of docs/design.md §2 on this broker.
     """
     consumer = Consumer(consumer_config(s, f"{s.topic_prefix}.pipe"))
     producer = Producer(

@@ -45,6 +45,7 @@ def produce_routed(
     from confluent_kafka import Producer
 
     from subroute import names
+    from subroute.kafka.io import close_producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     delivered: dict[int, tuple[int, int]] = {}
@@ -78,6 +79,7 @@ def produce_routed(
         )
         producer.poll(0)
     producer.flush(30)
+    close_producer(producer)
     assert not failures, failures
     return [
         Produced(

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from routed_records import Produced, create_topics, produce_routed, sample_orders
 
 from subroute.ops.settings import Settings
-from subroute.spark import cli, commits
+from subroute.spark import cli, commits, job
 from subroute.spark.job import (
     BatchSink,
     JobConfig,
@@ -33,6 +33,7 @@ from subroute.spark.job import (
 )
 from subroute.spark.kafka_source import FORMAT
 from subroute.spark.report import PERCENTILES, build_report, format_report
+from tests.kafka_clients import open_clients
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -72,6 +73,7 @@ class Landed:
     results: dict[str, RunResult]
     orders: dict[tuple[str, int, int], dict[str, object]]  # (topic, partition, offset) -> decoded payload
     produced: list[Produced]
+    sinks: list[BatchSink]  # the runs' sinks, kept alive here as Spark's callback server may keep them
 
     @property
     def first(self) -> str:
@@ -146,25 +148,34 @@ def landed(spark_session: SparkSession, kafka, tmp_path_factory: pytest.TempPath
 
     root = tmp_path_factory.mktemp("landed")
     outputs = {name: str(root / name) for name in (("python",) if kafka.is_tansu else SOURCES)}
-    results = {
-        name: run(
-            spark_session,
-            JobConfig(
-                Settings(bootstrap, prefix),
-                outputs[name],
-                f"{outputs[name]}/_checkpoint",
-                avro_schemas={"orders": "order"},
-                source=name,
-                commit_group=None if name == next(iter(outputs)) else f"{prefix}.python-source",
-            ),
-        )
-        for name in outputs
-    }
+    sinks: list[BatchSink] = []
+
+    class Kept(BatchSink):
+        def __init__(self, config: JobConfig) -> None:
+            super().__init__(config)
+            sinks.append(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(job, "BatchSink", Kept)
+        results = {
+            name: run(
+                spark_session,
+                JobConfig(
+                    Settings(bootstrap, prefix),
+                    outputs[name],
+                    f"{outputs[name]}/_checkpoint",
+                    avro_schemas={"orders": "order"},
+                    source=name,
+                    commit_group=None if name == next(iter(outputs)) else f"{prefix}.python-source",
+                ),
+            )
+            for name in outputs
+        }
     orders = {
         (p.topic, p.partition, p.offset): order
         for p, order in zip([*produced_fast, *produced_bulk], [*fast_orders, *bulk_orders], strict=False)
     }
-    yield Landed(prefix, outputs, results, orders, [*produced_fast, *produced_bulk, *produced_audit])
+    yield Landed(prefix, outputs, results, orders, [*produced_fast, *produced_bulk, *produced_audit], sinks)
 
 
 @pytest.mark.parametrize("source_name", SOURCES)
@@ -211,6 +222,14 @@ def test_both_sources_land_identical_parquet(spark_session: SparkSession, landed
         # Every column of every row, the Kafka positions (topic, partition, offset) among them, both ways.
         assert via_kafka.exceptAll(via_python).count() == 0
         assert via_python.exceptAll(via_kafka).count() == 0
+
+
+def test_a_finished_run_leaves_no_kafka_client_open(landed: Landed) -> None:
+    # The sink commits offsets with an admin client; Spark's callback server may keep the sink after the query,
+    # so a client the run did not let go stays connected (and prints Connection refused once the broker is gone).
+    assert len(landed.sinks) == len(landed.outputs)
+    admins = [vars(sink)["_admin"] for sink in landed.sinks]  # None once let go
+    assert [text for client, text in open_clients() if any(client is admin for admin in admins)] == []
 
 
 def test_commits_equal_what_was_processed(landed: Landed, kafka) -> None:
@@ -325,6 +344,7 @@ def test_processing_time_trigger_keeps_landing(
             assert sink.rows == 10 * (round_ + 1)
     finally:
         query.stop()
+        sink.close()  # its admin client: Spark's callback server keeps the sink
     assert spark_session.read.parquet(config.output).count() == 20
     assert _committed(bootstrap, topic, [(topic, 0)]) == {(topic, 0): 20}
 

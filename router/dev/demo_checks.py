@@ -1,0 +1,176 @@
+"""What ``make demo`` must show, checked, so that the demo fails (exit 1) when its outcome does not hold.
+
+Every check returns the problems it finds (none: it holds). Where the messages went is checked against the
+Python reference router (``Router.route``) run over the records the demo produced, under the configuration in
+force: a record an app's filter skips, one that waits on the pending topic, one routed to a group, each counted
+where the reference puts it, and every produced record accounted for in every app. Groups an app chooses among
+by turns (round-robin, proportional) share their records in an order the reference cannot know, so those are
+compared as one total; a message group (``group_by``) or ``fast`` fairness is placed the same way by both.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+from subroute.config.model import Config
+from subroute.routing.decisions import Action, Decision, MessageView, Router, build_table
+
+# Where a record of an app can be: a group (by its name), or one of these.
+PENDING = "(pending, waiting)"
+DEAD_LETTERS = "(dead letters)"
+FILTERED = "(filtered)"
+DROPPED = "(dropped)"
+NOT_GROUPS = (PENDING, DEAD_LETTERS, FILTERED, DROPPED)
+
+Destinations = Mapping[tuple[str, str], int]  # (app, destination) -> records
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+def _label(decision: Decision) -> str:
+    if decision.action is Action.ROUTE:
+        return decision.group or "?"
+    return {
+        Action.PENDING: PENDING,
+        Action.DEAD_LETTER: DEAD_LETTERS,
+        Action.FILTERED: FILTERED,
+        Action.DROP: DROPPED,
+    }[decision.action]
+
+
+def expected_destinations(
+    versions: Sequence[Config], topic: str, records: Iterable[Headers], now_ms: int
+) -> tuple[Counter[tuple[str, str]], Counter[str]]:
+    """Where the reference puts each record, per app, after every version of ``versions`` in turn came into
+    force: a record waiting on the pending topic is routed again under the next version (the demo produces
+    every record before its first worker, so only the first version's apps see them). Also, per app, how many
+    waiting records a later version routed (the worker's ``redriven``)."""
+    tables = [build_table(config) for config in versions]
+    routers = [Router() for _ in versions]
+    found: Counter[tuple[str, str]] = Counter()
+    redriven: Counter[str] = Counter()
+    for headers in records:
+        message = MessageView(topic, headers, now_ms)
+        for first in routers[0].route(tables[0], message, {}, now_ms).decisions:
+            final = first
+            for table, router in zip(tables[1:], routers[1:], strict=True):
+                if final.action is not Action.PENDING or table.app(final.app) is None:
+                    break
+                [final] = router.route(table, message, {}, now_ms, only_app=final.app).decisions
+                if final.action is Action.ROUTE:
+                    redriven[final.app] += 1
+            found[(final.app, _label(final))] += 1
+    return found, redriven
+
+
+def turn_taking(config: Config, app: str) -> list[frozenset[str]]:
+    """The app's groups in sets whose records are shared by turns: groups with a subscription at the same
+    priority (a group without subscriptions is priority 0), for apps that choose among equals by turns."""
+    groups = config.groups_of(app)
+    spec = config.apps[app]
+    if spec.group_by is not None or spec.fairness == "fast":
+        return [frozenset({g.name}) for g in groups]
+    priorities = {g.name: {s.priority for s in g.effective_subscriptions} for g in groups}
+    sets: list[set[str]] = []
+    for priority in sorted(set().union(*priorities.values())):
+        members = {name for name, mine in priorities.items() if priority in mine}
+        joined = [s for s in sets if s & members]
+        for s in joined:
+            sets.remove(s)
+            members |= s
+        sets.append(members)
+    return [frozenset(s) for s in sets]
+
+
+def check_destinations(
+    stage: str, config: Config, produced: int, expected: Destinations, found: Destinations
+) -> list[str]:
+    """Every produced record accounted for in every app, and where the reference puts it (groups that share
+    by turns as one total)."""
+    problems: list[str] = []
+    apps = sorted({app for app, _ in [*expected, *found]})
+    for app in apps:
+        total = sum(n for (a, _), n in found.items() if a == app)
+        if total != produced:
+            problems.append(f"{stage}: {app}: {total} records accounted for, {produced} produced")
+        sets = turn_taking(config, app) if app in config.apps else []
+
+        def merged(counts: Destinations, app: str = app, sets: list[frozenset[str]] = sets) -> Counter[str]:
+            out: Counter[str] = Counter()
+            for (a, label), n in counts.items():
+                if a == app and n:
+                    share = next((s for s in sets if label in s), None)
+                    out[" | ".join(sorted(share)) if share else label] += n
+            return out
+
+        want, have = merged(expected), merged(found)
+        for label in sorted(set(want) | set(have)):
+            if want[label] != have[label]:
+                problems.append(
+                    f"{stage}: {app} {label}: {have[label]} read back, {want[label]} expected from the config"
+                )
+    return problems
+
+
+def check_redriven(redriven: int, expected: int) -> list[str]:
+    if redriven != expected:
+        return [f"redriven from pending topics: {redriven}, {expected} expected from the new subscription"]
+    if expected == 0:
+        return ["the new subscription redrove nothing: the demo's change no longer matches waiting records"]
+    return []
+
+
+def check_refusal(exit_code: int, stderr: str, version_before: int, version_after: int) -> list[str]:
+    """The bad config refused (exit 2), its error printed with the expression and a caret under the fault, and
+    nothing written (the config version unchanged)."""
+    problems: list[str] = []
+    if exit_code != 2:
+        problems.append(f"the bad subscription was not refused: exit code {exit_code}, not 2")
+    lines = stderr.splitlines()
+    carets = [
+        i
+        for i, line in enumerate(lines)
+        if i >= 2
+        and re.fullmatch(r" *\^+ *", line)
+        and lines[i - 2].startswith("error: ")
+        and len(lines[i - 1]) > line.index("^")
+    ]
+    if not carets:
+        problems.append("the refusal does not show the expression with a caret under the fault")
+    if version_after != version_before:
+        problems.append(f"the refused config wrote something: version {version_before} -> {version_after}")
+    return problems
+
+
+def check_explanation(exit_code: int, stdout: str, apps: Iterable[str], version: int) -> list[str]:
+    """``explain`` ran, at the version in force, and gave a decision for every app that reads the topic."""
+    problems: list[str] = []
+    if exit_code != 0:
+        problems.append(f"explain failed: exit code {exit_code}")
+    if not re.search(rf"^config version {version}$", stdout, flags=re.MULTILINE):
+        problems.append(f"explain does not name the config version in force ({version})")
+    blocks = {block.split("\n", 1)[0]: block for block in re.split(r"^(?=app )", stdout, flags=re.MULTILINE)}
+    for app in apps:
+        block = blocks.get(f"app {app}")
+        if block is None or not re.search(r"^  decision: \S", block, flags=re.MULTILINE):
+            problems.append(f"explain gives no decision for app {app}")
+    return problems
+
+
+def check_spark(landed: int, report: Destinations, found: Destinations) -> list[str]:
+    """Spark landed every routed record once, and its report has a row for every group that got records,
+    with the count read back from the group topic."""
+    groups = {key: n for key, n in found.items() if key[1] not in NOT_GROUPS and n}
+    problems: list[str] = []
+    if not report:
+        problems.append("Spark's report has no rows")
+    if landed != sum(groups.values()):
+        problems.append(f"Spark landed {landed} records, {sum(groups.values())} were routed to group topics")
+    for app, group in sorted(set(groups) | set(report)):
+        if report.get((app, group), 0) != groups.get((app, group), 0):
+            problems.append(
+                f"Spark's report: {app} {group}: {report.get((app, group), 0)} rows, "
+                f"{groups.get((app, group), 0)} on the group topic"
+            )
+    return problems

@@ -1,0 +1,188 @@
+"""``make demo`` checks what it shows (router/dev/demo_checks.py) and CI runs it (.ci/run); these tests hold the
+checks themselves, without a broker or Spark, so that `make test` fails too when the demo's outcome would break:
+the demo's edits of examples/subscriptions.yaml still do what it says (one refused with a caret, one that
+redrives waiting records), the example gives every group records, and each check passes on the demo's real
+output and reports each way that output can go wrong."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from subroute.cli import main as cli
+from subroute.config.model import AppConfig, Config, GroupConfig
+from subroute.config.yaml import parse_yaml
+from subroute.dev import demo
+from subroute.dev import demo_checks as checks
+from subroute.dev.samples import orders
+
+EXAMPLE = demo.EXAMPLE.read_text()
+COUNT = 1000  # the demo's orders, fewer
+
+
+def config_of(text: str, version: int) -> Config:
+    parsed = parse_yaml(text)
+    assert not parsed.errors
+    apps = {v.name: v for v in parsed.values.values() if isinstance(v, AppConfig)}
+    groups = {(v.app, v.name): v for v in parsed.values.values() if isinstance(v, GroupConfig)}
+    return Config(version, apps, groups)
+
+
+FIRST = config_of(EXAMPLE, 13)
+SECOND = config_of(demo.apac_config(EXAMPLE), 14)
+HEADERS = [record.headers for record in orders(COUNT)]
+
+
+def expected(*versions: Config) -> tuple[Counter[tuple[str, str]], Counter[str]]:
+    return checks.expected_destinations(versions, demo.INPUT_TOPIC, HEADERS, 0)
+
+
+# --- the demo's configuration steps, offline ---------------------------------------------------------------
+
+
+def test_the_demos_bad_config_is_refused_with_a_caret_under_the_fault(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(demo.refused_config(EXAMPLE))
+    code = cli(["config", "validate", "-f", str(bad)])
+    assert checks.check_refusal(code, capsys.readouterr().err, 13, 13) == []
+
+
+def test_the_demos_apac_subscription_is_valid_and_takes_records_that_waited(tmp_path: Path) -> None:
+    updated = tmp_path / "apac.yaml"
+    updated.write_text(demo.apac_config(EXAMPLE))
+    assert cli(["config", "validate", "-f", str(updated)]) == 0
+    _, redriven = expected(FIRST, SECOND)
+    assert redriven["fulfilment"] > 0
+    assert checks.check_redriven(redriven["fulfilment"], sum(redriven.values())) == []
+
+
+def test_an_edit_the_example_no_longer_allows_is_an_error_not_a_silent_no_op() -> None:
+    with pytest.raises(ValueError, match="no longer holds"):
+        demo.refused_config(EXAMPLE.replace("'CustomerId < 10'", "'CustomerId < 11'"))
+
+
+def test_the_example_gives_every_group_records_and_accounts_for_every_record_in_every_app() -> None:
+    found, _ = expected(FIRST)
+    for app in FIRST.apps:
+        assert sum(n for (a, _), n in found.items() if a == app) == COUNT
+        for group in FIRST.groups_of(app):
+            assert found[(app, group.name)] > 0, (app, group.name)
+    assert checks.check_destinations("run", FIRST, COUNT, found, found) == []
+
+
+# --- where the messages went ---------------------------------------------------------------------------------
+
+
+def test_groups_chosen_by_turns_are_compared_as_one_total_and_others_one_by_one() -> None:
+    assert sorted(map(sorted, checks.turn_taking(FIRST, "billing"))) == [["general", "general-2"], ["vip"]]
+    assert sorted(map(sorted, checks.turn_taking(FIRST, "fulfilment"))) == [["eu", "us"], ["large"]]
+    assert sorted(map(sorted, checks.turn_taking(FIRST, "carts"))) == [["shard-a"], ["shard-b"], ["shard-c"]]
+    want, _ = expected(FIRST)
+    shifted = Counter(want)
+    shifted[("billing", "general")] -= 5  # the turns fell differently
+    shifted[("billing", "general-2")] += 5
+    assert checks.check_destinations("run", FIRST, COUNT, want, shifted) == []
+    moved = Counter(want)
+    moved[("carts", "shard-a")] -= 1  # a message group placed elsewhere
+    moved[("carts", "shard-b")] += 1
+    assert checks.check_destinations("run", FIRST, COUNT, want, moved) == [
+        f"run: carts shard-a: {want[('carts', 'shard-a')] - 1} read back, {want[('carts', 'shard-a')]} "
+        "expected from the config",
+        f"run: carts shard-b: {want[('carts', 'shard-b')] + 1} read back, {want[('carts', 'shard-b')]} "
+        "expected from the config",
+    ]
+
+
+def test_a_record_missing_from_an_app_is_reported() -> None:
+    want, _ = expected(FIRST)
+    lost = Counter(want)
+    lost[("fulfilment", checks.PENDING)] -= 1
+    assert checks.check_destinations("run", FIRST, COUNT, want, lost) == [
+        f"run: fulfilment: {COUNT - 1} records accounted for, {COUNT} produced",
+        f"run: fulfilment (pending, waiting): {want[('fulfilment', checks.PENDING)] - 1} read back, "
+        f"{want[('fulfilment', checks.PENDING)]} expected from the config",
+    ]
+
+
+def test_after_the_change_waiting_records_are_expected_where_the_new_version_sends_them() -> None:
+    before, _ = expected(FIRST)
+    after, redriven = expected(FIRST, SECOND)
+    assert after[("fulfilment", "apac")] == redriven["fulfilment"] > 0
+    assert after[("fulfilment", checks.PENDING)] == before[("fulfilment", checks.PENDING)] - redriven["fulfilment"]
+    assert checks.check_destinations("after", SECOND, COUNT, after, before) != []
+    assert checks.check_redriven(0, redriven["fulfilment"]) != []
+
+
+# --- the refusal, the explanation and Spark's report, on the demo's own output --------------------------------
+
+REFUSAL = """\
+error: apps.billing.groups.vip.subscriptions[0].expression: '<' cannot compare an int with a string (at position 13)
+  CustomerId < "ten"
+               ^
+1 error(s): nothing was written; fix them and run again
+"""
+
+EXPLANATION = """\
+config version 14
+app billing
+  properties: {'CustomerId': 96, 'Amount': 438, 'OrderType': 'EXPRESS', 'Express': True, 'Region': 'US'}
+  filter filter[0]: 'OrderType == "EXPRESS" || Amount > 1000' -> match
+  priority   10 vip[0]: 'CustomerId < 10' -> no match
+  priority    5 general[0]: 'CustomerId >= 10' -> match
+  priority    5 general-2[0]: 'CustomerId >= 10' -> match
+  priority    1 general[1]: 'OrderType == "BULK"' -> no match
+  decision: route -> general (highest matching priority 5: 2 subscriptions tie, chosen by fairness round-robin)
+app carts
+  properties: {'CustomerId': 96, 'Amount': 438, 'OrderType': 'EXPRESS', 'Express': 'true', 'Region': 'US'}
+  filter: none (every message)
+  priority    0 shard-a[0]: '*' -> match
+  decision: route -> shard-a (highest matching priority 0: 3 subscriptions tie, chosen by rendezvous hash)
+app fulfilment
+  properties: {'CustomerId': 96, 'Amount': 438, 'OrderType': 'EXPRESS', 'Express': True, 'Region': 'US'}
+  filter filter[0]: "Region IN ('EU', 'US', 'APAC')" -> match
+  priority   10 large[0]: 'Amount > 5000' -> no match
+  decision: route -> us (highest matching priority 5: one subscription)
+"""
+
+APPS = ["billing", "carts", "fulfilment"]
+
+
+def test_the_refusal_check_holds_on_the_demos_output_and_finds_each_fault() -> None:
+    assert checks.check_refusal(2, REFUSAL, 13, 13) == []
+    assert checks.check_refusal(0, REFUSAL, 13, 13) == ["the bad subscription was not refused: exit code 0, not 2"]
+    no_caret = REFUSAL.replace("               ^\n", "")
+    assert checks.check_refusal(2, no_caret, 13, 13) == [
+        "the refusal does not show the expression with a caret under the fault"
+    ]
+    assert checks.check_refusal(2, REFUSAL, 13, 15) == ["the refused config wrote something: version 13 -> 15"]
+
+
+def test_the_explanation_check_holds_on_the_demos_output_and_finds_each_fault() -> None:
+    assert checks.check_explanation(0, EXPLANATION, APPS, 14) == []
+    assert checks.check_explanation(3, "", APPS, 14) == [
+        "explain failed: exit code 3",
+        "explain does not name the config version in force (14)",
+        *(f"explain gives no decision for app {app}" for app in APPS),
+    ]
+    undecided = EXPLANATION.replace("  decision: route -> us", "  (nothing)")
+    assert checks.check_explanation(0, undecided, APPS, 14) == ["explain gives no decision for app fulfilment"]
+    assert checks.check_explanation(0, EXPLANATION, APPS, 15) == [
+        "explain does not name the config version in force (15)"
+    ]
+
+
+def test_the_spark_check_wants_every_routed_record_landed_once_and_reported_per_group() -> None:
+    found = {("billing", "vip"): 20, ("billing", "general"): 30, ("billing", checks.PENDING): 7}
+    report = {("billing", "vip"): 20, ("billing", "general"): 30}
+    assert checks.check_spark(50, report, found) == []
+    assert checks.check_spark(0, {}, found) == [
+        "Spark's report has no rows",
+        "Spark landed 0 records, 50 were routed to group topics",
+        "Spark's report: billing general: 0 rows, 30 on the group topic",
+        "Spark's report: billing vip: 0 rows, 20 on the group topic",
+    ]
+    assert checks.check_spark(50, {**report, ("billing", "vip"): 19}, found) == [
+        "Spark's report: billing vip: 19 rows, 20 on the group topic"
+    ]
