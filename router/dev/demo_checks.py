@@ -133,7 +133,7 @@ def check_refusal(exit_code: int, stderr: str, version_before: int, version_afte
         for i, line in enumerate(lines)
         if i >= 2
         and re.fullmatch(r" *\^+ *", line)
-        and lines[i - 2].startswith("error: ")
+        and lines[i - 2].startswith("subroute: ")
         and len(lines[i - 1]) > line.index("^")
     ]
     if not carets:

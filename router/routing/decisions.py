@@ -746,7 +746,7 @@ class Router:
                         evaluation_errors[app.name] = own
             filtered = outcome.filtered if not filtered else [*filtered, *outcome.filtered]
             # The filter comes first: a record an app does not subscribe to is filtered whatever its age, and only
-            # what passes it can expire for the app (DESIGN.md §2 step 1).
+            # what passes it can expire for the app (docs/design.md §2, step 1).
             expiring = timestamp > 0 and (own_expiration is not None or group.expiring)
             for app in outcome.passed:
                 if expiring and _expired(app.config.expiration_ms, own_expiration, timestamp, now_ms):

@@ -12,7 +12,7 @@ import pytest
 from subroute.cli.main import build_parser
 from tests.docs.blocks import DOCUMENTS, ROOT, Block, MarkerError, commands, runnable_blocks
 
-DOC = Path("guide.md")
+DOC = Path("guide.markdown")  # any name: the path only labels the blocks
 
 SAMPLE = """\
 # Guide
@@ -113,7 +113,7 @@ def test_a_command_line_with_shell_operators_is_refused(line: str) -> None:
 
 
 def test_an_unbalanced_quote_is_refused_with_the_line() -> None:
-    with pytest.raises(MarkerError, match=r"guide\.md:10: cannot split"):
+    with pytest.raises(MarkerError, match=r"guide\.markdown:10: cannot split"):
         commands(_sh("subroute expr check 'a == 1\n"))
 
 

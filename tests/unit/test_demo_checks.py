@@ -118,10 +118,10 @@ def test_after_the_change_waiting_records_are_expected_where_the_new_version_sen
 # --- the refusal, the explanation and Spark's report, on the demo's own output --------------------------------
 
 REFUSAL = """\
-error: apps.billing.groups.vip.subscriptions[0].expression: '<' cannot compare an int with a string (at position 13)
+subroute: apps.billing.groups.vip.subscriptions[0].expression: '<' cannot compare an int with a string (at position 13)
   CustomerId < "ten"
                ^
-1 error(s): nothing was written; fix them and run again
+subroute: 1 error(s): nothing was written; fix them and run again
 """
 
 EXPLANATION = """\

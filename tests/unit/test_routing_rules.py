@@ -70,7 +70,7 @@ ROUTED_AT = 10_000  # 9 s after the records' timestamp: past the apps' 1 s expir
 
 
 def test_a_message_the_app_does_not_subscribe_to_is_filtered_whatever_its_age() -> None:
-    """DESIGN.md §2 step 1 (BlazingMQ auto-confirms what an app's subscription does not match; AMPS's queue holds
+    """docs/design.md §2, step 1 (BlazingMQ auto-confirms what an app's subscription does not match; AMPS's queue holds
     only what matches its filter): an old BULK record is not the express app's, not even as a dead letter."""
     cfg = config(EXPRESS, OTHERS, groups=[GroupConfig("express", "g"), GroupConfig("others", "g")])
     bulk, express = (MessageView("orders", [("t", t)], 1_000) for t in (b"BULK", b"EXPRESS"))
