@@ -1,6 +1,8 @@
 """What the README promises consumers and operators holds: the header contract names every ``subroute.*`` header
-a consumer can meet and no other, the kcat example reads a real group topic of the example config, and the
-GitOps Job's ``--prune`` is documented with args the CLI accepts."""
+a consumer can meet and no other, the kcat example reads a real group topic of the example config, the
+GitOps Job's ``--prune`` is documented with args the CLI accepts, and every repository path and document that
+README.md, deploy/README.md, docs/ and the code mention exists (links to their anchors, docs/design.md to its
+sections), so a move or a rename fails here."""
 
 from __future__ import annotations
 
