@@ -356,7 +356,8 @@ class Checkpoint:
                 reason = "too-large" if failure.code in redelivery.TOO_LARGE else "undeliverable"
                 self.metrics.dead_lettered.labels(app_of(stub), reason).inc()
                 log.error(
-                    "record not deliverable; dead-lettered without its value",
+                    "record not deliverable (%s); dead-lettered without its value",
+                    failure.error,
                     extra={"fields": {"topic": failure.record[0], "error": failure.error}},
                 )
             sent = [*step.retry, *(stub for stub, _ in step.dead_letter)]
@@ -427,7 +428,11 @@ class Checkpoint:
             message.timestamp()[1],
         )
         self.metrics.delivery_failures.inc()
-        log.error("delivery failed", extra={"fields": {"topic": message.topic(), "error": str(error)}})
+        log.error(
+            "delivery failed: %s",
+            error.str(),
+            extra={"fields": {"topic": message.topic(), "error": str(error)}},
+        )
         return redelivery.Failure(record, error.code(), error.retriable(), str(error))
 
 

@@ -19,8 +19,16 @@ from subroute.routing.envelope import OutRecord, app_of, dead_letter_stub
 
 MAX_ATTEMPTS = 4  # produce attempts of one failed record after librdkafka's own, before it is dead-lettered
 
+# A topic deleted under the worker: by name, by partition, or (Kafka 4's topic ids) by the id the producer knew,
+# which a broker answers non-retriably once the name points at another topic or none.
 MISSING_TOPIC = frozenset(
-    {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+    {
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.UNKNOWN_TOPIC_ID,
+        KafkaError.INCONSISTENT_TOPIC_ID,
+    }
 )
 TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
 # Not marked retriable by the client, yet worth another try: the broker or network was slow.

@@ -40,6 +40,10 @@ def test_a_missing_topic_is_recreated_once_and_retried() -> None:
     assert step.recreate == {"sr.shop.g"} and step.retry == [gone]
     step = plan([failure(gone, KafkaError._UNKNOWN_TOPIC)], 1, PREFIX)
     assert step.recreate == set() and step.retry == [gone]  # created once; retried while attempts last
+    # Kafka 4 knows topics by id too: a producer still holding the deleted topic's id is told so, not retriably
+    for code in (KafkaError.UNKNOWN_TOPIC_ID, KafkaError.INCONSISTENT_TOPIC_ID):
+        step = plan([failure(gone, code)], 0, PREFIX)
+        assert step.recreate == {"sr.shop.g"} and step.retry == [gone] and step.dead_letter == []
 
 
 def test_a_record_too_large_for_its_topic_becomes_a_stub_at_once() -> None:
