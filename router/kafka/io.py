@@ -207,8 +207,10 @@ def read_ranges(
     settings: Settings, ranges: Mapping[tuple[str, int], tuple[int, int]], *, max_wait: float = 30.0
 ) -> Iterator[Message]:
     """The records of each ``(topic, partition)`` from its start offset up to its end offset (not included), in
-    offset order per partition, without a consumer group (``read_committed``: no aborted record). A partition is
-    done at its end offset or at the end of what it holds; everything stops after ``max_wait`` seconds."""
+    offset order per partition, without a consumer group. It reads uncommitted records too (aborted ones
+    included): an open transaction of a killed exactly-once worker would otherwise hold the read until it times
+    out. A partition is done at its end offset or at the end of what it holds; everything stops after
+    ``max_wait`` seconds."""
     wanted = {where: span for where, span in ranges.items() if span[0] < span[1]}
     if not wanted:
         return
