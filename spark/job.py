@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from subroute import names
-from subroute.kafka.io import admin_client
+from subroute.kafka.clients import admin_client
 from subroute.ops.settings import Settings, add_common_arguments, parse_key_values
 from subroute.spark import avro, commits, kafka_source
 from subroute.spark.flags import add_job_arguments

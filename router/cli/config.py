@@ -35,8 +35,7 @@ from subroute.config.yaml import (
     dump_yaml_documents,
     load_yaml_source,
 )
-from subroute.kafka import drain
-from subroute.kafka import io as kafka_io
+from subroute.kafka import clients, drain
 from subroute.kafka.topics import TopicPolicy, app_topics, largest_input, topic_resources
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
 from subroute.topic_patterns import input_matches
@@ -432,7 +431,7 @@ def _guarded(run: Callable[[Settings], int], args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
-    except (kafka_io.KafkaException, TimeoutError, RuntimeError) as exc:
+    except (clients.KafkaException, TimeoutError, RuntimeError) as exc:
         print(f"subroute: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
         return EXIT_FAILED
 
@@ -521,8 +520,8 @@ def _apply_change(
     if writer is None:
         print("dry run: nothing written")
         return EXIT_OK
-    admin = kafka_io.admin_client(settings)
-    created = kafka_io.ensure_topics(admin, _topics_for(settings, admin, desired))
+    admin = clients.admin_client(settings)
+    created = clients.ensure_topics(admin, _topics_for(settings, admin, desired))
     for topic in sorted(created):
         print(f"created topic {topic}")
     records = plan.records
@@ -534,9 +533,9 @@ def _apply_change(
 
 def _topics_for(
     settings: Settings, admin: Any, desired: Mapping[str, ConfigValue]
-) -> list[kafka_io.TopicSpec]:
+) -> list[clients.TopicSpec]:
     """The config topic and every topic the desired config needs (``kafka.topics.app_topics``, as the worker)."""
-    existing = kafka_io.existing_topics(admin)
+    existing = clients.existing_topics(admin)
     config = _config_of(desired)
 
     def partitions_of(inputs: Sequence[str]) -> int:

@@ -9,7 +9,7 @@ from importlib import metadata
 
 from subroute.cli import exits
 from subroute.cli.options import add_global_arguments, configure_logging, leaf_parsers, merge_globals
-from subroute.kafka.io import KafkaException
+from subroute.kafka.clients import KafkaException
 from subroute.ops.settings import SettingsError
 
 

@@ -66,7 +66,7 @@ from subroute.client.delivery import (
 )
 from subroute.client.replace import REPLACED, Resubscription, routed_version
 from subroute.config.model import AppConfig, Config
-from subroute.kafka import io as kafka_io
+from subroute.kafka import clients as kafka_io
 from subroute.ops.settings import Settings
 from subroute.routing import priority
 from subroute.routing.expiration import EXPIRED, is_expired, should_drop

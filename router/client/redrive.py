@@ -34,7 +34,7 @@ from subroute import names
 from subroute.client.dead_letters import REASON_PATTERN, reason_of, redrive_headers, redrive_target
 from subroute.client.delivery import Headers
 from subroute.client.queue_consumer import QueueError
-from subroute.kafka import io as kafka_io
+from subroute.kafka import clients
 from subroute.ops.settings import Settings
 
 BATCH_RECORDS = 1000  # dead letters per batch (one transaction, one progress line)
@@ -251,7 +251,7 @@ def redrive(
                 if progress is not None:
                     progress(done)
             return sent
-        producer = kafka_io.producer(
+        producer = clients.producer(
             settings,
             **{
                 "transactional.id": redrive_group_id(prefix, app, reason),

@@ -24,7 +24,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from subroute.config.codec import ConfigDecodeError, ConfigValue, decode, ends_change, key_of, to_record
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.validation import StateValidator
-from subroute.kafka import io as kafka_io
+from subroute.kafka import clients
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 
@@ -36,8 +36,8 @@ T = TypeVar("T")
 CONFIG_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
 
-def config_topic_spec(settings: Settings) -> kafka_io.TopicSpec:
-    return kafka_io.TopicSpec(settings.config_topic, 1, CONFIG_TOPIC_CONFIG, settings.replication_factor)
+def config_topic_spec(settings: Settings) -> clients.TopicSpec:
+    return clients.TopicSpec(settings.config_topic, 1, CONFIG_TOPIC_CONFIG, settings.replication_factor)
 
 
 class ConfigTopicInvalid(RuntimeError):
@@ -484,13 +484,13 @@ class ConfigStore(Generic[T]):
 
     def _wait_for_topic(self, reader: _TopicReader) -> None:
         """Create the config topic if it is missing (a worker may start before the first apply), then assign."""
-        admin = kafka_io.admin_client(self._settings)
+        admin = clients.admin_client(self._settings)
         while not self._stop.is_set():
             self._heartbeat = time.monotonic()
             try:
-                kafka_io.ensure_topics(admin, [config_topic_spec(self._settings)])
+                clients.ensure_topics(admin, [config_topic_spec(self._settings)])
                 check_config_topic(
-                    self._settings.config_topic, *kafka_io.topic_settings(admin, self._settings.config_topic)
+                    self._settings.config_topic, *clients.topic_settings(admin, self._settings.config_topic)
                 )
                 if reader.assign():
                     return

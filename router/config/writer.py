@@ -16,8 +16,8 @@ from typing import Any
 
 from subroute.config.codec import CHANGE_END_HEADER, Headers
 from subroute.config.store import ConfigState, config_topic_spec, read_state
-from subroute.kafka import io as kafka_io
-from subroute.kafka.io import KafkaError, KafkaException
+from subroute.kafka import clients
+from subroute.kafka.clients import KafkaError, KafkaException
 from subroute.ops.settings import Settings
 
 ConfigRecord = tuple[str, bytes | None, Headers]  # key, Avro value (None: tombstone), headers
@@ -43,8 +43,8 @@ class ConfigWriter:
     def __init__(self, settings: Settings, timeout: float = 30.0) -> None:
         self._settings = settings
         self._timeout = timeout
-        kafka_io.ensure_topics(kafka_io.admin_client(settings), [config_topic_spec(settings)])
-        self._producer = kafka_io.producer(
+        clients.ensure_topics(clients.admin_client(settings), [config_topic_spec(settings)])
+        self._producer = clients.producer(
             settings,
             **{
                 "linger.ms": 0,

@@ -26,8 +26,8 @@ from subroute.dev import demo_checks as checks
 from subroute.dev import jars as dev_jars
 from subroute.dev.broker import local_broker
 from subroute.dev.samples import SampleRecord, orders
-from subroute.kafka import io as kafka_io
-from subroute.kafka.io import TopicSpec, admin_client, ensure_topics, read_to_end
+from subroute.kafka import clients
+from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics, read_to_end
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing.decisions import build_table
@@ -101,7 +101,7 @@ def _apply_text(text: str, common: list[str]) -> tuple[int, str]:
 
 
 def produce_orders(settings: Settings, records: list[SampleRecord]) -> None:
-    producer = kafka_io.producer(settings)
+    producer = clients.producer(settings)
     for record in records:
         while True:
             try:
@@ -169,8 +169,8 @@ def destinations(settings: Settings, runs: list[RouterMetrics]) -> Counter[tuple
 
 def waiting(settings: Settings, topic: str) -> int:
     """Records of a pending topic the router has not moved on from (end offset - its committed offset)."""
-    # The router's group id, only to read its commits (kafka_io.reader never commits).
-    return kafka_io.group_backlog(settings, names.worker_group_id(settings.topic_prefix), topic)
+    # The router's group id, only to read its commits (clients.reader never commits).
+    return clients.group_backlog(settings, names.worker_group_id(settings.topic_prefix), topic)
 
 
 def run_demo() -> int:

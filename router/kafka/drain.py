@@ -37,7 +37,7 @@ from confluent_kafka.admin import AdminClient
 from subroute import names
 from subroute.client.dead_letters import event, with_event
 from subroute.client.replace import REPLACED
-from subroute.kafka import io as kafka_io
+from subroute.kafka import clients
 from subroute.ops.settings import Settings
 from subroute.routing import priority
 
@@ -68,7 +68,7 @@ def live_members(settings: Settings, group_id: str, timeout: float = 10.0) -> in
     """Members of the consumer group ``group_id`` now (0 when it does not exist or is empty); None when the
     broker calls the group live (STABLE) but lists no member: membership is not reported (docs/brokers.md), so
     whether consumers are attached cannot be told, and a drain must not assume they are not."""
-    admin: AdminClient = kafka_io.admin_client(settings)
+    admin: AdminClient = clients.admin_client(settings)
     future = admin.describe_consumer_groups([group_id], request_timeout=timeout)[group_id]
     try:
         description = future.result(timeout)
@@ -114,7 +114,7 @@ def drain_group(
     members = live_members(settings, group_id)
     if members is None or members:
         raise GroupInUse(in_use_reason(group_id, members))
-    producer = kafka_io.producer(
+    producer = clients.producer(
         settings,
         **{
             "linger.ms": 5,
@@ -124,7 +124,7 @@ def drain_group(
         },
     )
     producer.init_transactions(timeout)
-    consumer = kafka_io.reader(settings, group_id, **_READER)
+    consumer = clients.reader(settings, group_id, **_READER)
     result = DrainResult()
     try:
         while result.passes < max_passes:
@@ -142,7 +142,7 @@ def count_drainable(settings: Settings, app: str, group: str, timeout: float = 6
     """What a drain would re-publish now, by source topic: the group's committed records past its committed
     offsets (transaction markers and aborted records are not messages). Reads only (``--drain --dry-run``)."""
     group_id = names.consumer_group_id(settings.topic_prefix, app, group)
-    consumer = kafka_io.reader(settings, group_id, **_READER)
+    consumer = clients.reader(settings, group_id, **_READER)
     counted: dict[str, int] = {}
     try:
         for message in _unconsumed(settings, app, group, consumer, {}, timeout):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from subroute import names
 from subroute.config.model import Config
-from subroute.kafka.io import AdminClient, TopicSpec, ensure_topics, existing_topics
+from subroute.kafka.clients import AdminClient, TopicSpec, ensure_topics, existing_topics
 from subroute.ops.settings import Settings
 from subroute.routing import priority
 from subroute.topic_patterns import input_matches

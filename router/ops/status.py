@@ -18,7 +18,7 @@ from typing import Any
 
 from subroute import names
 from subroute.config.model import Config
-from subroute.kafka import io as kafka_io
+from subroute.kafka import clients
 from subroute.kafka.groups import (
     Commit,
     GroupDescription,
@@ -156,7 +156,7 @@ def _metadata(commits: Mapping[Partition, Commit], partition: Partition) -> str 
 def collect(settings: Settings, config: Config, apps: list[str]) -> dict[str, Any]:
     """Ask Kafka (Admin: describe groups, committed offsets; a reader: where topics start and end), then build."""
     prefix = settings.topic_prefix
-    admin = kafka_io.admin_client(settings)
+    admin = clients.admin_client(settings)
     group_ids = [
         names.consumer_group_id(prefix, app, group.name) for app in apps for group in config.groups_of(app)
     ]
@@ -170,7 +170,7 @@ def collect(settings: Settings, config: Config, apps: list[str]) -> dict[str, An
     ]
     router_partitions = {p for member in groups[router_id].members for p in member.partitions}
     topics += sorted({topic for topic, _ in router_partitions})
-    existing = kafka_io.existing_topics(admin)
+    existing = clients.existing_topics(admin)
     inputs = sorted(
         {t for app in apps for entry in config.apps[app].inputs for t in existing if input_matches(entry, t)}
     )

@@ -38,7 +38,7 @@ from confluent_kafka.admin._metadata import ClusterMetadata
 
 from subroute import names
 from subroute.config.model import Config
-from subroute.kafka.io import admin_client, end_offsets
+from subroute.kafka.clients import admin_client, end_offsets
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing import priority

@@ -11,7 +11,7 @@ import logging
 import time
 
 from subroute.config.model import Config
-from subroute.kafka.io import AdminClient, KafkaException
+from subroute.kafka.clients import AdminClient, KafkaException
 from subroute.kafka.topics import TopicPolicy, ensure_app_topics
 from subroute.ops.metrics import RouterMetrics
 

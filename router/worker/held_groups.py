@@ -23,7 +23,7 @@ from confluent_kafka import Message, TopicPartition
 
 from subroute import names
 from subroute.config.model import Config
-from subroute.kafka.io import admin_client, read_ranges, reader, watermarks
+from subroute.kafka.clients import admin_client, read_ranges, reader, watermarks
 from subroute.ops.settings import Settings
 from subroute.routing.capacity import groups_holding, measure_committed
 from subroute.routing.holders import GroupId, Holders

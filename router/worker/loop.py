@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, Message
 from subroute import names
 from subroute.config.model import Config
 from subroute.config.store import ConfigStore, no_apps_warning
-from subroute.kafka.io import admin_client
+from subroute.kafka.clients import admin_client
 from subroute.kafka.topics import TopicPolicy
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings

@@ -12,7 +12,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from subroute import names
 from subroute.client import QueueConsumer, QueueMessage
 from subroute.config.store import read_app
-from subroute.kafka.io import admin_client, close_producer, topic_settings
+from subroute.kafka.clients import admin_client, close_producer, topic_settings
 from tests.integration.harness import Env
 
 # Tansu's first join waits session.timeout.ms / 2 (docs/brokers.md); 6 s suits every broker.

@@ -16,7 +16,7 @@ from confluent_kafka import Message, Producer
 
 from subroute import names
 from subroute.cli import main as cli
-from subroute.kafka.io import TopicSpec, admin_client, close_producer, ensure_topics, read_to_end
+from subroute.kafka.clients import TopicSpec, admin_client, close_producer, ensure_topics, read_to_end
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.worker.loop import Worker, WorkerOptions

@@ -14,7 +14,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from subroute import names
 from subroute.client import AT_MOST_ONCE, QueueConsumer, QueueMessage
 from subroute.config.store import ConfigStore, read_config
-from subroute.kafka.io import admin_client
+from subroute.kafka.clients import admin_client
 from tests.integration.client_support import committed, put, queue, refuse_writes, take, text
 from tests.integration.harness import apply, header, make_env, produce, read, run_worker
 

@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from subroute import names
 from subroute.client import QueueMessage
-from subroute.kafka.io import end_offsets
+from subroute.kafka.clients import end_offsets
 from tests.integration.client_support import queue, text
 from tests.integration.harness import BackgroundWorker, Env, apply, header, make_env, produce, read
 

@@ -10,7 +10,7 @@ from confluent_kafka import Producer
 from subroute import names
 from subroute.cli import main as cli
 from subroute.client import QueueMessage
-from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
+from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics
 from tests.integration.client_support import committed, put, queue, take, text
 from tests.integration.harness import apply, header, make_env, produce, read, run_worker
 

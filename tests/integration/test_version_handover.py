@@ -12,7 +12,7 @@ from confluent_kafka import Message
 
 from subroute import names
 from subroute.config.model import Config
-from subroute.kafka.io import producer
+from subroute.kafka.clients import producer
 from subroute.ops.settings import Settings
 from subroute.routing.decisions import RoutingTable
 from tests.integration.harness import BackgroundWorker, apply, header, make_env, read

@@ -38,7 +38,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from subroute import names
 from subroute.config.model import Config
-from subroute.kafka.io import TopicSpec
+from subroute.kafka.clients import TopicSpec
 from subroute.ops.settings import Settings
 from subroute.worker.producers import Producers
 from subroute.worker.window import CommitInterval

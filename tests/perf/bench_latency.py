@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, Producer
 from perfkit import median, spread
 
 from subroute import names
-from subroute.kafka.io import admin_client, ensure_topics
+from subroute.kafka.clients import admin_client, ensure_topics
 
 
 def percentile(values: list[float], p: float) -> float:

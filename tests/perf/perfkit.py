@@ -31,7 +31,7 @@ from subroute.config.codec import encode
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.config.store import config_topic_spec
 from subroute.dev.broker import LocalBroker, local_broker
-from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
+from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing import decisions

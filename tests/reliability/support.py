@@ -22,7 +22,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from subroute import names
 from subroute.config.codec import ConfigValue, encode
-from subroute.kafka.io import admin_client, existing_topics
+from subroute.kafka.clients import admin_client, existing_topics
 from subroute.ops.settings import Settings
 from tests.reliability.ledger import Output, Sent
 
@@ -386,7 +386,7 @@ def positions_from_log(settings: Settings, sent: list[Sent]) -> LoggedInput:
     the ledger must too. Values are unique per test stream: read the input back and place each sent record
     where its value is; a value the log holds twice becomes two inputs.
     """
-    from subroute.kafka.io import read_to_end
+    from subroute.kafka.clients import read_to_end
 
     where: dict[bytes, list[tuple[int, int, int]]] = {}
     for topic in {s.topic for s in sent}:

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 from subroute import names
-from subroute.kafka.io import admin_client, existing_topics
+from subroute.kafka.clients import admin_client, existing_topics
 from tests.integration.harness import BackgroundWorker, apply, header, make_env, read, run_worker
 from tests.reliability.support import Stream, props_headers
 

@@ -20,13 +20,13 @@ class Produced:
 
 
 def create_topics(bootstrap: str, partitions: dict[str, int]) -> None:
-    from subroute.kafka import io as kafka_io
+    from subroute.kafka import clients
     from subroute.ops.settings import Settings
 
     settings = Settings(bootstrap_servers=bootstrap)
-    kafka_io.ensure_topics(
-        kafka_io.admin_client(settings),
-        [kafka_io.TopicSpec(name, count) for name, count in partitions.items()],
+    clients.ensure_topics(
+        clients.admin_client(settings),
+        [clients.TopicSpec(name, count) for name, count in partitions.items()],
     )
 
 
@@ -45,7 +45,7 @@ def produce_routed(
     from confluent_kafka import Producer
 
     from subroute import names
-    from subroute.kafka.io import close_producer
+    from subroute.kafka.clients import close_producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     delivered: dict[int, tuple[int, int]] = {}

@@ -95,7 +95,7 @@ def test_the_rules_catch_forbidden_imports() -> None:
         "subroute.routing.decisions", imports_of("import confluent_kafka", "subroute.routing.decisions")
     )
     assert not violations(
-        "subroute.kafka.io", imports_of("from confluent_kafka import Consumer", "subroute.kafka.io")
+        "subroute.kafka.clients", imports_of("from confluent_kafka import Consumer", "subroute.kafka.clients")
     )
     inside = "def f():\n    from subroute.config.store import read_config\n"
     assert violations("subroute.client.queue_consumer", imports_of(inside, "subroute.client.queue_consumer"))
