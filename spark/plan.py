@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from subroute import wire
 from subroute.cli import exits, output
 from subroute.config.codec import ConfigValue, key_of
 from subroute.config.model import AppConfig, Config, GroupConfig
@@ -70,7 +71,6 @@ DEFAULT_EXAMPLES = 5
 EMPTY_LAG: Lag = MappingProxyType({})
 
 
-Headers = tuple[tuple[str, bytes | None], ...]
 Transition = tuple[str, str]  # (old destination, new destination)
 Decisions = Mapping[str, Decision]  # app -> its decision for one record
 
@@ -86,7 +86,7 @@ class Example:
     partition: int
     offset: int
     apps: tuple[str, ...]
-    headers: Headers
+    headers: wire.HeadersIn
 
 
 @dataclass
@@ -237,7 +237,7 @@ class PartitionSummary:
     examples: list[Example] = field(default_factory=list)
 
     def add(
-        self, topic: str, partition: int, offset: int, headers: Headers, old: Decisions, new: Decisions
+        self, topic: str, partition: int, offset: int, headers: wire.HeadersIn, old: Decisions, new: Decisions
     ) -> None:
         self.topics[topic] += 1
         pending: list[str] = []

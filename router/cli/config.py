@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from subroute import names
+from subroute import wire
 from subroute.cli import exits, output
 from subroute.config.codec import ConfigValue, app_key, encode, group_key
 from subroute.config.diff import DELETED, Change, diff, kept, render
@@ -352,7 +352,7 @@ def delete_group_command(args: argparse.Namespace) -> int:
                 counts = drain.count_drainable(settings, args.app, args.group)
                 for topic, count in sorted(counts.items()):
                     print(f"would drain {count} record(s) of {topic}")
-                pending = names.pending_topic(settings.topic_prefix, args.app)
+                pending = wire.pending_topic(settings.topic_prefix, args.app)
                 drained = f" and drain its {sum(counts.values())} unconsumed record(s) to {pending}"
             print(f"dry run: would delete group {args.group} of app {args.app}{drained}; nothing written")
             return EXIT_OK
@@ -378,7 +378,7 @@ def delete_group_command(args: argparse.Namespace) -> int:
         result = drain.drain_group(settings, args.app, args.group, settle=args.drain_settle_seconds)
         for topic, count in sorted(result.republished.items()):
             print(f"drained {count} record(s) of {topic}")
-        pending = names.pending_topic(settings.topic_prefix, args.app)
+        pending = wire.pending_topic(settings.topic_prefix, args.app)
         print(f"drained {result.total} record(s) to {pending} in {result.passes} pass(es)")
         return EXIT_OK
 
@@ -389,7 +389,7 @@ def _drain_refusal(settings: Settings, app: str, group: str, values: Mapping[str
     """Why ``--drain`` cannot run now, before anything is written; None when it can."""
     if app_key(app) not in values:
         return f"there is no app {app!r}: nothing would route the drained messages"
-    group_id = names.consumer_group_id(settings.topic_prefix, app, group)
+    group_id = wire.consumer_group_id(settings.topic_prefix, app, group)
     members = drain.live_members(settings, group_id)
     if members is None or members:
         return drain.in_use_reason(group_id, members)

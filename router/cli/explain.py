@@ -6,10 +6,10 @@ import argparse
 import time
 from typing import cast
 
+from subroute import wire
 from subroute.cli import output
 from subroute.config.store import read_config
 from subroute.kafka import clients
-from subroute.kafka.clients import Headers
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments, parse_key_values
 from subroute.routing.capacity import CapacityMonitor
 from subroute.routing.decisions import MessageView, build_table
@@ -35,7 +35,7 @@ def _stored_message(settings: Settings, topic: str, partition: int, offset: int)
     message = clients.read_record(settings, topic, partition, offset)
     if message is None:
         raise SettingsError(f"no record at {topic}/{partition}/{offset}")
-    return MessageView(topic, cast(Headers, message.headers() or []), message.timestamp()[1])
+    return MessageView(topic, cast(wire.Headers, message.headers() or []), message.timestamp()[1])
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -40,36 +40,42 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from subroute import names
-from subroute.client.dead_letters import dead_letter_headers, event, with_event
+from subroute import wire as names
+from subroute import wire as priority
 from subroute.client.delivery import (
-    CANCELS,
-    MOVED_FROM,
     TP,
     AckTracker,
     BandBuffer,
     DuplicateFilter,
     GroupHoldBack,
     GroupKey,
-    Headers,
     MovedCopies,
     MovedCopy,
     Outstanding,
     Settling,
     after_failure,
-    header_value,
-    int_header,
-    is_resent,
     redelivery_partition,
-    replace_headers,
-    source_position,
 )
-from subroute.client.replace import REPLACED, Resubscription, routed_version
+from subroute.client.replace import Resubscription, routed_version
 from subroute.config.model import AppConfig, Config
 from subroute.kafka import clients as kafka_io
 from subroute.ops.settings import Settings
-from subroute.routing import priority
-from subroute.routing.expiration import EXPIRED, is_expired, should_drop
+from subroute.routing.expiration import is_expired, should_drop
+from subroute.wire import (
+    CANCELS,
+    EXPIRED,
+    MOVED_FROM,
+    REPLACED,
+    Headers,
+    dead_letter_headers,
+    event,
+    header_value,
+    int_header,
+    is_resent,
+    replace_headers,
+    source_position,
+    with_event,
+)
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from subroute import names
-from subroute.client.dead_letters import REASON_PATTERN, reason_of, redrive_headers, redrive_target
-from subroute.client.delivery import Headers
+from subroute import wire
+from subroute.client.dead_letters import redrive_headers, redrive_target
 from subroute.client.queue_consumer import QueueError
 from subroute.kafka import clients
 from subroute.ops.settings import Settings
@@ -41,11 +40,6 @@ BATCH_RECORDS = 1000  # dead letters per batch (one transaction, one progress li
 BATCH_BYTES = 4 * 1024 * 1024  # keys and values per batch: large dead letters make smaller batches
 FETCH_QUEUE_KB = 4 * 1024  # what the reader fetches ahead (librdkafka's default is 64 MB)
 TRANSACTION_TIMEOUT = 60.0  # seconds for one batch's commit
-
-
-def redrive_group_id(prefix: str, app: str, reason: str | None = None) -> str:
-    base = f"{prefix}.{app}.dlq-redrive"
-    return base if reason is None else f"{base}.{reason}"
 
 
 # --- reading the dead-letter topic --------------------------------------------------------------------------------
@@ -57,7 +51,7 @@ class DeadLetter:
     offset: int
     key: bytes | None
     value: bytes | None
-    headers: Headers
+    headers: wire.Headers
     timestamp: int
 
     @classmethod
@@ -67,13 +61,13 @@ class DeadLetter:
             cast(int, message.offset()),
             message.key(),
             message.value(),
-            cast(Headers, message.headers() or []),
+            cast(wire.Headers, message.headers() or []),
             message.timestamp()[1],
         )
 
     @property
     def reason(self) -> str:
-        return reason_of(self.headers)
+        return wire.reason_of(self.headers)
 
 
 @dataclass
@@ -92,7 +86,7 @@ def _reader(settings: Settings, app: str, reason: str | None = None) -> Consumer
     return Consumer(
         settings.client_config(
             {
-                "group.id": redrive_group_id(settings.topic_prefix, app, reason),
+                "group.id": wire.redrive_group_id(settings.topic_prefix, app, reason),
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "enable.partition.eof": True,
@@ -121,7 +115,7 @@ class DeadLetterTopic:
     def __init__(self, settings: Settings, app: str, reason: str | None = None) -> None:
         self.settings = settings
         self.app = app
-        self.topic = names.dlq_topic(settings.topic_prefix, app)
+        self.topic = wire.dlq_topic(settings.topic_prefix, app)
         self.consumer = _reader(settings, app, reason)
         info = self.consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
         self.partitions = [] if info is None or info.error is not None else sorted(info.partitions)
@@ -141,7 +135,7 @@ class DeadLetterTopic:
     def note_reasons(self, reasons: set[str]) -> None:
         """Read the positions of the per-reason redrive groups for the reasons not known yet."""
         for reason in sorted(reasons - set(self.state.by_reason)):
-            if not REASON_PATTERN.match(reason):
+            if not wire.REASON_PATTERN.match(reason):
                 self.state.by_reason[reason] = {}
                 continue
             consumer = _reader(self.settings, self.app, reason)
@@ -254,7 +248,7 @@ def redrive(
         producer = clients.producer(
             settings,
             **{
-                "transactional.id": redrive_group_id(prefix, app, reason),
+                "transactional.id": wire.redrive_group_id(prefix, app, reason),
                 "transaction.timeout.ms": int(TRANSACTION_TIMEOUT * 1000),
             },
         )

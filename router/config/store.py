@@ -21,6 +21,7 @@ from typing import Generic, TypeVar, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from subroute import wire
 from subroute.config.codec import ConfigDecodeError, ConfigValue, decode, ends_change, key_of, to_record
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.validation import StateValidator
@@ -94,10 +95,11 @@ class ConfigState:
         """Take one record as its key's last; True when the records changed."""
         partition, offset = message.partition() or 0, message.offset() or 0
         self._next_offsets[partition] = max(self._next_offsets.get(partition, 0), offset + 1)
-        self.at_boundary = ends_change(message.headers())
+        headers = cast(wire.Headers | None, message.headers())  # consumed: (str, bytes | None) pairs
+        self.at_boundary = ends_change(headers)
         raw_key = message.key() or b""
         try:
-            _key, value = decode(message.key(), message.value(), message.headers())
+            _key, value = decode(message.key(), message.value(), headers)
         except ConfigDecodeError as exc:
             log.error(
                 "config record undecodable: versions are refused until a change replaces or deletes it",

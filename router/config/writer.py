@@ -12,15 +12,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-from subroute.config.codec import CHANGE_END_HEADER, Headers
+from subroute import wire
+from subroute.config.codec import CHANGE_END_HEADER
 from subroute.config.store import ConfigState, config_topic_spec, read_state
 from subroute.kafka import clients
 from subroute.kafka.clients import KafkaError, KafkaException
 from subroute.ops.settings import Settings
 
-ConfigRecord = tuple[str, bytes | None, Headers]  # key, Avro value (None: tombstone), headers
+ConfigRecord = tuple[str, bytes | None, wire.Headers]  # key, Avro value (None: tombstone), headers
 
 # A writer killed mid-change blocks read_committed readers of the config topic until the next writer opens, or
 # until this runs out: short, because workers wait on it; a change is a handful of records written at once.
@@ -79,7 +80,7 @@ class ConfigWriter:
                     self._settings.config_topic,
                     key=key.encode(),
                     value=value,
-                    headers=marked,
+                    headers=cast(Any, marked),  # the client's stubs take str values too: a list is invariant
                     on_delivery=delivered,
                 )
             self._producer.commit_transaction(self._timeout)

@@ -27,8 +27,6 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # NewTopic, C
 
 from subroute.ops.settings import Settings
 
-Headers = list[tuple[str, bytes | None]]
-
 
 @dataclass(frozen=True)
 class TopicSpec:

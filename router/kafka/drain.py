@@ -34,14 +34,10 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from subroute import names
-from subroute.client.dead_letters import event, with_event
-from subroute.client.replace import REPLACED
+from subroute import wire
 from subroute.kafka import clients
 from subroute.ops.settings import Settings
-from subroute.routing import priority
 
-Headers = list[tuple[str, str | bytes | None]]
 TRANSACTION_TIMEOUT_MS = 60_000
 # The group's reader: committed records only (an aborted routing transaction is nothing to drain), and an EOF
 # event per partition, which says where its end was.
@@ -110,7 +106,7 @@ def drain_group(
     Raises ``GroupInUse`` when the group has live consumers (they would process the records a second time), and
     ``KafkaException`` / ``TimeoutError`` when Kafka fails (then nothing of the failed pass is visible and the
     drain can be run again)."""
-    group_id = names.consumer_group_id(settings.topic_prefix, app, group)
+    group_id = wire.consumer_group_id(settings.topic_prefix, app, group)
     members = live_members(settings, group_id)
     if members is None or members:
         raise GroupInUse(in_use_reason(group_id, members))
@@ -141,7 +137,7 @@ def drain_group(
 def count_drainable(settings: Settings, app: str, group: str, timeout: float = 60.0) -> dict[str, int]:
     """What a drain would re-publish now, by source topic: the group's committed records past its committed
     offsets (transaction markers and aborted records are not messages). Reads only (``--drain --dry-run``)."""
-    group_id = names.consumer_group_id(settings.topic_prefix, app, group)
+    group_id = wire.consumer_group_id(settings.topic_prefix, app, group)
     consumer = clients.reader(settings, group_id, **_READER)
     counted: dict[str, int] = {}
     try:
@@ -164,7 +160,7 @@ def _unconsumed(
     """The records of the group topic and its bands from the group's committed offsets to their end; ``ends``
     gets each partition's end position (read or not)."""
     metadata = consumer.list_topics(timeout=10)
-    topics = [t for t in priority.band_topics(settings.topic_prefix, app, group) if t in metadata.topics]
+    topics = [t for t in wire.band_topics(settings.topic_prefix, app, group) if t in metadata.topics]
     partitions = [TopicPartition(t, p) for t in topics for p in metadata.topics[t].partitions]
     if not partitions:
         return
@@ -204,7 +200,7 @@ def _drain_pass(
     timeout: float,
 ) -> int:
     """One transaction: every record from the committed offsets to the end, then the commit of that end."""
-    pending = names.pending_topic(settings.topic_prefix, app)
+    pending = wire.pending_topic(settings.topic_prefix, app)
     failures: list[str] = []
 
     def delivered(error: KafkaError | None, _message: Message) -> None:
@@ -245,17 +241,17 @@ def _republish(
 ) -> None:
     """The record as it was (key, value, headers with its subroute.source, timestamp), marked ``replaced`` and
     with a ``replaced`` event in its history, as the consumer client's replace writes it."""
-    drained = event(
-        REPLACED,
+    drained = wire.event(
+        wire.REPLACED,
         int(time.time() * 1000),
         topic=message.topic(),
         partition=message.partition(),
         offset=message.offset(),
-        reason="group-deleted",
+        reason=wire.GROUP_DELETED,
     )
-    updates: dict[str, bytes | None] = {names.PENDING_REASON: REPLACED.encode(), names.DLQ_REASON: None}
-    consumed = cast(list[tuple[str, bytes | None]], message.headers() or [])  # consumed headers are bytes
-    headers = cast(Headers, with_event(consumed, drained, updates))
+    updates: dict[str, bytes | None] = {wire.PENDING_REASON: wire.REPLACED.encode(), wire.DLQ_REASON: None}
+    consumed = cast(wire.Headers, message.headers() or [])  # consumed headers are bytes
+    headers = cast(list[tuple[str, str | bytes | None]], wire.with_event(consumed, drained, updates))
     _kind, timestamp = message.timestamp()
     if timestamp > 0:  # expiration keeps counting from the original time
         producer.produce(

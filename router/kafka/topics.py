@@ -15,11 +15,10 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import Config
 from subroute.kafka.clients import AdminClient, TopicSpec, ensure_topics, existing_topics
 from subroute.ops.settings import Settings
-from subroute.routing import priority
 from subroute.topic_patterns import input_matches
 
 UNLIMITED = -1
@@ -47,8 +46,8 @@ def parked_topic_config(retention_ms: int = UNLIMITED) -> Mapping[str, str]:
 def group_topics(config: Config, prefix: str, app: str, group: str) -> list[str]:
     """The topics one group reads: its group topic, or its band topics when the app sets ``priority``."""
     if config.apps[app].priority is not None:
-        return priority.band_topics(prefix, app, group)
-    return [names.group_topic(prefix, app, group)]
+        return wire.band_topics(prefix, app, group)
+    return [wire.group_topic(prefix, app, group)]
 
 
 def app_topics(
@@ -64,8 +63,8 @@ def app_topics(
     specs: list[TopicSpec] = []
     for app in config.apps.values():
         count = app.partitions or partitions_of(app.inputs)
-        specs.append(TopicSpec(names.pending_topic(prefix, app.name), count, parked, replicas))
-        specs.append(TopicSpec(names.dlq_topic(prefix, app.name), count, parked, replicas))
+        specs.append(TopicSpec(wire.pending_topic(prefix, app.name), count, parked, replicas))
+        specs.append(TopicSpec(wire.dlq_topic(prefix, app.name), count, parked, replicas))
         for group in config.groups_of(app.name):
             specs.extend(
                 TopicSpec(topic, count, grouped, replicas)

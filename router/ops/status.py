@@ -5,7 +5,7 @@ the ``subroute_group_max_unconfirmed`` gauge), what
 waits on the pending and dead-letter topics; per router worker, the config version in force.
 
 A worker's config version is read from its offset commits: each commit's metadata carries the version the
-committed records were routed under (``worker.checkpoint.version_metadata``). A worker's version is the newest
+committed records were routed under (``wire.version_metadata``). A worker's version is the newest
 one among the commits of the input partitions assigned to it (a partition idle since an older version keeps
 that version's commit); ``None`` until it has committed (or on a broker that drops commit metadata).
 """
@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import Config
 from subroute.kafka import clients
 from subroute.kafka.groups import (
@@ -30,9 +30,7 @@ from subroute.kafka.groups import (
 from subroute.ops.settings import Settings
 from subroute.routing.capacity import group_limits
 from subroute.routing.explain import waiting_advice
-from subroute.routing.priority import band_topics
 from subroute.topic_patterns import input_matches
-from subroute.worker.checkpoint import version_of
 
 Offsets = Mapping[Partition, tuple[int, int]]  # (log start, end)
 
@@ -67,8 +65,8 @@ def build(
     for app in apps:
         group_rows = []
         for group in config.groups_of(app):
-            group_id = names.consumer_group_id(prefix, app, group.name)
-            topics = band_topics(prefix, app, group.name)
+            group_id = wire.consumer_group_id(prefix, app, group.name)
+            topics = wire.band_topics(prefix, app, group.name)
             description = groups.get(group_id, GroupDescription(group_id, "dead", ()))
             unconfirmed = lag(topics, commits.get(group_id, {}), offsets)
             limit = limits.get((app, group.name))
@@ -92,7 +90,7 @@ def build(
                     "topics": [t for t in topics if any(t == p for p, _ in offsets)],
                 }
             )
-        pending = held(names.pending_topic(prefix, app), offsets)
+        pending = held(wire.pending_topic(prefix, app), offsets)
         absent = [str(row["group"]) for row in group_rows if row["present"] is False]
         waits_for_consumers = config.apps[app].presence == "required" and pending > 0 and bool(absent)
         app_rows.append(
@@ -100,24 +98,24 @@ def build(
                 "app": app,
                 "presence": config.apps[app].presence,
                 "pending": pending,
-                "dead_letters": held(names.dlq_topic(prefix, app), offsets),
+                "dead_letters": held(wire.dlq_topic(prefix, app), offsets),
                 "groups": group_rows,
                 # what to do when records may be waiting for a consumer (as the worker warns, and explain says)
                 "advice": waiting_advice(prefix, app, absent) if waits_for_consumers else None,
             }
         )
-    router_id = names.worker_group_id(prefix)
+    router_id = wire.worker_group_id(prefix)
     router = groups.get(router_id, GroupDescription(router_id, "dead", ()))
     router_commits = commits.get(router_id, {})
     workers = []
     for member in router.members:
         versions = sorted(
-            {v for p in member.partitions if (v := version_of(_metadata(router_commits, p))) is not None}
+            {v for p in member.partitions if (v := wire.version_of(_metadata(router_commits, p))) is not None}
         )
         backlog = sum(  # input records not routed yet (the pending topics it also reads are counted per app)
             max(0, offsets[p][1] - (router_commits[p].offset if p in router_commits else offsets[p][0]))
             for p in member.partitions
-            if p in offsets and not names.app_of_pending(prefix, p[0])
+            if p in offsets and not wire.app_of_pending(prefix, p[0])
         )
         workers.append(
             {
@@ -135,7 +133,7 @@ def build(
     return {
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "config_version": config.version,
-        "config_topic": names.config_topic(prefix),
+        "config_topic": wire.config_topic(prefix),
         "router": {
             "consumer_group": router_id,
             "state": router.state,
@@ -158,15 +156,20 @@ def collect(settings: Settings, config: Config, apps: list[str]) -> dict[str, An
     prefix = settings.topic_prefix
     admin = clients.admin_client(settings)
     group_ids = [
-        names.consumer_group_id(prefix, app, group.name) for app in apps for group in config.groups_of(app)
+        wire.consumer_group_id(prefix, app, group.name) for app in apps for group in config.groups_of(app)
     ]
-    router_id = names.worker_group_id(prefix)
+    router_id = wire.worker_group_id(prefix)
     groups = describe_groups(admin, [*group_ids, router_id])
     commits = {group_id: committed_offsets(admin, group_id) for group_id in [*group_ids, router_id]}
     topics = [
-        *(t for app in apps for group in config.groups_of(app) for t in band_topics(prefix, app, group.name)),
-        *(names.pending_topic(prefix, app) for app in apps),
-        *(names.dlq_topic(prefix, app) for app in apps),
+        *(
+            t
+            for app in apps
+            for group in config.groups_of(app)
+            for t in wire.band_topics(prefix, app, group.name)
+        ),
+        *(wire.pending_topic(prefix, app) for app in apps),
+        *(wire.dlq_topic(prefix, app) for app in apps),
     ]
     router_partitions = {p for member in groups[router_id].members for p in member.partitions}
     topics += sorted({topic for topic, _ in router_partitions})

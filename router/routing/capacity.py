@@ -36,12 +36,11 @@ from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._metadata import ClusterMetadata
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import Config
 from subroute.kafka.clients import admin_client, end_offsets
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
-from subroute.routing import priority
 from subroute.routing.holders import Committed
 
 log = logging.getLogger(__name__)
@@ -124,14 +123,14 @@ def measure_lag(
     if metadata is None:
         metadata = reader.list_topics(timeout=5)
     partitions: list[TopicPartition] = []
-    for topic in priority.band_topics(prefix, app, group):
+    for topic in wire.band_topics(prefix, app, group):
         info = metadata.topics.get(topic)
         if info is None or info.error is not None:
-            if topic == names.group_topic(prefix, app, group):
+            if topic == wire.group_topic(prefix, app, group):
                 return None
             continue
         partitions.extend(TopicPartition(topic, p) for p in info.partitions)
-    request = ConsumerGroupTopicPartitions(names.consumer_group_id(prefix, app, group), partitions)
+    request = ConsumerGroupTopicPartitions(wire.consumer_group_id(prefix, app, group), partitions)
     future = admin.list_consumer_group_offsets([request])[request.group_id]
     committed = {(tp.topic, tp.partition): tp.offset for tp in future.result(timeout=5).topic_partitions}
     lag = 0
@@ -153,12 +152,12 @@ def measure_committed(
     does not exist. Message groups are refused with priority bands, so the group topic is all there is."""
     from confluent_kafka import ConsumerGroupTopicPartitions
 
-    topic = names.group_topic(prefix, app, group)
+    topic = wire.group_topic(prefix, app, group)
     info = metadata.topics.get(topic)
     if info is None or info.error is not None:
         return None
     request = ConsumerGroupTopicPartitions(
-        names.consumer_group_id(prefix, app, group), [TopicPartition(topic, p) for p in info.partitions]
+        wire.consumer_group_id(prefix, app, group), [TopicPartition(topic, p) for p in info.partitions]
     )
     future = admin.list_consumer_group_offsets([request])[request.group_id]
     return {(tp.topic, tp.partition): tp.offset for tp in future.result(timeout=5).topic_partitions}
@@ -170,7 +169,7 @@ def measure_presence(
     """Per group: True when its consumer group has live members, False when it has none, None when the broker
     answered a live state without listing members (membership not reported). A group the call failed for is
     left out (the caller keeps what it knew)."""
-    by_id = {names.consumer_group_id(prefix, app, group): (app, group) for app, group in groups}
+    by_id = {wire.consumer_group_id(prefix, app, group): (app, group) for app, group in groups}
     if not by_id:
         return {}
     found: dict[GroupId, bool | None] = {}

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import AppConfig
 from subroute.routing import _native
 from subroute.routing.native_plan import TYPE_CODES, NativePlan
@@ -61,7 +61,7 @@ class _Message(Protocol):
     @property
     def topic(self) -> str: ...
     @property
-    def headers(self) -> Sequence[tuple[str, bytes | None]] | None: ...
+    def headers(self) -> wire.HeadersIn | None: ...
     @property
     def timestamp_ms(self) -> int: ...
 
@@ -147,7 +147,7 @@ class NativeDecisions:
                 config.spillover,
                 config.presence == "required",
                 config.group_by,
-                (config.default_group or names.DEFAULT_MESSAGE_GROUP).encode(),
+                (config.default_group or wire.DEFAULT_MESSAGE_GROUP).encode(),
                 config.expiration_ms,
             )
             described.append((layout, behaviour, candidates, objs))
@@ -156,7 +156,7 @@ class NativeDecisions:
             for env in environments
         ]
         decider = _native.NativeDecider(
-            plan.core, described, owner, list(exact), filter_count, types, names.EXPIRATION, kinds
+            plan.core, described, owner, list(exact), filter_count, types, wire.EXPIRATION, kinds
         )
         return NativeDecisions(
             decider,

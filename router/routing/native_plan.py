@@ -25,10 +25,10 @@ from subroute.expressions import ast
 from subroute.expressions.expression import check
 from subroute.expressions.outcome import INT64_MAX, INT64_MIN
 from subroute.expressions.plan import GateChoice, Subscription
+from subroute.wire import HeadersIn
 
 from . import _native
 
-Headers = Sequence[tuple[str, bytes | None]] | None
 NodeTuple = tuple[str, bool, list[int], float, bytes, list[bytes]]
 _CheckKey = tuple[str, str, tuple[tuple[str, str], ...]]  # text, dialect, declared types
 KeyTuple = tuple[int, int, float, bytes]
@@ -522,11 +522,13 @@ class NativePlan:
         """``gate_of`` of every position."""
         return [_GATE_NAMES[kind] for kind in self._gate_kinds]
 
-    def match_indexes(self, records: Sequence[Headers]) -> list[list[int]]:
+    def match_indexes(self, records: Sequence[HeadersIn | None]) -> list[list[int]]:
         """Per record, the positions (ascending) of the subscriptions it matches."""
         return self._native.match_batch(records)
 
-    def match_indexes_with_errors(self, records: Sequence[Headers]) -> list[tuple[list[int], list[int]]]:
+    def match_indexes_with_errors(
+        self, records: Sequence[HeadersIn | None]
+    ) -> list[tuple[list[int], list[int]]]:
         """Per record, ``(matched positions, positions whose evaluation ended in an evaluation error)``.
 
         As ``Plan.match_with_errors``: only subscriptions actually evaluated can report an error (one whose gate
@@ -536,12 +538,12 @@ class NativePlan:
         """
         return self._native.match_batch_with_errors(records)
 
-    def match_batch(self, records: Sequence[Headers]) -> list[frozenset[Hashable]]:
+    def match_batch(self, records: Sequence[HeadersIn | None]) -> list[frozenset[Hashable]]:
         """Per record, the ids of the subscriptions it matches."""
         ids = self._ids
         return [frozenset([ids[i] for i in hit]) for hit in self._native.match_batch(records)]
 
-    def match(self, headers: Headers) -> frozenset[Hashable]:
+    def match(self, headers: HeadersIn | None) -> frozenset[Hashable]:
         """The ids of the subscriptions that one record with these headers matches."""
         return self.match_batch([headers])[0]
 

@@ -24,7 +24,7 @@ import time
 
 from confluent_kafka import Consumer, Message
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import Config
 from subroute.config.store import ConfigStore, no_apps_warning
 from subroute.kafka.clients import admin_client
@@ -209,7 +209,7 @@ class Worker:
         held by a group no longer grouping messages are forgotten."""
         holding = groups_holding(config)
         holders = self.consumers.holders
-        holders.topics = {names.group_topic(self.prefix, app, group): (app, group) for app, group in holding}
+        holders.topics = {wire.group_topic(self.prefix, app, group): (app, group) for app, group in holding}
         holders.keep(set(holding))
         if self.checkpoint is not None:
             self.checkpoint.on_reported = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from subroute import names
+from subroute import wire
 from subroute.ops.settings import Settings
 from subroute.worker.checkpoint import AT_LEAST_ONCE
 from subroute.worker.sweeps import DEFAULT_SWEEP_SECONDS
@@ -44,7 +44,7 @@ def worker_consumer_config(settings: Settings, session_timeout_ms: int) -> dict[
     """The router group's consumer: manual commits, read_committed, cooperative rebalancing."""
     return settings.client_config(
         {
-            "group.id": names.worker_group_id(settings.topic_prefix),
+            "group.id": wire.worker_group_id(settings.topic_prefix),
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "enable.partition.eof": False,

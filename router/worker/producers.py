@@ -22,6 +22,7 @@ from typing import Protocol, cast
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from subroute import wire
 from subroute.kafka.clients import close_producer
 
 # Measured: more did not help where the broker's CPU binds (see above); each producer costs a connection and a
@@ -36,7 +37,7 @@ class Produce(Protocol):
         *,
         value: bytes | None,
         key: bytes | None,
-        headers: list[tuple[str, bytes | None]],
+        headers: wire.Headers,
         timestamp: int,
         on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
     ) -> None: ...

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
 
-from subroute import names
+from subroute import wire
 from subroute.cli import main as cli
 from subroute.config.codec import app_key, group_key
 from subroute.config.store import history, read_config, read_state
@@ -118,7 +118,7 @@ def test_apply_writes_records_and_creates_topics(corner: Corner, capsys: pytest.
 
     topics = corner.topics()
     p = corner.unique
-    assert topics[names.config_topic(p)] == 1
+    assert topics[wire.config_topic(p)] == 1
     expected = {
         "billing": (3, ["vip", "general", "audit"]),  # the input's partition count
         "sized": (2, ["only"]),  # partitions: says so
@@ -126,12 +126,12 @@ def test_apply_writes_records_and_creates_topics(corner: Corner, capsys: pytest.
         "fresh": (1, ["f"]),  # no input exists yet
     }
     for app, (count, groups) in expected.items():
-        for topic in [names.pending_topic(p, app), names.dlq_topic(p, app)] + [
-            names.group_topic(p, app, g) for g in groups
+        for topic in [wire.pending_topic(p, app), wire.dlq_topic(p, app)] + [
+            wire.group_topic(p, app, g) for g in groups
         ]:
             assert topics.get(topic) == count, topic
 
-    resource = ConfigResource(ConfigResource.Type.TOPIC, names.config_topic(p))
+    resource = ConfigResource(ConfigResource.Type.TOPIC, wire.config_topic(p))
     described = admin.describe_configs([resource])[resource].result(timeout=10)
     assert described["cleanup.policy"].value == "compact"
 

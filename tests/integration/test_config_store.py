@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from confluent_kafka import Producer
 
-from subroute.config.codec import SCHEMA_HEADER, Headers, encode
+from subroute.config.codec import SCHEMA_HEADER, encode
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.config.store import (
     ConfigStore,
@@ -26,6 +26,7 @@ from subroute.config.writer import ConcurrentChange, ConfigWriter
 from subroute.kafka.clients import admin_client, ensure_topics
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
+from subroute.wire import Headers
 
 pytestmark = pytest.mark.kafka
 

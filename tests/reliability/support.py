@@ -20,7 +20,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.config.codec import ConfigValue, encode
 from subroute.kafka.clients import admin_client, existing_topics
 from subroute.ops.settings import Settings
@@ -302,7 +302,7 @@ class ConfigWriter:
     idempotent producer; ``write`` returns once every record is acknowledged."""
 
     def __init__(self, settings: Settings) -> None:
-        self.topic = names.config_topic(settings.topic_prefix)
+        self.topic = wire.config_topic(settings.topic_prefix)
         self.producer = Producer(
             settings.client_config({"linger.ms": 1, "enable.idempotence": True, "acks": "all"})
         )
@@ -353,7 +353,7 @@ def committed_offsets(
     """The router group's committed offsets on the input partitions (fetched without joining the group)."""
     partitions = list(input_ends(sent))
     consumer = Consumer(
-        settings.client_config({"group.id": group or names.worker_group_id(settings.topic_prefix)})
+        settings.client_config({"group.id": group or wire.worker_group_id(settings.topic_prefix)})
     )
     try:
         found = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=10)

@@ -44,7 +44,7 @@ def produce_routed(
     """Records as the router writes them to a group topic: routing headers, producer timestamp kept."""
     from confluent_kafka import Producer
 
-    from subroute import names
+    from subroute import wire
     from subroute.kafka.clients import close_producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
@@ -54,12 +54,12 @@ def produce_routed(
         timestamp = base_timestamp_ms + i
         headers: list[tuple[str, bytes | None]] = [
             ("Region", b"EU"),
-            (names.APP, app.encode()),
-            (names.GROUP, group.encode()),
-            (names.SUBSCRIPTION, f"{app}/{group}/0".encode()),
-            (names.SOURCE, names.source_of("orders", 0, i).encode()),
-            (names.CONFIG_VERSION, b"7"),
-            (names.ROUTED_AT, str(timestamp + latency_ms(i)).encode()),
+            (wire.APP, app.encode()),
+            (wire.GROUP, group.encode()),
+            (wire.SUBSCRIPTION, f"{app}/{group}/0".encode()),
+            (wire.SOURCE, wire.source_of("orders", 0, i).encode()),
+            (wire.CONFIG_VERSION, b"7"),
+            (wire.ROUTED_AT, str(timestamp + latency_ms(i)).encode()),
         ]
 
         def on_delivery(err: object, msg: object, i: int = i) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.kafka.groups import Commit, GroupDescription, Member
 from subroute.ops.status import build
-from subroute.worker.checkpoint import version_metadata
+from subroute.wire import version_metadata
 
 
 def test_status_document() -> None:
