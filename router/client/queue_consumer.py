@@ -58,6 +58,7 @@ from subroute.client.delivery import (
 )
 from subroute.client.replace import Resubscription, routed_version
 from subroute.config.model import AppConfig, Config
+from subroute.errors import SubrouteError
 from subroute.kafka import clients as kafka_io
 from subroute.ops.settings import Settings
 from subroute.routing.expiration import is_expired, should_drop
@@ -98,7 +99,7 @@ PARTITIONS_TTL = 30.0
 COMMITS_RETRY_INTERVAL = 1.0
 
 
-class QueueError(RuntimeError):
+class QueueError(SubrouteError, RuntimeError):
     """The queue cannot be used as asked (unknown app, no default_publish, a produce that failed)."""
 
 

@@ -22,6 +22,7 @@ from subroute.config.model import (
     GroupConfig,
     SubscriptionConfig,
 )
+from subroute.errors import SubrouteError
 from subroute.schemas import load_schema
 
 SCHEMA_HEADER = "subroute.schema"
@@ -53,7 +54,7 @@ _APP_FIELDS_SINCE: dict[int, dict[str, object]] = {
 ConfigValue = AppConfig | GroupConfig
 
 
-class ConfigDecodeError(ValueError):
+class ConfigDecodeError(SubrouteError, ValueError):
     """A config record that cannot be read: bad key, unknown schema, or bytes that are not that schema."""
 
 

@@ -25,6 +25,7 @@ from subroute import wire
 from subroute.config.codec import ConfigDecodeError, ConfigValue, decode, ends_change, key_of, to_record
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.validation import StateValidator
+from subroute.errors import SubrouteError
 from subroute.kafka import clients
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
@@ -41,7 +42,7 @@ def config_topic_spec(settings: Settings) -> clients.TopicSpec:
     return clients.TopicSpec(settings.config_topic, 1, CONFIG_TOPIC_CONFIG, settings.replication_factor)
 
 
-class ConfigTopicInvalid(RuntimeError):
+class ConfigTopicInvalid(SubrouteError, RuntimeError):
     """The config topic exists but is not one compacted partition: no worker may route from it."""
 
 
@@ -147,7 +148,7 @@ class ConfigState:
         return Config(self.version, MappingProxyType(apps), MappingProxyType(groups))
 
 
-class ConfigVersionRefused(ValueError):
+class ConfigVersionRefused(SubrouteError, ValueError):
     """The configuration at a version is not valid as a whole: no reader routes under it."""
 
     def __init__(self, version: int, problems: list[str]) -> None:
@@ -304,7 +305,7 @@ def no_apps_warning(settings: Settings, config: Config) -> str | None:
     )
 
 
-class AppNotConfigured(LookupError):
+class AppNotConfigured(SubrouteError, LookupError):
     """No app of that name in the config in force."""
 
 

@@ -17,6 +17,7 @@ from typing import Any, cast
 from subroute import wire
 from subroute.config.codec import CHANGE_END_HEADER
 from subroute.config.store import ConfigState, config_topic_spec, read_state
+from subroute.errors import SubrouteError
 from subroute.kafka import clients
 from subroute.kafka.clients import KafkaError, KafkaException
 from subroute.ops.settings import Settings
@@ -30,7 +31,7 @@ TRANSACTION_TIMEOUT_MS = 60_000
 _FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 
 
-class ConcurrentChange(RuntimeError):
+class ConcurrentChange(SubrouteError, RuntimeError):
     """Another config change opened while this one ran; this one wrote nothing."""
 
 

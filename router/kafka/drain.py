@@ -35,6 +35,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from subroute import wire
+from subroute.errors import SubrouteError
 from subroute.kafka import clients
 from subroute.ops.settings import Settings
 
@@ -56,7 +57,7 @@ class DrainResult:
         return sum(self.republished.values())
 
 
-class GroupInUse(RuntimeError):
+class GroupInUse(SubrouteError, RuntimeError):
     """The group's consumer group has live members: they may still process what a drain would re-publish."""
 
 

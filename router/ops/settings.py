@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from subroute import wire
+from subroute.errors import SubrouteError
 
 ENV_BOOTSTRAP = "SUBROUTE_BOOTSTRAP_SERVERS"
 ENV_PREFIX = "SUBROUTE_TOPIC_PREFIX"
@@ -63,7 +64,7 @@ def parse_key_values(items: list[str] | None, what: str) -> dict[str, str]:
     return result
 
 
-class SettingsError(ValueError):
+class SettingsError(SubrouteError, ValueError):
     """A flag or environment variable has a value that cannot be used."""
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from subroute.errors import SubrouteError
 from subroute.expressions import ast
 from subroute.expressions.expression import check
 from subroute.expressions.outcome import INT64_MAX, INT64_MIN
@@ -48,7 +49,7 @@ _K_INT, _K_SQL_INT, _K_SQL_FLOAT, _K_STR, _K_BOOL = 0, 1, 2, 3, 4
 _GATE_NAMES: dict[int, str | None] = {_NO_GATE: None, _EQ: "equality", _RANGE: "range", _INTERVAL: "interval"}
 
 
-class NativePlanError(ValueError):
+class NativePlanError(SubrouteError, ValueError):
     """The lowered form was refused by the native side (a bug: checked expressions always lower)."""
 
 

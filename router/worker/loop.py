@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, Message
 from subroute import wire
 from subroute.config.model import Config
 from subroute.config.store import ConfigStore, no_apps_warning
+from subroute.errors import SubrouteError
 from subroute.kafka.clients import admin_client
 from subroute.kafka.topics import TopicPolicy
 from subroute.ops.metrics import RouterMetrics
@@ -51,7 +52,7 @@ __all__ = ["AT_LEAST_ONCE", "EXACTLY_ONCE", "GUARANTEES", "StartupTimeout", "Wor
 log = logging.getLogger(__name__)
 
 
-class StartupTimeout(Exception):
+class StartupTimeout(SubrouteError):
     """The brokers could not be reached (or refused this client) for the whole start-up timeout."""
 
     def __init__(self, settings: Settings, seconds: float, trouble: str | None) -> None:
