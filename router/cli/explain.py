@@ -11,10 +11,10 @@ from subroute.cli import output
 from subroute.config.store import read_config
 from subroute.kafka import clients
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments, parse_key_values
-from subroute.routing.capacity import CapacityMonitor
 from subroute.routing.decisions import MessageView, build_table
 from subroute.routing.explain import explain, render, to_document
 from subroute.routing.snapshot import Snapshot
+from subroute.worker.capacity import CapacityMonitor
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,6 +1,6 @@
 """The Kafka edge's clients: built from Settings, topic creation, reading a topic (or one record) back.
 
-With the worker, the config store, the consumer client and capacity, this is the only code that imports
+With the worker, the config store and the consumer client, this is the only code that imports
 confluent-kafka (tests/unit/test_import_rules.py holds that); the CLI and the dev tools come through here.
 """
 

@@ -25,8 +25,9 @@ from subroute import wire
 from subroute.config.model import Config
 from subroute.kafka.clients import admin_client, read_ranges, reader, watermarks
 from subroute.ops.settings import Settings
-from subroute.routing.capacity import groups_holding, measure_committed
+from subroute.routing.capacity import groups_holding
 from subroute.routing.holders import GroupId, Holders
+from subroute.worker.capacity import measure_committed
 
 log = logging.getLogger(__name__)
 

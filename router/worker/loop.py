@@ -32,11 +32,12 @@ from subroute.kafka.clients import admin_client
 from subroute.kafka.topics import TopicPolicy
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
-from subroute.routing.capacity import CapacityMonitor, groups_holding
+from subroute.routing.capacity import groups_holding
 from subroute.routing.decisions import RoutingTable
 from subroute.worker import progress
 from subroute.worker.assignment import Assignment
 from subroute.worker.batch import BatchRouter
+from subroute.worker.capacity import CapacityMonitor
 from subroute.worker.checkpoint import AT_LEAST_ONCE, EXACTLY_ONCE, GUARANTEES, Checkpoint
 from subroute.worker.consumers import ConsumerView
 from subroute.worker.destinations import Destinations

@@ -23,7 +23,7 @@ class WorkerOptions:
     pending_sweep_seconds: float = DEFAULT_SWEEP_SECONDS
     capacity_refresh_seconds: float = 3.0
     # how often the consumer groups' membership is read (presence: required apps); 0: every group counts as
-    # present (for clusters whose broker does not report membership; it is also detected, routing/capacity.py)
+    # present (for clusters whose broker does not report membership; it is also detected, worker/capacity.py)
     presence_refresh_seconds: float = 2.0
     session_timeout_ms: int = 10_000
     # see ``window``: the offsets are also committed whenever the input drains

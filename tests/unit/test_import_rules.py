@@ -1,13 +1,12 @@
 """The architecture, enforced: which room may import what (README, Code map).
 
-* Only the Kafka edge (router/kafka), the worker, the config store, the consumer client and capacity import
+* Only the Kafka edge (router/kafka), the worker, the config store and the consumer client import
   confluent_kafka; everything else reaches Kafka through them.
 * The consumer client (router/client) does not read configuration or routing tables: it is given its app's
   config (``subroute.config.model``, plain data) by its caller.
 * expressions/ is pure: it imports lark, the standard library and the package's error base only, never the
   router or a Kafka client.
-* The routing decisions are pure: nothing in router/routing but capacity imports confluent_kafka (covered by
-  the first rule).
+* The routing decisions are pure: nothing in router/routing imports confluent_kafka (covered by the first rule).
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ KAFKA_ALLOWED = (
     "subroute.worker",
     "subroute.config.store",
     "subroute.client",
-    "subroute.routing.capacity",
 )
 CLIENT_MAY_NOT = (
     "subroute.config",
