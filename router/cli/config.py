@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from subroute.config.store import (
     read_config,
     read_state,
 )
+from subroute.config.topics import TopicPolicy, app_topics, sized_by, topic_resources
 from subroute.config.validation import ConfigError, subscription_count, validate_state
 from subroute.config.writer import ConcurrentChange, ConfigRecord, ConfigWriter
 from subroute.config.yaml import (
@@ -36,9 +37,7 @@ from subroute.config.yaml import (
     load_yaml_source,
 )
 from subroute.kafka import clients, drain
-from subroute.kafka.topics import TopicPolicy, app_topics, largest_input, topic_resources
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
-from subroute.topic_patterns import input_matches
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_INVALID, EXIT_FAILED = exits.OK, exits.DIFFERENT, exits.INVALID, exits.KAFKA
 FILE_HELP = (
@@ -534,16 +533,11 @@ def _apply_change(
 def _topics_for(
     settings: Settings, admin: Any, desired: Mapping[str, ConfigValue]
 ) -> list[clients.TopicSpec]:
-    """The config topic and every topic the desired config needs (``kafka.topics.app_topics``, as the worker)."""
-    existing = clients.existing_topics(admin)
-    config = _config_of(desired)
-
-    def partitions_of(inputs: Sequence[str]) -> int:
-        return largest_input(inputs, existing, input_matches)
-
+    """The config topic and every topic the desired config needs (``config.topics.app_topics``, as the worker)."""
+    sizes = sized_by(clients.existing_topics(admin))
     return [
         config_topic_spec(settings),
-        *app_topics(config, settings.topic_prefix, partitions_of, TopicPolicy.of(settings)),
+        *app_topics(_config_of(desired), settings.topic_prefix, sizes, TopicPolicy.of(settings)),
     ]
 
 

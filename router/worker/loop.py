@@ -27,9 +27,9 @@ from confluent_kafka import Consumer, Message
 from subroute import wire
 from subroute.config.model import Config
 from subroute.config.store import ConfigStore, no_apps_warning
+from subroute.config.topics import TopicPolicy
 from subroute.errors import SubrouteError
 from subroute.kafka.clients import admin_client
-from subroute.kafka.topics import TopicPolicy
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing.capacity import groups_holding
