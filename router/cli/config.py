@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from subroute import wire
+from subroute.admin import drain
 from subroute.cli import exits, output
 from subroute.config.codec import ConfigValue, app_key, encode, group_key
 from subroute.config.diff import DELETED, Change, diff, kept, render
@@ -36,7 +37,7 @@ from subroute.config.yaml import (
     dump_yaml_documents,
     load_yaml_source,
 )
-from subroute.kafka import clients, drain
+from subroute.kafka import clients
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_INVALID, EXIT_FAILED = exits.OK, exits.DIFFERENT, exits.INVALID, exits.KAFKA

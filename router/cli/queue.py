@@ -1,5 +1,5 @@
 """``subroute dlq list|show|redrive`` and ``subroute publish``: the dead-letter topic and DefaultPublishTarget
-(the work is in router/client/redrive.py and router/client/queue_consumer.py)."""
+(the work is in router/admin/redrive.py and router/client/queue_consumer.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import sys
 from typing import Any
 
 from subroute import wire
+from subroute.admin.redrive import DeadLetter, DeadLetterTopic, RedriveProgress, redrive
 from subroute.cli import exits, output
 from subroute.cli.progress import Bar
 from subroute.client import QueueError, publish
-from subroute.client.redrive import DeadLetter, DeadLetterTopic, RedriveProgress, redrive
 from subroute.config.model import Config
 from subroute.config.store import read_config
 from subroute.ops.settings import Settings, add_common_arguments, parse_key_values

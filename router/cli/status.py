@@ -1,5 +1,5 @@
 """``subroute status``: presence, lag against max_unconfirmed, pending and dead letters per app and group, and
-the config version each router worker runs (the work is in router/ops/status.py)."""
+the config version each router worker runs (the work is in router/admin/status.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import sys
 import threading
 from typing import Any
 
+from subroute.admin import status
 from subroute.cli import exits, output
 from subroute.config.store import no_apps_warning, read_config
-from subroute.ops import status
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
 
 

@@ -216,7 +216,7 @@ def test_a_redrive_killed_at_any_point_redrives_each_dead_letter_once(kafka, uni
 _MEASURE = """
 import resource, sys
 from subroute.cli.main import main
-import subroute.cli.queue, subroute.client.redrive
+import subroute.cli.queue, subroute.admin.redrive
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 code = main(sys.argv[1:])
 print("peak-growth-kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Priority bands (router/routing/priority.py, and their topics in router/wire.py) and the dead-letter formats (router/wire.py, router/client/dead_letters.py)."""
+"""Priority bands (router/routing/priority.py, and their topics in router/wire.py) and the dead-letter formats (router/wire.py, router/admin/redrive.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import pytest
 
 from subroute import wire
-from subroute.client.dead_letters import redrive_headers, redrive_target
+from subroute.admin.redrive import redrive_headers, redrive_target
 from subroute.routing import priority
 
 

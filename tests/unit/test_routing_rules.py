@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from subroute import wire
+from subroute.admin.status import build as status_document
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from subroute.ops.status import build as status_document
 from subroute.routing.capacity import group_limits
 from subroute.routing.decisions import Action, MessageView, Router, RouteResult, build_table
 from subroute.routing.snapshot import Snapshot

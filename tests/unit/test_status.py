@@ -1,10 +1,10 @@
-"""``subroute status``'s document from what Kafka said (router/ops/status.py): pure, no broker."""
+"""``subroute status``'s document from what Kafka said (router/admin/status.py): pure, no broker."""
 
 from __future__ import annotations
 
+from subroute.admin.status import build
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.kafka.groups import Commit, GroupDescription, Member
-from subroute.ops.status import build
 from subroute.wire import version_metadata
 
 

@@ -16,9 +16,8 @@ repeats passes, ``settle`` seconds apart, until a pass finds nothing.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -35,11 +34,11 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from subroute import wire
+from subroute.admin.transfer import Copy, copy_in_transaction, transactional_producer
 from subroute.errors import SubrouteError
 from subroute.kafka import clients
 from subroute.ops.settings import Settings
 
-TRANSACTION_TIMEOUT_MS = 60_000
 # The group's reader: committed records only (an aborted routing transaction is nothing to drain), and an EOF
 # event per partition, which says where its end was.
 _READER = {"isolation.level": "read_committed", "enable.partition.eof": True, "auto.offset.reset": "earliest"}
@@ -111,16 +110,8 @@ def drain_group(
     members = live_members(settings, group_id)
     if members is None or members:
         raise GroupInUse(in_use_reason(group_id, members))
-    producer = clients.producer(
-        settings,
-        **{
-            "linger.ms": 5,
-            # One id per group: a second drain of the same group fences the first (and aborts its open pass).
-            "transactional.id": f"{group_id}.drain",
-            "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
-        },
-    )
-    producer.init_transactions(timeout)
+    # One id per group: a second drain of the same group fences the first (and aborts its open pass).
+    producer = transactional_producer(settings, f"{group_id}.drain", timeout)
     consumer = clients.reader(settings, group_id, **_READER)
     result = DrainResult()
     try:
@@ -202,46 +193,30 @@ def _drain_pass(
 ) -> int:
     """One transaction: every record from the committed offsets to the end, then the commit of that end."""
     pending = wire.pending_topic(settings.topic_prefix, app)
-    failures: list[str] = []
-
-    def delivered(error: KafkaError | None, _message: Message) -> None:
-        if error is not None:
-            failures.append(str(error))
-
     ends: dict[tuple[str, int], int] = {}
     copied: dict[str, int] = {}
-    producer.begin_transaction()
-    try:
+
+    def copies() -> Iterator[Copy]:
         for message in _unconsumed(settings, app, group, consumer, ends, timeout):
-            _republish(producer, pending, message, delivered)
             topic = cast(str, message.topic())
             copied[topic] = copied.get(topic, 0) + 1
-        if not ends:  # no group topic yet: nothing to drain, nothing to commit
-            producer.abort_transaction(timeout)
-            return 0
+            yield _replaced(pending, message)
+
+    def positions() -> list[TopicPartition]:
         # Every partition's end, read or not, committed with the copies: a later pass (or drain) starts there.
-        positions = [TopicPartition(t, p, offset) for (t, p), offset in sorted(ends.items()) if offset >= 0]
-        producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), timeout)
-        producer.commit_transaction(timeout)
-    except BaseException:
-        with contextlib.suppress(KafkaException):  # fatal or fenced: the broker aborts it anyway
-            producer.abort_transaction(timeout)
-        raise
-    if failures:  # a committed transaction holds every record; this is belt and braces
-        raise RuntimeError("drained records not written: " + "; ".join(failures))
+        return [TopicPartition(t, p, offset) for (t, p), offset in sorted(ends.items()) if offset >= 0]
+
+    if not copy_in_transaction(producer, consumer, copies(), positions, timeout):
+        return 0  # no group topic yet: nothing to drain, nothing to commit
     for topic, count in copied.items():
         result.republished[topic] = result.republished.get(topic, 0) + count
     return sum(copied.values())
 
 
-def _republish(
-    producer: Producer,
-    pending: str,
-    message: Message,
-    delivered: Callable[[KafkaError | None, Message], None],
-) -> None:
-    """The record as it was (key, value, headers with its subroute.source, timestamp), marked ``replaced`` and
-    with a ``replaced`` event in its history, as the consumer client's replace writes it."""
+def _replaced(pending: str, message: Message) -> Copy:
+    """The record as it was (key, value, headers with its subroute.source, timestamp: expiration keeps counting
+    from the original time), marked ``replaced`` and with a ``replaced`` event in its history, as the consumer
+    client's replace writes it."""
     drained = wire.event(
         wire.REPLACED,
         int(time.time() * 1000),
@@ -252,19 +227,7 @@ def _republish(
     )
     updates: dict[str, bytes | None] = {wire.PENDING_REASON: wire.REPLACED.encode(), wire.DLQ_REASON: None}
     consumed = cast(wire.Headers, message.headers() or [])  # consumed headers are bytes
-    headers = cast(list[tuple[str, str | bytes | None]], wire.with_event(consumed, drained, updates))
     _kind, timestamp = message.timestamp()
-    if timestamp > 0:  # expiration keeps counting from the original time
-        producer.produce(
-            pending,
-            value=message.value(),
-            key=message.key(),
-            headers=headers,
-            timestamp=timestamp,
-            on_delivery=delivered,
-        )
-    else:
-        producer.produce(
-            pending, value=message.value(), key=message.key(), headers=headers, on_delivery=delivered
-        )
-    producer.poll(0)
+    return Copy(
+        pending, message.key(), message.value(), wire.with_event(consumed, drained, updates), timestamp
+    )
