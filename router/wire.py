@@ -131,7 +131,7 @@ HISTORY = "subroute.history"
 # Cancels of this message so far (AMPS MaxCancels counts them apart from deliveries).
 CANCELS = "subroute.cancels"
 # On a grouped copy the consumer client wrote to another member's partition: "topic/partition/offset" of the
-# message it copies. Such a copy stays where it is if it fails again.
+# message it copies. Such a copy stays where it is if it fails again (client/give_back.py).
 MOVED_FROM = "subroute.moved-from"
 # Set by a producer: a per-message expiration ("30s", "1h", or milliseconds).
 EXPIRATION = "subroute.expiration"

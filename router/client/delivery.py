@@ -1,4 +1,5 @@
-"""The consumer client's bookkeeping, as pure classes (no Kafka): tested on their own, driven by ``client.py``.
+"""The consumer client's bookkeeping, as pure classes (no Kafka): tested on their own, driven by
+``queue_consumer.py`` (with ``reader.py`` and ``give_back.py``).
 
 * ``AckTracker``: which offsets of a partition are settled; the commit position is the contiguous settled prefix
   (at-most-once passes over unsettled ones, which then travel with the commit as its holes).
