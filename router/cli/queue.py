@@ -11,10 +11,10 @@ from typing import Any
 from subroute import wire
 from subroute.admin.redrive import DeadLetter, DeadLetterTopic, RedriveProgress, redrive
 from subroute.cli import exits, output
-from subroute.cli.progress import Bar
 from subroute.client import QueueError, publish
 from subroute.config.model import Config
 from subroute.config.store import read_config
+from subroute.ops.progress import Bar
 from subroute.ops.settings import Settings, add_common_arguments, parse_key_values
 
 
