@@ -92,7 +92,7 @@ TOP_LEVEL = {
     "jars",
     ".ci",
 }
-ROUTER_ROOMS = {"cli", "client", "config", "dev", "kafka", "ops", "routing", "worker"}
+ROUTER_ROOMS = {"admin", "cli", "client", "config", "dev", "kafka", "ops", "routing", "worker"}
 FILE_SUFFIXES = r"py|pyi|rs|md|yaml|yml|json|avsc|lark|toml|xml|lock"
 BARE_FILE = re.compile(rf"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.(?:{FILE_SUFFIXES})")
 CODE_BLOCK = re.compile(r"^```.*?^```", flags=re.MULTILINE | re.DOTALL)
