@@ -36,10 +36,10 @@ from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing import decisions
 from subroute.routing.decisions import RoutingTable
+from subroute.wire import Headers
 from subroute.worker.loop import Worker, WorkerOptions
 from subroute.worker.tally import BatchTally
 
-Headers = list[tuple[str, bytes | None]]
 ROOT = Path(__file__).resolve().parents[2]
 
 APPS = 10

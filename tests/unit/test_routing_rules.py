@@ -15,9 +15,8 @@ from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionCo
 from subroute.routing.capacity import group_limits
 from subroute.routing.decisions import Action, MessageView, Router, RouteResult, build_table
 from subroute.routing.snapshot import Snapshot
-from subroute.wire import CAPACITY
+from subroute.wire import CAPACITY, Headers
 
-Headers = list[tuple[str, bytes | None]]
 Lag = Mapping[tuple[str, str], int]
 
 
