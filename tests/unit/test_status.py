@@ -5,6 +5,7 @@ from __future__ import annotations
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.kafka.groups import Commit, GroupDescription, Member
 from subroute.ops.status import build
+from subroute.routing.backlog import CAPACITY, NO_CONSUMER, NO_MATCH, Waiting
 from subroute.worker.checkpoint import version_metadata
 
 
@@ -47,10 +48,28 @@ def test_status_document() -> None:
             ("in", 1): Commit(40, version_metadata(7)),
         },
     }
-    document = build(config, "p", ["A"], groups, commits, offsets, ["in"])
+    waiting = Waiting()
+    for reason in (CAPACITY, NO_MATCH, NO_MATCH):
+        waiting.add(reason)
+    waiting.exact = False
+    document = build(config, "p", ["A"], groups, commits, offsets, ["in"], {"A": waiting}, {"A": (1, True)})
     assert document["router"]["input_lag"] == {"in": 10}  # 100/100 and 40/50 routed
     [app] = document["apps"]
-    assert (app["pending"], app["dead_letters"]) == (5, 2)
+    # what was counted, not the topics' offsets (5 on the pending topic, 2 on the dead-letter topic)
+    assert (app["waiting"], app["waiting_exact"], app["dead_letters"], app["dead_letters_exact"]) == (
+        3,
+        False,
+        1,
+        True,
+    )
+    assert app["waiting_by_reason"] == {
+        "no-consumer": 0,
+        "capacity": 1,
+        "no-match": 2,
+        "reroute": 0,
+        "expiring": 0,
+    }
+    assert not any("waiting" in key for key in app["groups"][0])  # the app's figures are not on group rows
     [group] = app["groups"]
     assert (group["members"], group["present"], group["lag"], group["max_unconfirmed"]) == (1, True, 4, 3)
     assert group["full"] is True and app["presence"] == "required"
@@ -75,11 +94,16 @@ def test_records_that_may_wait_for_a_consumer_come_with_what_to_do() -> None:
     )
     offsets = {("p.A.pending", 0): (0, 5), ("p.A.g", 0): (0, 0), ("p.A.h", 0): (0, 0)}
     attached = GroupDescription("p.A.h", "stable", (Member("m1", "c1", "/h", (("p.A.h", 0),)),))
-    document = build(config, "p", ["A"], {"p.A.h": attached}, {}, offsets)
+    waiting = Waiting()
+    waiting.add(NO_CONSUMER)
+    document = build(config, "p", ["A"], {"p.A.h": attached}, {}, offsets, waiting={"A": waiting})
     [app] = document["apps"]
     assert app["advice"].startswith(
         "records of app A wait for a consumer: no live member in Kafka consumer group(s) p.A.g;"
     )
+    # records that matched nothing wait for a config, not a consumer
+    [app] = build(config, "p", ["A"], {"p.A.h": attached}, {}, offsets, waiting={"A": Waiting()})["apps"]
+    assert app["advice"] is None
     ignored = Config(apps={"A": AppConfig("A", ("in",), presence="ignored")}, groups=config.groups, version=3)
-    [app] = build(ignored, "p", ["A"], {}, {}, offsets)["apps"]
+    [app] = build(ignored, "p", ["A"], {}, {}, offsets, waiting={"A": waiting})["apps"]
     assert app["advice"] is None  # presence: ignored never waits for a consumer
