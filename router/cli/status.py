@@ -15,8 +15,8 @@ from subroute.cli import exits, output
 from subroute.config.store import no_apps_warning, read_config
 from subroute.durations import format_duration_ms, parse_duration_ms
 from subroute.ops import status
-from subroute.routing.backlog import DEFAULT_SOON_MS, EXPIRING, REASONS
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
+from subroute.routing.backlog import DEFAULT_SOON_MS, EXPIRING, REASONS
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from subroute import names
+from subroute.client.redrive import waiting as dead_letters_waiting
 from subroute.config.model import Config
 from subroute.kafka import io as kafka_io
 from subroute.kafka.groups import (
@@ -28,9 +29,8 @@ from subroute.kafka.groups import (
     describe_groups,
     topic_offsets,
 )
-from subroute.ops.settings import Settings
-from subroute.client.redrive import waiting as dead_letters_waiting
 from subroute.kafka.scan import Scan
+from subroute.ops.settings import Settings
 from subroute.routing.backlog import DEFAULT_SOON_MS, Waiting, count
 from subroute.routing.capacity import group_limits
 from subroute.routing.decisions import NO_CONSUMER
