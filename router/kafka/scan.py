@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import cast
+from typing import NamedTuple, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -23,12 +23,11 @@ from subroute.ops.settings import Settings
 Partition = tuple[str, int]
 Headers = list[tuple[str, bytes | None]]
 
-BATCH = 5000  # records per consume call
+BATCH = 1000  # records per consume call (larger ones measured no faster)
 FETCH_QUEUE_KB = 16 * 1024  # what the reader fetches ahead (librdkafka's default is 64 MB)
 
 
-@dataclass(frozen=True, slots=True)
-class Stored:
+class Stored(NamedTuple):  # a tuple: made once per record read, it must be cheap
     topic: str
     partition: int
     offset: int

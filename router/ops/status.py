@@ -43,7 +43,7 @@ Offsets = Mapping[Partition, tuple[int, int]]  # (log start, end)
 
 # Records read of each pending and dead-letter topic at most, by default (``--max-read``): past it a count is
 # a floor, shown ``≥N``. About a second of reading (docs/runbook.md).
-DEFAULT_MAX_READ = 200_000
+DEFAULT_MAX_READ = 100_000
 
 
 def lag(topics: list[str], commits: Mapping[Partition, Commit], offsets: Offsets) -> int:
