@@ -31,6 +31,7 @@ from tests.integration.harness import (
     run_worker,
 )
 from tests.integration.test_presence_capacity import Attached, present, wait
+from tests.integration.test_worker_guarantees import broker_hides_aborted_records
 
 pytestmark = pytest.mark.kafka
 
@@ -223,6 +224,11 @@ def test_with_transaction_markers_aborted_records_and_a_redrive_status_counts_me
     kafka, unique, capsys: pytest.CaptureFixture[str]
 ) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
+    if kafka.is_tansu and not broker_hides_aborted_records(env):
+        pytest.skip(
+            "a read_committed reader gets aborted records back from Tansu (docs/brokers.md), so they count as "
+            "messages there: it runs on Apache Kafka, the default"
+        )
     assert apply(env, EXPIRING) == 0
     # 8 expired on arrival (dead letters), 6 matching nothing (waiting), 4 routed; in small batches, so the
     # exactly-once worker commits several transactions (a marker each on every topic it wrote)
