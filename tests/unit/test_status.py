@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from subroute.cli.status import _table
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.kafka.groups import Commit, GroupDescription, Member
 from subroute.ops.status import build
@@ -107,3 +108,30 @@ def test_records_that_may_wait_for_a_consumer_come_with_what_to_do() -> None:
     ignored = Config(apps={"A": AppConfig("A", ("in",), presence="ignored")}, groups=config.groups, version=3)
     [app] = build(ignored, "p", ["A"], {}, {}, offsets, waiting={"A": waiting})["apps"]
     assert app["advice"] is None  # presence: ignored never waits for a consumer
+
+
+def test_the_table_shows_the_split_once_per_app_and_floors_as_floors() -> None:
+    config = Config(
+        apps={"A": AppConfig("A", ("in",))},
+        groups={("A", "g"): GroupConfig("A", "g"), ("A", "h"): GroupConfig("A", "h", order=1)},
+        version=2,
+    )
+    waiting = Waiting()
+    for reason in (NO_MATCH, NO_MATCH, CAPACITY):
+        waiting.add(reason)
+    offsets = {("p.A.g", 0): (0, 4), ("p.A.h", 0): (0, 0)}
+    exact = build(config, "p", ["A"], {}, {}, offsets, waiting={"A": waiting}, dead_letters={"A": (2, True)})
+    lines = _table(exact).splitlines()
+    assert lines[2] == (
+        "app  waiting  no-consumer  capacity  no-match  reroute  expiring (<5m)  dead letters"
+    )
+    assert lines[3].split() == ["A", "3", "0", "1", "2", "0", "0", "2"]
+    groups = [line.split() for line in lines if line.startswith("A ")][1:]
+    assert groups == [["A", "g", "0", "(dead)", "4", "-"], ["A", "h", "0", "(dead)", "0", "-"]]
+    assert "≥" not in _table(exact)
+
+    waiting.exact = False
+    floor = build(config, "p", ["A"], {}, {}, offsets, waiting={"A": waiting}, dead_letters={"A": (2, True)})
+    table = _table(floor)
+    assert table.splitlines()[3].split() == ["A", "≥3", "≥0", "≥1", "≥2", "≥0", "≥0", "2"]
+    assert "≥N: the read stopped at --max-read records of the topic; at least N" in table
