@@ -61,8 +61,8 @@ demo: $(DEMO_STAMP) jars
 	$(BIN)/python -m subroute.dev.demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check expressions router schemas spark deploy tests
-	$(BIN)/ruff format --check expressions router spark
+	$(BIN)/ruff check expressions router schemas spark deploy tests examples
+	$(BIN)/ruff format --check expressions router spark examples
 	cargo fmt --check --manifest-path router/routing/native/Cargo.toml
 	cargo clippy --quiet --manifest-path router/routing/native/Cargo.toml --all-targets -- -D warnings
 	cargo test --quiet --manifest-path router/routing/native/Cargo.toml

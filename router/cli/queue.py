@@ -1,5 +1,5 @@
 """``subroute dlq list|show|redrive`` and ``subroute publish``: the dead-letter topic and DefaultPublishTarget
-(the work is in router/client/redrive.py and router/client/queue_consumer.py)."""
+(the work is in router/client/redrive.py and router/client/publisher.py)."""
 
 from __future__ import annotations
 

@@ -2,16 +2,16 @@
 of a group topic, delivery bookkeeping, dead letters and redrive. Any plain Kafka consumer can read a group
 topic too; this adds the queue semantics on top."""
 
-from subroute.client.queue_consumer import (
+from subroute.client.messages import (
     AT_LEAST_ONCE,
     AT_MOST_ONCE,
     SEMANTICS,
-    QueueConsumer,
     QueueError,
     QueueMessage,
     QueueStats,
-    publish,
 )
+from subroute.client.publisher import publish
+from subroute.client.queue_consumer import QueueConsumer
 
 __all__ = [
     "AT_LEAST_ONCE",

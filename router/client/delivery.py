@@ -1,4 +1,5 @@
-"""The consumer client's bookkeeping, as pure classes (no Kafka): tested on their own, driven by ``client.py``.
+"""The consumer client's bookkeeping, as pure classes (no Kafka): tested on their own, driven by
+``queue_consumer.py`` (with ``reader.py`` and ``give_back.py``).
 
 * ``AckTracker``: which offsets of a partition are settled; the commit position is the contiguous settled prefix
   (at-most-once passes over unsettled ones, which then travel with the commit as its holes).
@@ -28,7 +29,7 @@ Headers = list[tuple[str, bytes | None]]
 # Cancels of this message so far (AMPS MaxCancels counts them apart from deliveries).
 CANCELS = "subroute.cancels"
 # On a grouped copy written to another member's partition: "topic/partition/offset" of the message it copies.
-# Such a copy stays where it is if it fails again (see QueueConsumer._fail).
+# Such a copy stays where it is if it fails again (see GiveBackWriter.fail).
 MOVED_FROM = "subroute.moved-from"
 
 

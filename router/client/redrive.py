@@ -33,7 +33,7 @@ from confluent_kafka import (
 from subroute import names
 from subroute.client.dead_letters import REASON_PATTERN, reason_of, redrive_headers, redrive_target
 from subroute.client.delivery import Headers
-from subroute.client.queue_consumer import QueueError
+from subroute.client.messages import QueueError
 from subroute.kafka import io as kafka_io
 from subroute.ops.settings import Settings
 
