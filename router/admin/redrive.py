@@ -189,6 +189,28 @@ class DeadLetterTopic:
             yield from batch
 
 
+def waiting(settings: Settings, app: str, ends: dict[int, int], limit: int | None = None) -> tuple[int, bool]:
+    """The dead letters of ``app`` not redriven yet (``dlq list``'s "waiting", by the same rule), read from the
+    full redrive's position to ``ends`` (by partition); and whether that is all of them (False: ``limit``
+    records were read first, the count is a floor)."""
+    if not any(ends.values()):
+        return 0, True
+    count = read = 0
+    with DeadLetterTopic(settings, app) as dead_letters:
+        starts = {
+            p: position
+            for p in dead_letters.partitions
+            if (position := dead_letters.state.positions.get(p, 0)) < ends.get(p, 0)
+        }
+        for batch in dead_letters.batches(starts):
+            for letter in batch:
+                count += not dead_letters.state.redriven(letter)
+            read += len(batch)
+            if limit is not None and read >= limit:
+                return count, False
+    return count, True
+
+
 @dataclass
 class RedriveProgress:
     read: int = 0

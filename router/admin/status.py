@@ -1,8 +1,9 @@
 """``subroute status``: per app and group, who is consuming (live members of the group's consumer group), how
 much is unconfirmed (lag on the group topic and its priority bands .p1-.p9) against its limit
 (``GroupConfig.max_unconfirmed``: the smallest of its subscriptions, the one limit routing holds the group to, as
-the ``subroute_group_max_unconfirmed`` gauge), what
-waits on the pending and dead-letter topics; per router worker, the config version in force.
+the ``subroute_group_max_unconfirmed`` gauge); per app, the messages waiting on its pending topic by reason
+(read past the router's position, routing/backlog.py) and its dead letters not redriven; per router worker,
+the config version in force.
 
 A worker's config version is read from its offset commits: each commit's metadata carries the version the
 committed records were routed under (``wire.version_metadata``). A worker's version is the newest
@@ -17,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from subroute import wire
+from subroute.admin.redrive import waiting as dead_letters_waiting
 from subroute.config.model import Config
 from subroute.kafka import clients
 from subroute.kafka.groups import (
@@ -27,12 +29,19 @@ from subroute.kafka.groups import (
     describe_groups,
     topic_offsets,
 )
+from subroute.kafka.scan import Scan
 from subroute.ops.settings import Settings
+from subroute.routing.backlog import DEFAULT_SOON_MS, Waiting, count
 from subroute.routing.capacity import group_limits
 from subroute.routing.explain import waiting_advice
 from subroute.topic_patterns import input_matches
+from subroute.wire import NO_CONSUMER
 
 Offsets = Mapping[Partition, tuple[int, int]]  # (log start, end)
+
+# Records read of each pending and dead-letter topic at most, by default (``--max-read``): past it a count is
+# a floor, shown ``≥N``. About a second of reading (docs/runbook.md).
+DEFAULT_MAX_READ = 100_000
 
 
 def lag(topics: list[str], commits: Mapping[Partition, Commit], offsets: Offsets) -> int:
@@ -45,10 +54,6 @@ def lag(topics: list[str], commits: Mapping[Partition, Commit], offsets: Offsets
     return total
 
 
-def held(topic: str, offsets: Offsets) -> int:
-    return sum(end - start for (t, _), (start, end) in offsets.items() if t == topic)
-
-
 def build(
     config: Config,
     prefix: str,
@@ -57,9 +62,14 @@ def build(
     commits: Mapping[str, Mapping[Partition, Commit]],
     offsets: Offsets,
     inputs: Iterable[str] = (),
+    waiting: Mapping[str, Waiting] | None = None,
+    dead_letters: Mapping[str, tuple[int, bool]] | None = None,
+    soon_ms: int = DEFAULT_SOON_MS,
 ) -> dict[str, Any]:
     """The status document from what Kafka said (pure: tested without a broker); ``inputs``: the input topics the
-    apps read, whose lag behind the router's commits is shown whether or not a worker runs."""
+    apps read, whose lag behind the router's commits is shown whether or not a worker runs; ``waiting``: what
+    waits on each app's pending topic (routing/backlog.py); ``dead_letters``: each app's dead letters not
+    redriven, and whether that is all of them (``soon_ms``: what ``expiring`` looked ahead by)."""
     limits = group_limits(config)  # as the subroute_group_max_unconfirmed gauge and its alert
     app_rows = []
     for app in apps:
@@ -90,15 +100,23 @@ def build(
                     "topics": [t for t in topics if any(t == p for p, _ in offsets)],
                 }
             )
-        pending = held(wire.pending_topic(prefix, app), offsets)
+        counted = (waiting or {}).get(app, Waiting())
+        letters, letters_exact = (dead_letters or {}).get(app, (0, True))
         absent = [str(row["group"]) for row in group_rows if row["present"] is False]
-        waits_for_consumers = config.apps[app].presence == "required" and pending > 0 and bool(absent)
+        waits_for_consumers = (
+            config.apps[app].presence == "required" and counted.by_reason[NO_CONSUMER] > 0 and bool(absent)
+        )
         app_rows.append(
             {
                 "app": app,
                 "presence": config.apps[app].presence,
-                "pending": pending,
-                "dead_letters": held(wire.dlq_topic(prefix, app), offsets),
+                # messages on the pending topic not routed yet, each in one reason; a floor when not exact
+                "waiting": counted.total,
+                "waiting_by_reason": dict(counted.by_reason),
+                "waiting_exact": counted.exact,
+                # dead letters not redriven yet (dlq list's "waiting")
+                "dead_letters": letters,
+                "dead_letters_exact": letters_exact,
                 "groups": group_rows,
                 # what to do when records may be waiting for a consumer (as the worker warns, and explain says)
                 "advice": waiting_advice(prefix, app, absent) if waits_for_consumers else None,
@@ -134,6 +152,7 @@ def build(
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "config_version": config.version,
         "config_topic": wire.config_topic(prefix),
+        "expiring_within_ms": soon_ms,
         "router": {
             "consumer_group": router_id,
             "state": router.state,
@@ -151,8 +170,17 @@ def _metadata(commits: Mapping[Partition, Commit], partition: Partition) -> str 
     return commit.metadata if commit else None
 
 
-def collect(settings: Settings, config: Config, apps: list[str]) -> dict[str, Any]:
-    """Ask Kafka (Admin: describe groups, committed offsets; a reader: where topics start and end), then build."""
+def collect(
+    settings: Settings,
+    config: Config,
+    apps: list[str],
+    *,
+    soon_ms: int = DEFAULT_SOON_MS,
+    max_read: int | None = DEFAULT_MAX_READ,
+) -> dict[str, Any]:
+    """Ask Kafka (Admin: describe groups, committed offsets; a reader: where topics start and end; the pending
+    and dead-letter topics read past the router's and the redrives' positions, at most ``max_read`` records
+    each), then build."""
     prefix = settings.topic_prefix
     admin = clients.admin_client(settings)
     group_ids = [
@@ -178,4 +206,48 @@ def collect(settings: Settings, config: Config, apps: list[str]) -> dict[str, An
         {t for app in apps for entry in config.apps[app].inputs for t in existing if input_matches(entry, t)}
     )
     topics += inputs
-    return build(config, prefix, apps, groups, commits, topic_offsets(settings, topics), inputs)
+    offsets = topic_offsets(settings, topics)
+    now_ms = int(time.time() * 1000)
+    waiting = _waiting(settings, config, apps, commits.get(router_id, {}), offsets, now_ms, soon_ms, max_read)
+    dead_letters = {
+        app: dead_letters_waiting(
+            settings,
+            app,
+            {p: end for (t, p), (_, end) in offsets.items() if t == wire.dlq_topic(prefix, app)},
+            max_read,
+        )
+        for app in apps
+    }
+    return build(
+        config, prefix, apps, groups, commits, offsets, inputs, waiting, dead_letters, soon_ms=soon_ms
+    )
+
+
+def _waiting(
+    settings: Settings,
+    config: Config,
+    apps: list[str],
+    router_commits: Mapping[Partition, Commit],
+    offsets: Offsets,
+    now_ms: int,
+    soon_ms: int,
+    max_read: int | None,
+) -> dict[str, Waiting]:
+    """Each app's pending topic read from the router's position to its end, in one bounded read, counted."""
+    app_of = {wire.pending_topic(settings.topic_prefix, app): app for app in apps}
+    spans = {
+        where: (max(commit.offset, start) if (commit := router_commits.get(where)) else start, end)
+        for where, (start, end) in offsets.items()
+        if where[0] in app_of
+    }
+    commits = {app: {p: c for (t, p), c in router_commits.items() if app_of.get(t) == app} for app in apps}
+    waiting = {app: Waiting() for app in apps}
+    scan = Scan(settings, spans, limit=max_read)
+    for batch in scan.batches():
+        for topic in {record.topic for record in batch}:
+            app = app_of[topic]
+            mine = (record for record in batch if record.topic == topic)
+            count(mine, commits[app], config.apps[app], config.version, now_ms, soon_ms, into=waiting[app])
+    for topic, _ in scan.unfinished:
+        waiting[app_of[topic]].exact = False
+    return waiting

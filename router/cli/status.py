@@ -1,5 +1,6 @@
-"""``subroute status``: presence, lag against max_unconfirmed, pending and dead letters per app and group, and
-the config version each router worker runs (the work is in router/admin/status.py)."""
+"""``subroute status``: per group its presence and lag against max_unconfirmed; per app the messages waiting on
+its pending topic by reason and its dead letters not redriven; the config version each router worker runs (the
+work is in router/admin/status.py)."""
 
 from __future__ import annotations
 
@@ -13,20 +14,41 @@ from typing import Any
 from subroute.admin import status
 from subroute.cli import exits, output
 from subroute.config.store import no_apps_warning, read_config
+from subroute.durations import format_duration_ms, parse_duration_ms
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
+from subroute.routing.backlog import DEFAULT_SOON_MS, EXPIRING, REASONS
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "status",
-        help="consumers, lag, pending and dead letters per app and group; config version per worker",
-        description="Per app and group: live members of the group's consumer group <prefix>.<app>.<group>, "
-        "its lag (unconfirmed records on the group topic and its bands .p1-.p9) against max_unconfirmed, and "
-        "the records on the app's pending and dead-letter topics. Per router worker: the config version in "
-        "its latest offset commits (the workers write it in the commit metadata).",
+        help="per app the messages waiting by reason and the dead letters; per group consumers and lag",
+        description="Per app: the messages waiting on its pending topic (read from the router's position to "
+        "the end, committed records only, those already gone skipped), each in one reason: no-consumer, "
+        "capacity, no-match, reroute (matched nothing under an older config version: evaluated again), "
+        "expiring (expires within --expiring-within; it wins over the others); and its dead letters not "
+        "redriven (dlq list's waiting). Per group: live members of its consumer group <prefix>.<app>.<group>, "
+        "its lag (unconfirmed records on the group topic and its bands .p1-.p9) against max_unconfirmed. Per "
+        "router worker: the config version in its latest offset commits (the workers write it in the commit "
+        "metadata).",
     )
     add_common_arguments(parser)
     parser.add_argument("--app", action="append", metavar="APP", help="only this app, repeatable")
+    parser.add_argument(
+        "--expiring-within",
+        default=format_duration_ms(DEFAULT_SOON_MS),
+        metavar="DURATION",
+        help="count a waiting message as expiring when it expires within this (30s, 5m, 1h; default "
+        "%(default)s)",
+    )
+    parser.add_argument(
+        "--max-read",
+        type=int,
+        default=status.DEFAULT_MAX_READ,
+        metavar="N",
+        help="read at most N records of each pending and dead-letter topic; past them a count is a floor, "
+        "shown >=N (default %(default)s; 0: read everything)",
+    )
     output.add_output_argument(parser)
     parser.add_argument(
         "--watch",
@@ -40,6 +62,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _run(args: argparse.Namespace) -> int:
     if args.watch is not None and args.watch <= 0:
         raise SettingsError(f"--watch wants a number of seconds > 0, got {args.watch:g}")
+    soon_ms = parse_duration_ms(args.expiring_within, default_unit=None)
+    if soon_ms is None:
+        raise SettingsError(f"--expiring-within wants a duration (30s, 5m, 1h), got {args.expiring_within!r}")
+    if args.max_read < 0:
+        raise SettingsError(f"--max-read wants a count >= 0 (0: read everything), got {args.max_read}")
+    max_read = args.max_read or None
     settings = Settings.from_args(args)
     interrupted = threading.Event()
     if args.watch is not None:
@@ -59,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
         warning = no_apps_warning(settings, config)
         if warning is not None:
             print(f"subroute: warning: {warning}", file=sys.stderr)
-        document = status.collect(settings, config, apps)
+        document = status.collect(settings, config, apps, soon_ms=soon_ms, max_read=max_read)
         if args.watch is None:
             output.emit(args.output, document, lambda: _table(document))  # noqa: B023 (called at once)
             return exits.OK
@@ -84,7 +112,24 @@ def _refresh(fmt: str, document: dict[str, Any]) -> None:
 
 
 def _table(document: dict[str, Any]) -> str:
-    rows = [
+    """Two tables: what waits per app (split by reason: each message in one), then each group's own figures."""
+    soon = format_duration_ms(document["expiring_within_ms"])
+    app_header = (
+        "app",
+        "waiting",
+        *(f"{r} (<{soon})" if r == EXPIRING else r for r in REASONS),
+        "dead letters",
+    )
+    app_rows = [
+        (
+            app["app"],
+            _figure(app["waiting"], app["waiting_exact"]),
+            *(_figure(app["waiting_by_reason"][r], app["waiting_exact"]) for r in REASONS),
+            _figure(app["dead_letters"], app["dead_letters_exact"]),
+        )
+        for app in document["apps"]
+    ]
+    group_rows = [
         (
             app["app"],
             group["group"],
@@ -92,14 +137,11 @@ def _table(document: dict[str, Any]) -> str:
             group["lag"],
             group["max_unconfirmed"],
             "FULL" if group["full"] else "",
-            app["pending"],
-            app["dead_letters"],
         )
         for app in document["apps"]
         for group in app["groups"]
-        or [{"group": "-", "members": 0, "state": "-", "lag": None, "max_unconfirmed": None, "full": False}]
     ]
-    header = ("app", "group", "members", "lag", "max_unconfirmed", "", "pending", "dead letters")
+    group_header = ("app", "group", "members", "lag", "max_unconfirmed", "")
     router = document["router"]
     workers = [
         (
@@ -115,7 +157,11 @@ def _table(document: dict[str, Any]) -> str:
     lines = [
         f"{document['time']}  config version {document['config_version']} ({document['config_topic']})",
         "",
-        output.render_table(header, rows).rstrip("\n"),
+        output.render_table(app_header, app_rows).rstrip("\n"),
+    ]
+    if group_rows:
+        lines += ["", output.render_table(group_header, group_rows).rstrip("\n")]
+    lines += [
         "",
         f"router workers ({router['consumer_group']}, {router['state']}): {len(workers)}; input records not "
         f"routed yet: {sum(router['input_lag'].values())}",
@@ -123,7 +169,13 @@ def _table(document: dict[str, Any]) -> str:
     if workers:
         worker_header = ("client", "host", "partitions", "config_version", "", "backlog")
         lines.append(output.render_table(worker_header, workers, indent="  ").rstrip("\n"))
+    if not all(app["waiting_exact"] and app["dead_letters_exact"] for app in document["apps"]):
+        lines += ["", "≥N: the read stopped at --max-read records of the topic; at least N"]
     advice = [app["advice"] for app in document["apps"] if app.get("advice")]
     if advice:
         lines += ["", *(f"warning: {text}" for text in advice)]
     return "\n".join(lines) + "\n"
+
+
+def _figure(count: int, exact: bool) -> int | str:
+    return count if exact else f"≥{count}"

@@ -72,12 +72,6 @@ _MEMBERSHIP_LOST = frozenset(
 )
 
 
-def mark_of(metadata: str | None) -> SweepMark | None:
-    """The sweep mark in a commit's metadata (``wire.version_metadata``); None when there is none."""
-    text = wire.sweep_of(metadata)
-    return None if text is None else SweepMark.parse(text)
-
-
 class Checkpoint:
     def __init__(
         self,

@@ -30,9 +30,8 @@ from subroute import wire
 from subroute.routing.decisions import RoutingTable
 from subroute.routing.envelope import Envelopes, InputRecord
 from subroute.routing.expiration import message_expiration
-from subroute.routing.sweep import Cursor, Stretches, SweepMark, deadline, finish, pass_mark, plan
+from subroute.routing.sweep import Cursor, Stretches, SweepMark, deadline, finish, mark_of, pass_mark, plan
 from subroute.worker.assignment import Assignment
-from subroute.worker.checkpoint import mark_of
 from subroute.worker.tally import BatchTally
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """``subroute status`` on the real broker: presence (live members of each group's consumer group), lag on the
-group topic and its priority bands against max_unconfirmed, pending and dead-letter counts, and the config
-version each router worker has committed under."""
+group topic and its priority bands against max_unconfirmed, what waits per app, and the config version each
+router worker has committed under (the waiting counts themselves: test_status_counts.py)."""
 
 from __future__ import annotations
 
@@ -117,7 +117,8 @@ def test_status_shows_presence_lag_parked_records_and_worker_versions(
     assert worker["config_version"] == version and worker["current"] is True
     assert worker["config_versions"] == [version] and worker["partitions"] == 2  # the input and Shop.pending
     [shop] = document["apps"]  # type: ignore[misc]
-    assert (shop["app"], shop["pending"], shop["dead_letters"]) == ("Shop", 2, 0)
+    assert (shop["app"], shop["waiting"], shop["dead_letters"]) == ("Shop", 2, 0)
+    assert shop["waiting_by_reason"]["no-match"] == 2  # the two "c" records
     fast, slow = shop["groups"]
     assert fast["consumer_group"] == wire.consumer_group_id(env.prefix, "Shop", "fast")
     assert (fast["members"], fast["state"]) == (1, "stable")

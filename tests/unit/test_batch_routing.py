@@ -16,8 +16,8 @@ from subroute import wire
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.ops.metrics import RouterMetrics
 from subroute.routing.decisions import Action, Router, RoutingTable, build_table
+from subroute.routing.sweep import mark_of
 from subroute.worker.batch import BatchRouter
-from subroute.worker.checkpoint import mark_of
 from subroute.worker.sweeps import Sweeps
 from subroute.worker.tally import BatchTally
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from subroute.routing.sweep import SweepMark
+from subroute.routing.sweep import SweepMark, mark_of
 from subroute.wire import version_metadata, version_of
 from subroute.worker.assignment import releasable
-from subroute.worker.checkpoint import mark_of
 
 
 def test_commit_metadata_round_trips_the_version_and_ignores_anything_else() -> None:
