@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry
 from subroute import names
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.ops.metrics import RouterMetrics
-from subroute.routing.decisions import Action, Router, RoutingTable, build_table
+from subroute.routing.decisions import Action, Router, RoutingTable
+from subroute.routing.native_routing import build_table
 from subroute.worker.batch import BatchRouter
 from subroute.worker.checkpoint import mark_of, version_metadata
 from subroute.worker.sweeps import Sweeps

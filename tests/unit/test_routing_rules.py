@@ -13,7 +13,8 @@ from subroute import names
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.ops.status import build as status_document
 from subroute.routing.capacity import group_limits
-from subroute.routing.decisions import CAPACITY, Action, MessageView, Router, RouteResult, build_table
+from subroute.routing.decisions import CAPACITY, Action, MessageView, Router, RouteResult
+from subroute.routing.native_routing import build_table
 from subroute.routing.snapshot import Snapshot
 
 Headers = list[tuple[str, bytes | None]]
