@@ -24,6 +24,10 @@ How a plan is built:
 
 Per message, every property the plan reads is read once from the message into a snapshot; the index probes
 give the candidates; the candidates' residuals are evaluated.
+
+Steps 1 to 3 are published as data (``PlanEntry``: a subscription's normalized conjuncts and the ``Gate`` chosen
+among them; ``Plan.entries``, or ``plan_entries`` without compiling): the native plan translates these and chooses
+nothing itself (router/routing/native_plan.py).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from . import ast
 from .compiler import Compiler, Fn, Props
@@ -45,10 +49,7 @@ _MISSING: Any = object()
 _NONE: frozenset[Hashable] = frozenset()
 
 # (subscription id, residual closure or None when the gate alone decides, True for sql92)
-Entry = tuple[Hashable, Fn | None, bool]
-# The gate a subscription is indexed by: ("equality" | "range" | "interval", the conjunct it comes from, the
-# interval's (low, high) or None); None for a subscription evaluated for every message.
-GateChoice = tuple[str, int, tuple[Any, Any] | None] | None
+_Compiled = tuple[Hashable, Fn | None, bool]
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,45 @@ class Subscription:
     types: Mapping[str, str] | None = field(default=None, hash=False)
 
 
-@dataclass(frozen=True)
-class _Gate:
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """The required conjunct a subscription is indexed by (step 2): it holding is implied by that conjunct being
+    true, so a message for which it does not hold cannot match and does not evaluate the subscription.
+
+    ``equality``: ``prop``'s value is one of ``values`` (literals of one value class: bool, str, or numbers,
+    ints only in bmq). ``range``: ``prop op bound`` holds (the property on the left). ``interval``: ``low <= prop
+    <= high`` (the conjunct is the lower bound's; both bounds stay in the residual).
+    """
+
+    kind: Literal["equality", "range", "interval"]
     prop: str
-    droppable: bool  # the gate holding means the conjunct is true, so it need not be evaluated
-    conjunct: int  # index of the conjunct it comes from
-    values: tuple[Any, ...] = ()  # equality gate: the literal values (one Python type)
-    op: str = ""  # range gate: the operator, property on the left
-    bound: Any = None  # range gate: the literal
+    conjunct: int  # index in ``PlanEntry.conjuncts`` of the conjunct it comes from
+    droppable: bool  # the gate holding means the conjunct is true, so it need not be evaluated (step 3)
+    values: tuple[Any, ...] = ()  # equality
+    op: str = ""  # range: one of ast.ORDERING_OPS
+    bound: Any = None  # range: the literal's value (int, or float in sql92)
+    low: Any = None  # interval: the bounds' values (int, or float in sql92)
+    high: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanEntry:
+    """One subscription as a plan indexes it: its checked and normalized ``tree`` (step 1), that tree's top-level
+    conjuncts (the tree itself when it is not an ``and``), and the gate chosen among them (None: evaluated for
+    every message)."""
+
+    subscription: Subscription
+    tree: ast.Node
+    conjuncts: tuple[ast.Node, ...]
+    gate: Gate | None
+
+    @property
+    def residual(self) -> tuple[ast.Node, ...]:
+        """The conjuncts left to evaluate once the gate holds: all of them but a droppable gate's (step 3)."""
+        gate = self.gate
+        if gate is None or not gate.droppable:
+            return self.conjuncts
+        return self.conjuncts[: gate.conjunct] + self.conjuncts[gate.conjunct + 1 :]
 
 
 class Plan:
@@ -82,24 +114,22 @@ class Plan:
         pause: Callable[[], None] | None = None,
     ) -> None:
         self.subscriptions: tuple[Subscription, ...] = tuple(subscriptions)
-        builder = _PlanBuilder(reuse)
+        builder = _PlanBuilder(reuse.entries if reuse is not None else ())
         for sub in self.subscriptions:
             builder.add(sub)
             if pause is not None:
                 pause()
         builder.finish(pause)
-        # Each subscription's normalized tree (mostly shared with the residuals): a later plan that has the same
-        # expression starts from it instead of parsing and type-checking the text again.
-        self._roots: tuple[ast.Node, ...] = tuple(builder.roots)
+        # Each subscription's normalized tree (mostly shared with the residuals) and chosen gate: a later plan
+        # that has the same expression starts from its tree instead of parsing and type-checking the text again,
+        # and the native plan translates these (router/routing/native_plan.py).
+        self.entries: tuple[PlanEntry, ...] = tuple(builder.entries)
         self.properties: frozenset[str] = frozenset(builder.properties)
         self._names = self.properties
-        self._always: tuple[Entry, ...] = tuple(builder.always)
+        self._always: tuple[_Compiled, ...] = tuple(builder.always)
         self._eq_probes = tuple(builder.eq_probes())
         self._range_probes = tuple(builder.range_probes())
         self._interval_probes = tuple(builder.interval_probes())
-        # Which messages evaluate each subscription, and so can report its evaluation errors: the native plan
-        # is given these to report errors for (at least) the same messages (router/routing/decisions.py).
-        self.gate_choices: tuple[GateChoice, ...] = tuple(_choice(gate) for _, _, gate, _ in builder.chosen)
         self.stats: dict[str, int] = {
             "subscriptions": len(self.subscriptions),
             "indexed_equality": builder.counts["eq"],
@@ -112,12 +142,6 @@ class Plan:
     def __len__(self) -> int:
         return len(self.subscriptions)
 
-    @property
-    def trees(self) -> tuple[ast.Node, ...]:
-        """Each subscription's checked and normalized tree, aligned with ``subscriptions``: the native plan
-        lowers these instead of parsing the texts again (router/routing/native_plan.py)."""
-        return self._roots
-
     def _snapshot(self, props: Props) -> Mapping[str, Any]:
         """Each property the plan reads, read once from the message. A plain dict is read as it is: reading it
         twice gives the same value, and the names the plan does not read are never looked at."""
@@ -128,7 +152,7 @@ class Plan:
             return {k: v for k, v in props.items() if k in names}
         return {k: props[k] for k in names if k in props}
 
-    def _candidates(self, vals: Mapping[str, Any]) -> list[Entry]:
+    def _candidates(self, vals: Mapping[str, Any]) -> list[_Compiled]:
         missing = _MISSING  # a local, read once per probe
         cands = list(self._always)
         for name, by_type in self._eq_probes:
@@ -233,6 +257,23 @@ def compile_plan(
     return Plan(subscriptions, reuse, pause)
 
 
+def plan_entries(
+    subscriptions: Iterable[Subscription],
+    reuse: Iterable[PlanEntry] = (),
+    pause: Callable[[], None] | None = None,
+) -> tuple[PlanEntry, ...]:
+    """What ``compile_plan(subscriptions).entries`` would be, without compiling the residuals: each subscription
+    checked, normalized and given its gate, chosen among all of them as a plan chooses. ``reuse`` (entries of an
+    earlier plan) spares the parse of the expressions it holds; ``pause`` is called after each subscription."""
+    builder = _PlanBuilder(reuse)
+    for sub in subscriptions:
+        builder.add(sub)
+        if pause is not None:
+            pause()
+    builder.choose()
+    return tuple(builder.entries)
+
+
 class _Normalizer:
     """Flattens and/or chains, puts literals on the right of comparisons and interns every node (one dialect)."""
 
@@ -280,16 +321,6 @@ class _Normalizer:
         raise TypeError(f"unknown node {node!r}")  # pragma: no cover
 
 
-def _choice(gate: _Gate | None) -> GateChoice:
-    if gate is None:
-        return None
-    if gate.values:
-        return ("equality", gate.conjunct, None)
-    if gate.op == "interval":
-        return ("interval", gate.conjunct, gate.bound)
-    return ("range", gate.conjunct, None)
-
-
 def _eq_literal(node: ast.Node, sql: bool) -> tuple[str, Any] | None:
     """``(prop, value)`` when ``node`` is ``prop == literal`` (a literal the index can key on)."""
     if isinstance(node, ast.Compare) and node.op == "==" and isinstance(node.left, ast.Prop):
@@ -308,19 +339,19 @@ def _value_class(value: Any, sql: bool) -> str:
     return "num" if sql else "int"
 
 
-def _find_gates(conjuncts: tuple[ast.Node, ...], sql: bool) -> list[_Gate]:
+def _find_gates(conjuncts: tuple[ast.Node, ...], sql: bool) -> list[Gate]:
     """Every gate the conjuncts offer; the plan picks the most selective one."""
-    gates: list[_Gate] = []
+    gates: list[Gate] = []
     interval = _interval_gate(conjuncts, sql)
     if interval is not None:
         gates.append(interval)
     for i, c in enumerate(conjuncts):
-        gate: _Gate | None = None
+        gate: Gate | None = None
         literal = _eq_literal(c, sql)
         if literal is not None:
-            gate = _Gate(literal[0], True, i, values=(literal[1],))
+            gate = Gate("equality", literal[0], i, True, values=(literal[1],))
         elif sql and isinstance(c, ast.In) and not c.negated and isinstance(c.operand, ast.Prop):
-            gate = _Gate(c.operand.name, True, i, values=c.values)
+            gate = Gate("equality", c.operand.name, i, True, values=c.values)
         elif isinstance(c, ast.Junction) and c.op == "or":
             gate = _or_gate(c, i, sql)
         else:
@@ -330,7 +361,7 @@ def _find_gates(conjuncts: tuple[ast.Node, ...], sql: bool) -> list[_Gate]:
     return gates
 
 
-def _or_gate(c: ast.Junction, i: int, sql: bool) -> _Gate | None:
+def _or_gate(c: ast.Junction, i: int, sql: bool) -> Gate | None:
     """``p == a || p == b || p IN (...)``, one property and one literal type: true exactly when p's value is
     of that type and among the literals (an earlier disjunct compares a value of the same type, so it is false
     without error)."""
@@ -350,10 +381,10 @@ def _or_gate(c: ast.Junction, i: int, sql: bool) -> _Gate | None:
         values.extend(found)
     if prop is None or len({_value_class(v, sql) for v in values}) != 1:
         return None
-    return _Gate(prop, True, i, values=tuple(values))
+    return Gate("equality", prop, i, True, values=tuple(values))
 
 
-def _range_gate(c: ast.Node, i: int, sql: bool) -> _Gate | None:
+def _range_gate(c: ast.Node, i: int, sql: bool) -> Gate | None:
     numeric = (ast.IntLit, ast.FloatLit) if sql else (ast.IntLit,)
     if (
         isinstance(c, ast.Compare)
@@ -361,7 +392,7 @@ def _range_gate(c: ast.Node, i: int, sql: bool) -> _Gate | None:
         and isinstance(c.left, ast.Prop)
         and isinstance(c.right, numeric)
     ):
-        return _Gate(c.left.name, True, i, op=c.op, bound=c.right.value)
+        return Gate("range", c.left.name, i, True, op=c.op, bound=c.right.value)
     if (
         sql
         and isinstance(c, ast.Between)
@@ -370,11 +401,11 @@ def _range_gate(c: ast.Node, i: int, sql: bool) -> _Gate | None:
         and isinstance(c.low, numeric)
     ):
         # BETWEEN is true only if "x >= low" is; the conjunct itself stays to check the upper bound.
-        return _Gate(c.operand.name, False, i, op=">=", bound=c.low.value)
+        return Gate("range", c.operand.name, i, False, op=">=", bound=c.low.value)
     return None
 
 
-def _interval_gate(conjuncts: tuple[ast.Node, ...], sql: bool) -> _Gate | None:
+def _interval_gate(conjuncts: tuple[ast.Node, ...], sql: bool) -> Gate | None:
     """A lower and an upper numeric bound of one property among the conjuncts (a BETWEEN is both). The gate
     only narrows the candidates; the bounds stay in the residual, which decides exactly."""
     numeric = (ast.IntLit, ast.FloatLit) if sql else (ast.IntLit,)
@@ -398,7 +429,7 @@ def _interval_gate(conjuncts: tuple[ast.Node, ...], sql: bool) -> _Gate | None:
             upper.setdefault(c.operand.name, c.high.value)
     for prop, (i, low) in lower.items():
         if prop in upper and math.isfinite(upper[prop] - low):
-            return _Gate(prop, False, i, op="interval", bound=(low, upper[prop]))
+            return Gate("interval", prop, i, False, low=low, high=upper[prop])
     return None
 
 
@@ -419,26 +450,22 @@ def _check_key(sub: Subscription) -> _CheckKey:
 
 
 class _PlanBuilder:
-    def __init__(self, reuse: Plan | None = None) -> None:
+    def __init__(self, reuse: Iterable[PlanEntry] = ()) -> None:
         self.properties: set[str] = set()
         self.normalizers = {"bmq": _Normalizer(), "sql92": _Normalizer()}
         self.checked: dict[_CheckKey, ast.Node] = {}
         # Normalized trees of an earlier plan. Normalizing is idempotent, so normalizing one again (below) only
         # interns it into this plan's nodes; the outcome is that of parsing and checking its text again.
-        self.reused: dict[_CheckKey, ast.Node] = (
-            {_check_key(sub): root for sub, root in zip(reuse.subscriptions, reuse._roots, strict=True)}
-            if reuse is not None
-            else {}
-        )
-        self.roots: list[ast.Node] = []
-        # (sid, dialect, top-level conjuncts, the gates they offer)
-        self.items: list[tuple[Hashable, str, tuple[ast.Node, ...], list[_Gate]]] = []
-        # (sid, dialect, chosen gate, residual)
-        self.chosen: list[tuple[Hashable, str, _Gate | None, ast.Node | None]] = []
-        self.always: list[Entry] = []
-        self.eq: dict[tuple[str, str], dict[str, dict[Any, list[Entry]]]] = {}
-        self.ranges: dict[tuple[str, str, str], list[tuple[Any, int, Entry]]] = {}
-        self.intervals: dict[tuple[str, str], dict[int, list[tuple[Any, int, Entry]]]] = {}
+        self.reused: dict[_CheckKey, ast.Node] = {_check_key(e.subscription): e.tree for e in reuse}
+        # (subscription, normalized tree, top-level conjuncts, the gates they offer)
+        self.items: list[tuple[Subscription, ast.Node, tuple[ast.Node, ...], list[Gate]]] = []
+        self.entries: list[PlanEntry] = []
+        # Per entry, its residual as one node (None when the gate alone decides)
+        self.residuals: list[ast.Node | None] = []
+        self.always: list[_Compiled] = []
+        self.eq: dict[tuple[str, str], dict[str, dict[Any, list[_Compiled]]]] = {}
+        self.ranges: dict[tuple[str, str, str], list[tuple[Any, int, _Compiled]]] = {}
+        self.intervals: dict[tuple[str, str], dict[int, list[tuple[Any, int, _Compiled]]]] = {}
         self.counts = {"eq": 0, "range": 0, "interval": 0}
         self.shared_count = 0
 
@@ -454,38 +481,38 @@ class _PlanBuilder:
         sql = sub.dialect == "sql92"
         norm = self.normalizers[sub.dialect]
         root = norm.normalize(tree)
-        self.roots.append(root)
         conjuncts = root.items if isinstance(root, ast.Junction) and root.op == "and" else (root,)
-        self.items.append((sub.id, sub.dialect, conjuncts, _find_gates(conjuncts, sql)))
+        self.items.append((sub, root, conjuncts, _find_gates(conjuncts, sql)))
 
-    def _choose(self) -> None:
+    def choose(self) -> None:
         """Give each subscription its most selective gate: the one whose index bucket holds the fewest
         subscriptions (an app filter repeated by all of an app's subscriptions is a poor gate, the customer
         equality next to it a good one). Ranges count as half their bucket; equality wins ties."""
         eq_count: Counter[tuple[str, str, str, Any]] = Counter()
         range_count: Counter[tuple[str, str, str]] = Counter()
-        for _, dialect, _, gates in self.items:
+        for sub, _, _, gates in self.items:
+            dialect = sub.dialect
             sql = dialect == "sql92"
             for g in gates:
-                if g.values:
+                if g.kind == "equality":
                     eq_count.update((dialect, g.prop, _value_class(v, sql), v) for v in set(g.values))
-                elif g.op != "interval":
+                elif g.kind == "range":
                     range_count[(dialect, g.prop, g.op)] += 1
 
-        def cost(dialect: str, g: _Gate) -> tuple[float, int, int]:
-            if g.values:
+        def cost(dialect: str, g: Gate) -> tuple[float, int, int]:
+            if g.kind == "equality":
                 sql = dialect == "sql92"
                 keys = {(dialect, g.prop, _value_class(v, sql), v) for v in g.values}
                 return (sum(eq_count[k] for k in keys), 0, g.conjunct)
-            if g.op == "interval":  # about the intervals holding the value, plus a neighbour or two
+            if g.kind == "interval":  # about the intervals holding the value, plus a neighbour or two
                 return (2.0, 1, g.conjunct)
             return (max(1.0, range_count[(dialect, g.prop, g.op)] / 2), 2, g.conjunct)
 
-        for sid, dialect, conjuncts, gates in self.items:
+        for sub, root, conjuncts, gates in self.items:
+            dialect = sub.dialect
             gate = min(gates, key=lambda g: cost(dialect, g)) if gates else None
-            rest = conjuncts
-            if gate is not None and gate.droppable:
-                rest = conjuncts[: gate.conjunct] + conjuncts[gate.conjunct + 1 :]
+            entry = PlanEntry(sub, root, conjuncts, gate)
+            rest = entry.residual
             residual: ast.Node | None
             if not rest:
                 residual = None
@@ -493,35 +520,40 @@ class _PlanBuilder:
                 residual = rest[0]
             else:
                 residual = self.normalizers[dialect].intern(ast.Junction("and", rest))
-            self.chosen.append((sid, dialect, gate, residual))
+            self.entries.append(entry)
+            self.residuals.append(residual)
 
     def finish(self, pause: Callable[[], None] | None = None) -> None:
-        self._choose()
+        self.choose()
         compilers = {d: Compiler(d, self._shared(d)) for d in ("bmq", "sql92")}
-        for sid, dialect, gate, residual in self.chosen:
+        for entry, residual in zip(self.entries, self.residuals, strict=True):
             if pause is not None:
                 pause()
+            dialect, gate = entry.subscription.dialect, entry.gate
             sql = dialect == "sql92"
-            entry: Entry = (sid, None if residual is None else compilers[dialect].compile(residual), sql)
+            compiled: _Compiled = (
+                entry.subscription.id,
+                None if residual is None else compilers[dialect].compile(residual),
+                sql,
+            )
             if gate is None:
-                self.always.append(entry)
-            elif gate.values:
+                self.always.append(compiled)
+            elif gate.kind == "equality":
                 self.counts["eq"] += 1
                 by_class = self.eq.setdefault((dialect, gate.prop), {})
                 table = by_class.setdefault(_value_class(gate.values[0], sql), {})
                 # A value repeated in the gate must not list the subscription twice.
                 for value in dict.fromkeys(gate.values):
-                    table.setdefault(value, []).append(entry)
-            elif gate.op == "interval":
+                    table.setdefault(value, []).append(compiled)
+            elif gate.kind == "interval":
                 self.counts["interval"] += 1
-                low, high = gate.bound
                 classes = self.intervals.setdefault((dialect, gate.prop), {})
-                bucket = classes.setdefault(_width_class(high - low), [])
-                bucket.append((low, len(bucket), entry))
+                bucket = classes.setdefault(_width_class(gate.high - gate.low), [])
+                bucket.append((gate.low, len(bucket), compiled))
             else:
                 self.counts["range"] += 1
                 bucket = self.ranges.setdefault((dialect, gate.prop, gate.op), [])
-                bucket.append((gate.bound, len(bucket), entry))
+                bucket.append((gate.bound, len(bucket), compiled))
 
     def _shared(self, dialect: str) -> dict[ast.Node, int]:
         """Memo slots for the nodes with more than one parent (or root) in this dialect's DAG. Leaves are
@@ -529,8 +561,8 @@ class _PlanBuilder:
         counts: dict[int, int] = {}
         nodes: dict[int, ast.Node] = {}
         stack: list[ast.Node] = []
-        for _, d, _, residual in self.chosen:
-            if d == dialect and residual is not None:
+        for entry, residual in zip(self.entries, self.residuals, strict=True):
+            if entry.subscription.dialect == dialect and residual is not None:
                 counts[id(residual)] = counts.get(id(residual), 0) + 1
                 if id(residual) not in nodes:
                     nodes[id(residual)] = residual
@@ -550,9 +582,9 @@ class _PlanBuilder:
         self.shared_count += len(shared)
         return shared
 
-    def eq_probes(self) -> Iterable[tuple[str, dict[type, dict[Any, list[Entry]]]]]:
+    def eq_probes(self) -> Iterable[tuple[str, dict[type, dict[Any, list[_Compiled]]]]]:
         for (_, prop), by_class in self.eq.items():
-            by_type: dict[type, dict[Any, list[Entry]]] = {}
+            by_type: dict[type, dict[Any, list[_Compiled]]] = {}
             for cls, table in by_class.items():
                 if cls == "num":
                     # sql92 compares int and float numerically; 5 and 5.0 are also one dict key.
@@ -561,7 +593,9 @@ class _PlanBuilder:
                     by_type[{"int": int, "str": str, "bool": bool}[cls]] = table
             yield prop, by_type
 
-    def interval_probes(self) -> Iterable[tuple[str, bool, tuple[tuple[int, list[Any], list[Entry]], ...]]]:
+    def interval_probes(
+        self,
+    ) -> Iterable[tuple[str, bool, tuple[tuple[int, list[Any], list[_Compiled]], ...]]]:
         for (dialect, prop), classes in self.intervals.items():
             probe = []
             for width, bucket in sorted(classes.items()):
@@ -569,7 +603,7 @@ class _PlanBuilder:
                 probe.append((width, [low for low, _, _ in bucket], [e for _, _, e in bucket]))
             yield prop, dialect == "sql92", tuple(probe)
 
-    def range_probes(self) -> Iterable[tuple[str, bool, str, list[Any], list[Entry]]]:
+    def range_probes(self) -> Iterable[tuple[str, bool, str, list[Any], list[_Compiled]]]:
         for (dialect, prop, op), bucket in self.ranges.items():
             bucket.sort(key=lambda item: (item[0], item[1]))
             yield prop, dialect == "sql92", op, [b for b, _, _ in bucket], [e for _, _, e in bucket]

@@ -48,7 +48,8 @@ from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.validation import ConfigError, validate_group, validate_state
 from subroute.config.yaml import load_yaml_source
 from subroute.ops.settings import Settings, SettingsError
-from subroute.routing.decisions import Action, Decision, Lag, MessageView, Router, RoutingTable, build_table
+from subroute.routing.decisions import Action, Decision, Lag, MessageView, Router, RoutingTable
+from subroute.routing.native_routing import build_table
 from subroute.topic_patterns import input_matches
 
 if TYPE_CHECKING:

@@ -1,70 +1,125 @@
-"""Types of the native routing core (router/native, a PyO3 extension); see router/routing/native_plan.py."""
+"""Types of ``subroute.routing._native``, the native routing core (router/routing/native, a PyO3 extension).
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+What it is handed is declared once, in router/routing/native_boundary.py: TypedDicts the native side reads by
+key (``PlanSpec``, ``EntrySpec``, ``DeciderSpec``, ``RouteGroup``, ``BatchState`` and the structures in them).
+What it makes is a class of this module with named attributes (``Matches``, ``BatchOutcome``), or a
+``decisions.RouteResult`` or ``decisions.Decision`` whose fields it sets by name. A record's headers are
+confluent-kafka's ``[(name, value)]`` list (``wire.HeadersIn``), the one structure read by position.
+``READS`` and ``MAKES`` say what the module was built to read and make; native_boundary.py compares them with
+its declarations at import.
+"""
+
+from collections.abc import Iterable
+
+from subroute.routing.decisions import RouteResult
+from subroute.routing.native_boundary import (
+    BatchState,
+    DeciderSpec,
+    EntrySpec,
+    PlanSpec,
+    RouteGroup,
+)
+from subroute.wire import HeadersIn
+
+READS: dict[str, list[str]]
+"""Each structure the module reads (a TypedDict of native_boundary.py, by name) with its keys."""
+
+MAKES: dict[str, list[str]]
+"""Each Python class the module makes objects of (``RouteResult``, ``Decision``) with the fields it sets."""
 
 class Entry:
-    def __init__(
-        self,
-        kind: int,
-        slot: int,
-        op: int,
-        keys: Sequence[tuple[int, int, float, bytes]],
-        residual: Sequence[int],
-    ) -> None: ...
+    """One subscription lowered: its gate and residual (router/routing/native_plan.py). Made once and shared by
+    every plan that holds the subscription."""
+
+    def __init__(self, spec: EntrySpec) -> None:
+        """Raises ValueError for a gate the plan cannot index by (an unknown kind, key kind or operator)."""
+
     @property
-    def kind(self) -> int: ...
+    def kind(self) -> str | None:
+        """The gate's kind: "equality", "range", "interval", or None (evaluated for every record)."""
+
+class Matches:
+    """What ``NativePlan.match_batch_with_errors`` found: per record (aligned lists), the ascending positions of
+    the entries it matched and of those whose evaluation ended in an error."""
+
+    @property
+    def matched(self) -> list[list[int]]:
+        """Per record, the positions matched."""
+
+    @property
+    def errors(self) -> list[list[int]]:
+        """Per record, the positions whose evaluation ended in an error (only entries evaluated; a sql92
+        UNKNOWN is no error)."""
 
 class NativePlan:
-    def __init__(
-        self,
-        props: Sequence[tuple[str, int]],
-        nodes: Sequence[tuple[str, bool, list[int], float, bytes, list[bytes]]],
-        entries: Sequence[Entry],
-        opens: Sequence[int],
-        requires: Sequence[int],
-    ) -> None: ...
-    def match_batch(
-        self, records: Iterable[Sequence[tuple[str, bytes | None]] | None]
-    ) -> list[list[int]]: ...
-    def match_batch_with_errors(
-        self, records: Iterable[Sequence[tuple[str, bytes | None]] | None]
-    ) -> list[tuple[list[int], list[int]]]: ...
-    def stats(self) -> list[int]: ...
-    def __len__(self) -> int: ...
+    """Every entry of a ``PlanSpec`` in one plan: their slots decoded once per record, their gates indexed, their
+    shared nodes evaluated at most once per record."""
+
+    def __init__(self, spec: PlanSpec) -> None:
+        """Only reading ``spec`` holds the GIL; checking and building run without it. Raises ValueError for a
+        malformed spec (a child that is not an earlier node, a slot out of range, an entry both opening and
+        requiring a group, ...)."""
+
+    def match_batch(self, records: Iterable[HeadersIn | None]) -> list[list[int]]:
+        """Per record, the ascending positions of the entries it matches (GIL released while evaluating)."""
+
+    def match_batch_with_errors(self, records: Iterable[HeadersIn | None]) -> Matches:
+        """``match_batch``, and per record the entries whose evaluation ended in an error."""
+
+    def stats(self) -> dict[str, int]:
+        """How the entries are reached ("unindexed", "indexed_equality", "indexed_range", "indexed_interval")
+        and how many nodes there are ("memoized", "nodes")."""
+
+    def __len__(self) -> int:
+        """The number of entries."""
+
+class BatchOutcome:
+    """What one ``NativeDecider.decide`` call did."""
+
+    @property
+    def decided(self) -> int:
+        """How many records, from the first, were decided: fewer than given when the record at this index needs
+        ``Router.route`` (an error on an entry that does not report exactly its Python plan's errors); the
+        state below is then after the records decided."""
+
+    @property
+    def results(self) -> list[RouteResult]:
+        """The decided records' results, as ``Router.route`` makes them."""
+
+    @property
+    def moved(self) -> dict[int, int]:
+        """Each round-robin cursor that moved (by index) and its value now."""
+
+    @property
+    def routed(self) -> dict[int, int]:
+        """Per (app, group) slot, how many records were routed there (slots with none are left out)."""
+
+    @property
+    def held_apps(self) -> list[str]:
+        """With holders given: each record routed with a message-group key, in order, its app; aligned with
+        ``held_keys`` and ``held_groups`` (``Holders.hold(app, key, group)`` of each)."""
+
+    @property
+    def held_keys(self) -> list[bytes]:
+        """The message-group key of each placement."""
+
+    @property
+    def held_groups(self) -> list[str]:
+        """The consumer group of each placement."""
 
 class NativeDecider:
-    def __init__(
-        self,
-        plan: NativePlan,
-        apps: Sequence[
-            tuple[
-                tuple[int, int, list[int], list[int], int, int],
-                tuple[int, bool, bool, str | None, bytes, int | None],
-                list[tuple[int, int | None, int, str, int, Any]],
-                tuple[Any, ...],
-            ]
-        ],
-        owner: Sequence[int],
-        exact: Sequence[bool],
-        filter_count: int,
-        environments: Sequence[Sequence[tuple[str, int]]],
-        expiration_name: str,
-        kinds: tuple[Any, ...],
-    ) -> None: ...
-    def sizes(self) -> tuple[int, int]: ...
-    def add_route(self, groups: Sequence[tuple[int, Sequence[int]]]) -> int: ...
-    def decide(
-        self,
-        records: Iterable[Sequence[tuple[str, bytes | None]] | None],
-        routes: Sequence[int],
-        timestamps: Sequence[int],
-        now_ms: int,
-        counts: Sequence[tuple[int, int, bool]],
-        cursors: Sequence[int],
-        absent: Sequence[int],
-        *,
-        holders: Mapping[str, Mapping[bytes, str]] | None = None,
-    ) -> tuple[
-        int, list[Any], list[tuple[int, int]], list[tuple[int, int]], list[tuple[str, bytes, str]]
-    ]: ...
+    """A table's decisions (router/routing/native/src/decide.rs) on its plan: built once with the table, then
+    one ``decide`` per batch decides every record with the GIL released, as ``Router.route`` would one by one."""
+
+    def __init__(self, plan: NativePlan, spec: DeciderSpec) -> None:
+        """Raises ValueError for a description the decider refuses (a span outside the plan, a candidate
+        outside its app's span, a group's candidates of one priority not adjacent, ...)."""
+
+    def add_route(self, groups: list[RouteGroup]) -> int:
+        """Register the apps a record of one topic (or for one app) is routed for, by environment; returns the
+        route's index, which ``BatchState.routes`` gives per record."""
+
+    def decide(self, records: Iterable[HeadersIn | None], state: BatchState) -> BatchOutcome:
+        """Decide the records in order with ``state``. With the GIL it copies the headers the decider reads
+        into one buffer and looks up the message groups' holders; without it, it evaluates the plan and decides;
+        with it again, it makes the results."""

@@ -11,6 +11,9 @@ is ``filtered`` whatever its age.
 Nothing here touches Kafka. The worker owns the mutable pieces and passes them in: the round-robin cursors, and
 the snapshot's count of what it routed since the last measurement and the holders of message groups
 (routing/snapshot.py, routing/holders.py).
+
+This is the reference, and it imports nothing native: routing/native_routing.py builds a table that decides a
+batch on the native core (``NativeTable``), and must decide as ``Router.route`` does here.
 """
 
 from __future__ import annotations
@@ -24,11 +27,7 @@ from typing import Any, cast
 
 from subroute import expressions, wire
 from subroute.config.model import AppConfig, Config, GroupConfig
-from subroute.expressions import ast
-from subroute.expressions.plan import GateChoice
 from subroute.routing.expiration import message_expiration, should_drop
-from subroute.routing.native_decisions import NativeDecisions
-from subroute.routing.native_plan import NativePlan, NativePlanError
 from subroute.routing.properties import Decoder, PropertyValue, decode_with, decoders_for
 from subroute.routing.snapshot import Snapshot
 from subroute.topic_patterns import compile_pattern
@@ -161,33 +160,6 @@ class EnvironmentGroup:
         return found
 
 
-@dataclass(frozen=True)
-class NativeRouting:
-    """Every app filter and every app's plan entries (consumer subscriptions, priority bands) in one native plan
-    (router/routing/native_plan.py), evaluated once per batch of records by ``Router.route_batch``.
-
-    The filters come first (positions ``[0, filter_count)``); each app's plan entries follow at ``spans[app]``,
-    in the order of ``AppRoute.plan``, requiring the app's filter to hold (docs/design.md §2, step 1), unless the app
-    has no filter. Each entry is indexed by the gate its Python plan chose (``Plan.gate_choices``), so it is
-    evaluated on at least the records the Python plan evaluates it on: a record the native plan reports no
-    error for has none in the Python plans either.
-    """
-
-    plan: NativePlan
-    ids: tuple[PlanId, ...]  # by position
-    filter_count: int
-    spans: Mapping[str, tuple[int, int]]  # app -> [start, end) of its plan entries
-    # By position: indexed by the very gate its Python plan chose, so it reports exactly that plan's errors
-    # (False: evaluated on more records than there, so it may report errors the Python plan does not).
-    exact: tuple[bool, ...] = ()
-    # The native decider built on ``plan`` (router/routing/native_decisions.py); None: refused (a bug, logged),
-    # so ``route_batch`` is ``route`` per record.
-    decisions: NativeDecisions | None = None
-
-    def owner(self, position: int) -> str:
-        return self.ids[position][1]
-
-
 @dataclass
 class RoutingTable:
     """Every app of one config version, compiled; built off the hot path, then only read (its caches aside)."""
@@ -195,7 +167,6 @@ class RoutingTable:
     version: int
     apps: tuple[AppRoute, ...]
     environments: tuple[Environment, ...]
-    native: NativeRouting | None = None  # None: every record takes the Python path (``Router.route``)
     _by_topic: dict[str, tuple[AppRoute, ...]] = field(default_factory=dict)
     _groups: dict[str, tuple[EnvironmentGroup, ...]] = field(default_factory=dict)
     _groups_of_app: dict[str, tuple[EnvironmentGroup, ...]] = field(default_factory=dict)
@@ -228,6 +199,21 @@ class RoutingTable:
     @property
     def expression_count(self) -> int:
         return sum(len(env.plan) for env in self.environments) + sum(len(app.plan) for app in self.apps)
+
+    def decide_batch(
+        self,
+        router: Router,
+        messages: Sequence[MessageView],
+        lag: Lag,
+        now_ms: int,
+        only_apps: Sequence[str | None] | None,
+    ) -> list[RouteResult]:
+        """``Router.route_batch``: here ``route`` for each message in turn (a ``native_routing.NativeTable``
+        decides the batch natively, with the same results)."""
+        return [
+            router.route(self, m, lag, now_ms, only_apps[i] if only_apps is not None else None)
+            for i, m in enumerate(messages)
+        ]
 
 
 def filter_id(app: str, index: int) -> tuple[str, ...]:
@@ -366,82 +352,7 @@ def build_table(
             filter_plan = expressions.compile_plan(filters, reuse=filter_plan, pause=pause)
         readable = reads | filter_plan.properties | set(env_type)
         environments.append(Environment(env_type, filter_plan, decoders_for(env_type, sorted(readable))))
-    native = _native_routing(apps, environments, previous.native if previous else None, pause)
-    return RoutingTable(config.version, tuple(apps), tuple(environments), native)
-
-
-def _native_routing(
-    apps: Sequence[AppRoute],
-    environments: Sequence[Environment],
-    previous: NativeRouting | None,
-    pause: Callable[[], None] | None,
-) -> NativeRouting | None:
-    """One native plan of every app's filters and plan entries (see ``NativeRouting``); None if the native
-    side refuses it (a bug: the table then routes on the Python path alone, as before the native core)."""
-    subs: list[expressions.Subscription] = []
-    opens: list[str | None] = []
-    requires: list[str | None] = []
-    prefer: list[GateChoice] = []
-    # The Python plans' trees: the native plan parses nothing, and lowers only entries its previous plan lacks.
-    trees: list[ast.Node] = []
-    for env in environments:
-        filter_plan = env.plan
-        trees.extend(filter_plan.trees)
-        for sub, choice in zip(filter_plan.subscriptions, filter_plan.gate_choices, strict=True):
-            subs.append(sub)
-            opens.append(cast(PlanId, sub.id)[1])  # filter ids are ("filter", app, i)
-            requires.append(None)
-            prefer.append(choice)
-    filter_count = len(subs)
-    spans: dict[str, tuple[int, int]] = {}
-    for app in apps:
-        start = len(subs)
-        label = app.name if app.filter_ids else None  # an app without a filter passes every record
-        subs.extend(app.plan.subscriptions)
-        opens.extend([None] * len(app.plan))
-        requires.extend([label] * len(app.plan))
-        prefer.extend(app.plan.gate_choices)
-        trees.extend(app.plan.trees)
-        spans[app.name] = (start, len(subs))
-    try:
-        plan = NativePlan(
-            subs,
-            reuse=previous.plan if previous is not None else None,
-            pause=pause,
-            opens=opens,
-            requires=requires,
-            prefer=prefer,
-            trees=trees,
-        )
-    except NativePlanError:
-        log.exception("the native plan refused this config; routing on the Python path")
-        return None
-    ids = tuple(cast(PlanId, sub.id) for sub in subs)
-    exact = tuple(
-        gate == (choice[0] if choice is not None else None)
-        for gate, choice in zip(plan.gates(), prefer, strict=True)
-    )
-    # The decisions' immutable pieces, made once: most records' decisions are these very objects.
-    objects = [
-        (
-            app.name,
-            expired_decision(app.config),
-            app.pending,
-            Decision(app.name, Action.PENDING, reason=CAPACITY),
-            Decision(app.name, Action.PENDING, reason=NO_CONSUMER),
-            app.filtered,
-        )
-        for app in apps
-    ]
-    kinds = (RouteResult, Decision, Action.ROUTE, Action.PENDING, CAPACITY, NO_CONSUMER)
-    decisions: NativeDecisions | None = None
-    try:
-        decisions = NativeDecisions.build(
-            plan, apps, environments, ids, spans, filter_count, exact, objects, kinds
-        )
-    except (ValueError, OverflowError):  # a bug, or a number past int64 (validation bounds them)
-        log.exception("the native decider refused this config; routing on the Python path")
-    return NativeRouting(plan, ids, filter_count, spans, exact, decisions)
+    return RoutingTable(config.version, tuple(apps), tuple(environments))
 
 
 # --- choosing among candidates ----------------------------------------------------------------------------------
@@ -764,33 +675,14 @@ class Router:
         now_ms: int,
         only_apps: Sequence[str | None] | None = None,
     ) -> list[RouteResult]:
-        """``route`` for each message in turn (``only_apps``: each one's ``only_app``), with one native call for
-        the whole batch (``table.native``, GIL released): the plan's evaluation and every decision. The results
-        are those of ``route``, decision for decision and count for count; the cursors and a ``Snapshot``'s
-        routed counts move as they would (router/routing/native_decisions.py).
-
-        An entry indexed by its Python plan's own gate reports exactly that plan's errors (``NativeRouting``);
-        a record with an error on another entry of its apps takes ``route`` itself (the Python plans may count
-        fewer there). ``route`` and ``decide_app`` stay the reference (explain, the oracle tests).
-        """
-        native = table.native
+        """``route`` for each message in turn (``only_apps``: each one's ``only_app``), as the table decides a
+        batch (``RoutingTable.decide_batch``): the results are those of ``route``, decision for decision and count
+        for count, and the cursors and a ``Snapshot``'s routed counts move as they would. A table of
+        ``native_routing.build_table`` decides the batch in one native call; ``route`` and ``decide_app`` stay
+        the reference (explain, the oracle tests)."""
         if only_apps is not None and len(only_apps) != len(messages):
             raise ValueError(f"only_apps has {len(only_apps)} entries for {len(messages)} messages")
-        if native is None or native.decisions is None:
-            return [
-                self.route(table, m, lag, now_ms, only_apps[i] if only_apps is not None else None)
-                for i, m in enumerate(messages)
-            ]
-
-        def groups_for(topic: str, only_app: str | None) -> list[list[str]]:
-            return [[app.name for app in group.apps] for group in table.groups_for(topic, only_app)]
-
-        def route(i: int) -> RouteResult:
-            return self.route(
-                table, messages[i], lag, now_ms, only_apps[i] if only_apps is not None else None
-            )
-
-        return native.decisions.decide(messages, only_apps, lag, now_ms, self.cursors, groups_for, route)
+        return table.decide_batch(self, messages, lag, now_ms, only_apps)
 
 
 def expired_decision(app: AppConfig) -> Decision:

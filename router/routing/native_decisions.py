@@ -3,76 +3,47 @@ made for a whole batch in one native call with the GIL released.
 
 ``NativeDecisions.build`` describes every app to the native side once, with the table (in the config thread):
 its plan positions, candidates, fairness, spillover, presence, group_by, expiration and priority bands, and each
-environment's declared header types. Per batch, ``decide`` hands over the records' headers, their apps (a route
-index per topic), timestamps and the mutable state (round-robin cursors, unconfirmed counts, absent groups, the
-consumer groups holding message groups), and writes back what the batch moved: the cursors, what it routed to
-each measured group, and where it placed each keyed record (``Snapshot``, ``Holders.hold``).
+environment's declared header types (``native_boundary.DeciderSpec``). Per batch, ``decide`` hands over the
+records' headers, their apps (a route index per topic), timestamps and the mutable state (round-robin cursors,
+unconfirmed counts, absent groups, the consumer groups holding message groups: ``native_boundary.BatchState``),
+and writes back what the batch moved: the cursors, what it routed to each measured group, and where it placed
+each keyed record (``Snapshot``, ``Holders.hold``). When to call it, and what to do with a record it hands back,
+is router/routing/native_routing.py's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import cast
 
 from subroute import wire
-from subroute.config.model import AppConfig
-from subroute.routing import _native
-from subroute.routing.native_plan import TYPE_CODES, NativePlan
+from subroute.routing import native_boundary as boundary
+from subroute.routing.decisions import (
+    Action,
+    AppRoute,
+    Decision,
+    Environment,
+    Lag,
+    MessageView,
+    PlanId,
+    RouteResult,
+    RoutingTable,
+    expired_decision,
+)
+from subroute.routing.native_boundary import _native
+from subroute.routing.native_plan import NativePlan
 from subroute.routing.snapshot import GroupId, Snapshot
+from subroute.wire import CAPACITY, NO_CONSUMER
 
-# What this module reads of decisions.py's types (it does not import that module, which imports this one).
-
-
-class _Candidate(Protocol):
-    @property
-    def group(self) -> str: ...
-    @property
-    def priority(self) -> int: ...
-    @property
-    def max_unconfirmed(self) -> int | None: ...
-    @property
-    def plan_id(self) -> tuple[str, ...] | None: ...
-    @property
-    def order(self) -> int: ...
-
-
-class _App(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def config(self) -> AppConfig: ...
-    @property
-    def environment(self) -> int: ...
-    @property
-    def levels(self) -> Sequence[Sequence[_Candidate]]: ...
-    @property
-    def routed(self) -> Mapping[int, object]: ...
-
-
-class _Environment(Protocol):
-    @property
-    def types(self) -> Mapping[str, str]: ...
-    @property
-    def decoders(self) -> Mapping[str, object]: ...
-
-
-class _Message(Protocol):
-    @property
-    def topic(self) -> str: ...
-    @property
-    def headers(self) -> wire.HeadersIn | None: ...
-    @property
-    def timestamp_ms(self) -> int: ...
-
-
-Result = TypeVar("Result")
-
-# After this many records of one batch that need ``Router.route`` (each restarts the native call on the records
-# after it), the rest of the batch takes ``Router.route`` too.
-MAX_RESTARTS = 8
-
-_FAIRNESS = {"round-robin": 0, "proportional": 1, "fast": 2}
+_VOCABULARY: boundary.Vocabulary = {
+    "result": RouteResult,
+    "decision": Decision,
+    "route": Action.ROUTE,
+    "pending": Action.PENDING,
+    "capacity": CAPACITY,
+    "no_consumer": NO_CONSUMER,
+}
 
 
 @dataclass
@@ -94,18 +65,16 @@ class NativeDecisions:
     @staticmethod
     def build(
         plan: NativePlan,
-        apps: Sequence[_App],
-        environments: Sequence[_Environment],
-        ids: Sequence[tuple[str, ...]],
+        apps: Sequence[AppRoute],
+        environments: Sequence[Environment],
+        ids: Sequence[PlanId],
         spans: Mapping[str, tuple[int, int]],
         filter_count: int,
         exact: Sequence[bool],
-        objects: Sequence[tuple[Any, ...]],
-        kinds: tuple[Any, ...],
     ) -> NativeDecisions:
-        """``objects``: per app, (name, expired, pending, pending capacity, pending no-consumer, filtered)
-        decisions; ``kinds``: (RouteResult, Decision, Action.ROUTE, Action.PENDING, CAPACITY, NO_CONSUMER).
-        Raises ValueError if the native side refuses the description."""
+        """The decider of ``apps`` on ``plan`` (whose positions are ``ids``: the ``filter_count`` app filters
+        first, then each app's entries at ``spans[app]``; ``exact`` per position: see ``NativeRouting``). Raises
+        ValueError if the native side refuses the description."""
         app_index = {app.name: i for i, app in enumerate(apps)}
         owner = [app_index[pid[1]] for pid in ids]  # ("filter" | "subscription" | "band", app, ...)
         slots: list[GroupId] = []
@@ -115,11 +84,11 @@ class NativeDecisions:
         filters: dict[str, list[int]] = {}
         for p in range(filter_count):
             filters.setdefault(ids[p][1], []).append(p)
-        described = []
-        for app, objs in zip(apps, objects, strict=True):
+        described: list[boundary.AppSpec] = []
+        for app in apps:
             start, end = spans[app.name]
             position = {ids[p]: p for p in range(start, end)}
-            candidates = []
+            candidates: list[boundary.CandidateSpec] = []
             for level in app.levels:
                 for c in level:
                     key = (app.name, c.group)
@@ -128,38 +97,63 @@ class NativeDecisions:
                         slots.append(key)
                     if c.max_unconfirmed is not None:
                         capacity[slot_of[key]] = key
-                    where = position[c.plan_id] if c.plan_id is not None else -1
                     candidates.append(
-                        (c.priority, c.max_unconfirmed, slot_of[key], c.group, where, app.routed[c.order])
+                        {
+                            "priority": c.priority,
+                            "max_unconfirmed": c.max_unconfirmed,
+                            "slot": slot_of[key],
+                            "group": c.group,
+                            "position": position[c.plan_id] if c.plan_id is not None else None,
+                            "routed": app.routed[c.order],
+                        }
                     )
             config = app.config
-            layout = (
-                start,
-                end,
-                filters.get(app.name, []),
-                [p for p in range(start, end) if ids[p][0] == "band"],  # k = 1..9, in order
-                app.environment,
-                len(cursors),
+            assert app.pending is not None and app.filtered is not None  # build_table makes them
+            described.append(
+                {
+                    "name": app.name,
+                    "start": start,
+                    "end": end,
+                    "filters": filters.get(app.name, []),
+                    "bands": [p for p in range(start, end) if ids[p][0] == "band"],  # k = 1..9, in order
+                    "environment": app.environment,
+                    "first_cursor": len(cursors),
+                    "fairness": cast(boundary.Fairness, config.fairness),
+                    "spillover": config.spillover,
+                    "presence_required": config.presence == "required",
+                    "group_by": config.group_by,
+                    "default_group": (config.default_group or wire.DEFAULT_MESSAGE_GROUP).encode(),
+                    "expiration_ms": config.expiration_ms,
+                    "candidates": candidates,
+                    # The decisions' immutable pieces, made once: most records' decisions are these very objects.
+                    "decisions": {
+                        "expired": expired_decision(config),
+                        "pending": app.pending,
+                        "waiting_capacity": Decision(app.name, Action.PENDING, reason=CAPACITY),
+                        "waiting_no_consumer": Decision(app.name, Action.PENDING, reason=NO_CONSUMER),
+                        "filtered": app.filtered,
+                    },
+                }
             )
             cursors.extend((app.name, level[0].priority) for level in app.levels)
-            behaviour = (
-                _FAIRNESS[config.fairness],
-                config.spillover,
-                config.presence == "required",
-                config.group_by,
-                (config.default_group or wire.DEFAULT_MESSAGE_GROUP).encode(),
-                config.expiration_ms,
-            )
-            described.append((layout, behaviour, candidates, objs))
-        types = [
-            [(name, TYPE_CODES[env.types.get(name, "string")]) for name in env.decoders]
+        headers: list[list[boundary.TypedHeader]] = [
+            [
+                {"name": name, "declared": cast(boundary.PropertyType, env.types.get(name, "string"))}
+                for name in env.decoders
+            ]
             for env in environments
         ]
-        decider = _native.NativeDecider(
-            plan.core, described, owner, list(exact), filter_count, types, wire.EXPIRATION, kinds
-        )
+        spec: boundary.DeciderSpec = {
+            "apps": described,
+            "owner": owner,
+            "exact": list(exact),
+            "filter_count": filter_count,
+            "environments": headers,
+            "expiration_header": wire.EXPIRATION,
+            "vocabulary": _VOCABULARY,
+        }
         return NativeDecisions(
-            decider,
+            _native.NativeDecider(plan.core, spec),
             tuple(slots),
             slot_of,
             tuple(capacity.items()),
@@ -168,92 +162,78 @@ class NativeDecisions:
             {app.name: app.environment for app in apps},
         )
 
-    def route_of(
-        self,
-        topic: str,
-        only_app: str | None,
-        groups_for: Callable[[str, str | None], Sequence[Sequence[str]]],
-    ) -> int:
-        """The native route of a record of ``topic`` (or for ``only_app``): ``groups_for`` gives its apps' names
-        by environment (``RoutingTable.groups_for``)."""
+    def route_of(self, table: RoutingTable, topic: str, only_app: str | None) -> int:
+        """The native route of a record of ``topic`` (or for ``only_app``): its apps by environment, as
+        ``table.groups_for`` gives them, registered once."""
         cache, key = (self.by_topic, topic) if only_app is None else (self.by_app, only_app)
         found = cache.get(key)
         if found is None:
             index = self.app_index
-            groups = [
-                (self.environment[apps[0]], [index[a] for a in apps]) for apps in groups_for(topic, only_app)
+            groups: list[boundary.RouteGroup] = [
+                {
+                    "environment": self.environment[group.apps[0].name],
+                    "apps": [index[app.name] for app in group.apps],
+                }
+                for group in table.groups_for(topic, only_app)
             ]
             found = cache[key] = self.decider.add_route(groups)
         return found
 
     def decide(
         self,
-        messages: Sequence[_Message],
+        table: RoutingTable,
+        messages: Sequence[MessageView],
         only_apps: Sequence[str | None] | None,
-        lag: Mapping[GroupId, int],
+        lag: Lag,
         now_ms: int,
         cursors: dict[tuple[str, int], int],
-        groups_for: Callable[[str, str | None], Sequence[Sequence[str]]],
-        route: Callable[[int], Result],
-    ) -> list[Result]:
-        """The result of each message in turn, natively, as ``Router.route`` makes it; a record whose errors the
-        native plan cannot count exactly takes ``route(its index)``, and the native call resumes after it.
-        ``cursors`` (the router's) and a ``Snapshot`` lag are moved as ``route`` moves them."""
-        results: list[Result] = []
+    ) -> tuple[int, list[RouteResult]]:
+        """One native call: the results of the messages from the first on, as ``Router.route`` makes them, up
+        to a record whose errors the native plan cannot count exactly (``(decided, results)``: that record is
+        ``messages[decided]``, unless all were decided). ``cursors`` (the router's) and a ``Snapshot`` lag are
+        moved as ``route`` moves them for the records decided."""
         snapshot = lag if isinstance(lag, Snapshot) else None
         # Snapshot.note_routed counts only for measured groups, and only when something was measured.
         measured = snapshot.measured if snapshot is not None and snapshot.measured else None
-        cursor_keys = self.cursors
         by_topic, by_app = self.by_topic, self.by_app
-        start = 0
-        restarts = 0
-        while start < len(messages):
-            batch = messages[start:] if start else messages
-            only = only_apps[start:] if only_apps is not None else None
-            # Known routes by a lookup each (-1: not registered yet, done below once per topic or app).
-            if only is None:
-                routes = [by_topic.get(m.topic, -1) for m in batch]
-            else:
-                routes = [
-                    by_topic.get(m.topic, -1) if o is None else by_app.get(o, -1)
-                    for m, o in zip(batch, only, strict=True)
-                ]
-            if -1 in routes:
-                for i, m in enumerate(batch):
-                    if routes[i] < 0:
-                        routes[i] = self.route_of(m.topic, only[i] if only is not None else None, groups_for)
-            counts = [
-                (slot, lag.get(key, 0), measured is not None and key in measured)
-                for slot, key in self.capacity
+        # Known routes by a lookup each (-1: not registered yet, done below once per topic or app).
+        if only_apps is None:
+            routes = [by_topic.get(m.topic, -1) for m in messages]
+        else:
+            routes = [
+                by_topic.get(m.topic, -1) if o is None else by_app.get(o, -1)
+                for m, o in zip(messages, only_apps, strict=True)
             ]
-            absent = []
-            if snapshot is not None and snapshot.absent:
-                absent = [s for k in snapshot.absent if (s := self.slot_of.get(k)) is not None]
-            decided, made, moved, routed, held = self.decider.decide(
-                [m.headers for m in batch],
-                routes,
-                [m.timestamp_ms for m in batch],
-                now_ms,
-                counts,
-                [cursors.get(k, 0) for k in cursor_keys],
-                absent,
-                # message groups follow their holders only where decide_app sees them: with a snapshot
-                holders=snapshot.holders.by_app if snapshot is not None else None,
-            )
-            for cursor, value in moved:
-                cursors[cursor_keys[cursor]] = value
-            if snapshot is not None and measured is not None:
-                for slot, count in routed:
-                    snapshot.note_routed(self.slots[slot], count)
-            if held:
-                hold = snapshot.holders.hold  # type: ignore[union-attr]  # held only with a snapshot
-                for app, key, group in held:
-                    hold(app, key, group)
-            results.extend(made)
-            start += decided
-            if start < len(messages):  # an inexact entry failed: this record's errors need the Python plans
-                restarts += 1
-                rest = len(messages) if restarts >= MAX_RESTARTS else start + 1
-                results.extend(route(i) for i in range(start, rest))
-                start = rest
-        return results
+        if -1 in routes:
+            for i, m in enumerate(messages):
+                if routes[i] < 0:
+                    routes[i] = self.route_of(table, m.topic, only_apps[i] if only_apps is not None else None)
+        cursor_keys = self.cursors
+        state: boundary.BatchState = {
+            "routes": routes,
+            "timestamps": [m.timestamp_ms for m in messages],
+            "now_ms": now_ms,
+            "unconfirmed": {slot: lag.get(key, 0) for slot, key in self.capacity},
+            "tracked": [slot for slot, key in self.capacity if key in measured] if measured else [],
+            "cursors": [cursors.get(k, 0) for k in cursor_keys],
+            "absent": (
+                [s for k in snapshot.absent if (s := self.slot_of.get(k)) is not None]
+                if snapshot is not None and snapshot.absent
+                else []
+            ),
+            # message groups follow their holders only where decide_app sees them: with a snapshot
+            "holders": snapshot.holders.by_app if snapshot is not None else None,
+        }
+        outcome = self.decider.decide([m.headers for m in messages], state)
+        for cursor, value in outcome.moved.items():
+            cursors[cursor_keys[cursor]] = value
+        if snapshot is not None and measured is not None:
+            for slot, count in outcome.routed.items():
+                snapshot.note_routed(self.slots[slot], count)
+        if outcome.held_apps:
+            hold = snapshot.holders.hold  # type: ignore[union-attr]  # held only with a snapshot
+            for app, key, group in zip(
+                outcome.held_apps, outcome.held_keys, outcome.held_groups, strict=True
+            ):
+                hold(app, key, group)
+        return outcome.decided, outcome.results

@@ -7,7 +7,8 @@ import time
 
 from subroute.config.model import Config
 from subroute.ops.metrics import RouterMetrics
-from subroute.routing.decisions import RoutingTable, build_table
+from subroute.routing.decisions import RoutingTable
+from subroute.routing.native_routing import build_table
 
 
 class TableBuilder:

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 import perfkit
 from perfkit import median, verdict
 
-from subroute.routing.decisions import MessageView, Router, RoutingTable, build_table
+from subroute.routing.decisions import MessageView, Router, RoutingTable
+from subroute.routing.native_routing import build_table
 
 
 def cpu_us_per_record(fn: object, table: RoutingTable, views: Sequence[MessageView], repeat: int) -> float:

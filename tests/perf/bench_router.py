@@ -27,7 +27,8 @@ from subroute import expressions
 from subroute.expressions.interpreter import interpret
 from subroute.ops.metrics import RouterMetrics
 from subroute.routing import decisions, properties
-from subroute.routing.decisions import Action, MessageView, Router, RoutingTable, build_table, decide_app
+from subroute.routing.decisions import Action, MessageView, Router, RoutingTable, decide_app
+from subroute.routing.native_routing import build_table
 from subroute.routing.properties import decode_headers
 from subroute.worker import loop
 from subroute.worker.loop import Worker, WorkerOptions

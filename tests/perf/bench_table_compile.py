@@ -7,7 +7,7 @@
   lowered and built);
 * one-group change: a rebuild after one group of app3 (a fifth of its subscriptions) is rewritten, given the
   previous table, as the config thread does on a config record (alone here; in the worker the build shares
-  the GIL with routing). Also the share of ``_native_routing`` (lowering
+  the GIL with routing). Also the share of ``build_native`` (lowering
   and the Rust build) in it, and of the Rust build alone (``_native.NativePlan``).
 
 Wall and CPU seconds of the calling thread (median of ``--repeat`` rebuilds; one full build per size and mode,
@@ -28,8 +28,9 @@ import perfkit
 from perfkit import median
 
 from subroute.config.model import Config, GroupConfig, SubscriptionConfig
-from subroute.routing import decisions, native_plan
-from subroute.routing.decisions import RoutingTable, build_table
+from subroute.routing import native_plan, native_routing
+from subroute.routing.decisions import RoutingTable
+from subroute.routing.native_routing import build_table
 
 
 @contextmanager
@@ -69,7 +70,7 @@ def clock(work: Callable[[], RoutingTable]) -> tuple[RoutingTable, float, float]
 
 def measure(size: int, repeat: int, native: bool) -> dict[str, float]:
     config = perfkit.subscription_config(size, "orders")
-    saved = decisions._native_routing
+    saved = native_routing.build_native
     if not native:
         perfkit.use_python_routing()
     try:
@@ -81,14 +82,14 @@ def measure(size: int, repeat: int, native: bool) -> dict[str, float]:
         for step in range(repeat):
             current = changed(config, step)  # against the previous table: that one group differs
             with (
-                timed_calls(decisions, "_native_routing", native_walls),
+                timed_calls(native_routing, "build_native", native_walls),
                 timed_calls(native_plan._native, "NativePlan", rust_walls),
             ):
                 table, wall, cpu = clock(lambda c=current, t=table: build_table(c, t))  # type: ignore[misc]
             walls.append(wall)
             cpus.append(cpu)
     finally:
-        decisions._native_routing = saved
+        native_routing.build_native = saved
     out = {
         "full_wall": full_wall,
         "full_cpu": full_cpu,

@@ -34,7 +34,7 @@ from subroute.dev.broker import LocalBroker, local_broker
 from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
-from subroute.routing import decisions
+from subroute.routing import native_routing
 from subroute.routing.decisions import RoutingTable
 from subroute.wire import Headers
 from subroute.worker.loop import Worker, WorkerOptions
@@ -442,7 +442,7 @@ def use_python_routing() -> None:
     """From now on, tables are built without the native plan, so every record takes ``Router.route`` (the
     Python plans), as before the worker used the native plan (issue 13): the "before" of a comparison run on
     the same machine and code. Only the routing differs; the batch loop around it is today's."""
-    decisions._native_routing = lambda *args, **kwargs: None
+    native_routing.build_native = lambda *args, **kwargs: None
 
 
 def common_arguments(parser: argparse.ArgumentParser, messages: int, repeat: int = 3) -> None:

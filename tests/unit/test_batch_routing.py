@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry
 from subroute import wire
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.ops.metrics import RouterMetrics
-from subroute.routing.decisions import Action, Router, RoutingTable, build_table
+from subroute.routing.decisions import Action, Router, RoutingTable
+from subroute.routing.native_routing import build_table
 from subroute.routing.sweep import mark_of
 from subroute.worker.batch import BatchRouter
 from subroute.worker.sweeps import Sweeps

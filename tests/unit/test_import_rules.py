@@ -176,7 +176,7 @@ def test_the_rules_catch_forbidden_imports() -> None:
         imports_of("from subroute.routing import decisions", "subroute.client.replace"),
     )
     assert violations(
-        "subroute.expressions.plan", imports_of("from subroute import names", "subroute.expressions.plan")
+        "subroute.expressions.plan", imports_of("from subroute import wire", "subroute.expressions.plan")
     )
     assert not violations(
         "subroute.expressions.plan",

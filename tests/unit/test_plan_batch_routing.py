@@ -16,7 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "native"))
 from test_native_routing import SETTINGS, configs, records
 
 from subroute.config.model import Config
-from subroute.routing.decisions import MessageView, Router, build_table
+from subroute.routing.decisions import MessageView, Router
+from subroute.routing.native_routing import build_table
 from subroute.spark import plan
 
 

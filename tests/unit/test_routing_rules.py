@@ -13,7 +13,8 @@ from subroute import wire
 from subroute.admin.status import build as status_document
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.routing.capacity import group_limits
-from subroute.routing.decisions import Action, MessageView, Router, RouteResult, build_table
+from subroute.routing.decisions import Action, MessageView, Router, RouteResult
+from subroute.routing.native_routing import build_table
 from subroute.routing.snapshot import Snapshot
 from subroute.wire import CAPACITY, Headers
 

@@ -11,10 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from subroute import expressions
-from subroute.expressions import Subscription
+from subroute.expressions import Subscription, plan
 from subroute.expressions.expression import check
 from subroute.expressions.interpreter import interpret
-from subroute.routing import native_plan
 from subroute.routing.native_plan import NativePlan
 from subroute.routing.properties import PropertyDecodeError, decode_value
 
@@ -182,19 +181,20 @@ def test_reuse_skips_parsing_and_decides_the_same(monkeypatch: pytest.MonkeyPatc
     subs = [Subscription(i, f'a == {i} && s != "x"', "bmq", {"a": "int"}) for i in range(20)]
     first = NativePlan(subs)
     parsed: list[str] = []
-    original = native_plan.check
+    original = plan.check
 
     def counted(text: str, *args: object) -> object:
         parsed.append(text)
         return original(text, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(native_plan, "check", counted)
+    monkeypatch.setattr(plan, "check", counted)
     pauses: list[int] = []
     again = NativePlan(
         [*subs, Subscription("new", "a > 10", "bmq", {"a": "int"})], first, lambda: pauses.append(1)
     )
     assert parsed == ["a > 10"]  # only the new expression was parsed
-    assert len(pauses) == 1 + 21  # after that parse, and after lowering each expression
+    assert again.stats["lowered"] == 1  # and lowered: the others' gates are unchanged
+    assert len(pauses) == 21 + 1  # after each subscription is given its entry, and after lowering the new one
     headers = [("a", b"12"), ("s", b"y")]
     assert again.match(headers) == {12, "new"}
     assert first.match(headers) == {12}

@@ -287,16 +287,16 @@ def test_required_groups_equal_reference(
 def test_preferred_gates_report_the_python_plans_errors(
     subs: list[Subscription], batch: list[Headers]
 ) -> None:
-    """Indexed by the gates a Python plan chose (``prefer``), the native plan reports every error that plan
-    reports, and no other where it could take every gate (the router counts errors on this: decisions.py)."""
+    """Made of a Python plan's entries (its gates), the native plan reports every error that plan reports, and
+    no other where it could take every gate (the router counts errors on this: native_routing.py)."""
     groups: dict[tuple[tuple[str, str], ...], list[Subscription]] = {}
     for sub in subs:
         groups.setdefault(tuple(sorted((sub.types or {}).items())), []).append(sub)
     for key, group in groups.items():  # one Python plan per set of declared types, as the router's
         python = compile_plan(group)
-        plan = NativePlan(group, prefer=python.gate_choices)
+        plan = NativePlan(python.entries)
         honoured = all(
-            (choice[0] if choice else None) == plan.gate_of(i) for i, choice in enumerate(python.gate_choices)
+            (e.gate.kind if e.gate else None) == plan.gate_of(i) for i, e in enumerate(python.entries)
         )
         event("every gate taken" if honoured else "some gate not taken")
         for headers, (hit, failed) in zip(batch, plan.match_indexes_with_errors(batch), strict=True):

@@ -2,7 +2,7 @@
 native plan for every expression it still holds, and decides exactly as a table built from nothing.
 
 The native plan of a rebuilt table extends the previous plan's node list and reuses its lowered entries (gate
-and residual per expression and preferred gate; router/routing/native_plan.py); ``stats["lowered"]`` and
+and residual per expression and gate; router/routing/native_plan.py); ``stats["lowered"]`` and
 ``stats["reused"]`` say how many of each, so a break of the reuse fails here, as would a reused entry that
 decides otherwise.
 """
@@ -21,10 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_native_routing import SETTINGS, Headers, _check, _texts, _valid, configs, headers_strategy, records
 
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from subroute.expressions import Subscription
+from subroute.expressions import Subscription, compile_plan
+from subroute.expressions.plan import Gate, plan_entries
 from subroute.routing import native_plan
-from subroute.routing.decisions import RoutingTable, build_table
+from subroute.routing.decisions import RoutingTable
 from subroute.routing.native_plan import NativePlan
+from subroute.routing.native_routing import build_table
 
 
 def _native(table: RoutingTable) -> native_plan.NativePlan:
@@ -131,22 +133,24 @@ def test_a_one_group_change_lowers_that_group_only() -> None:
     assert _native(again).stats["nodes"] == stats["nodes"]
 
 
-def test_entries_are_taken_by_content_and_preferred_gate() -> None:
+def test_entries_are_taken_by_content_and_gate() -> None:
     subs = [Subscription(i, f"a == {i} && b > 0", "bmq", {"a": "int", "b": "int"}) for i in range(10)]
-    by_a = [("equality", 0, None)] * 10
-    first = NativePlan(subs, prefer=by_a)
+    by_a = compile_plan(subs).entries
+    assert all(e.gate is not None and e.gate.prop == "a" for e in by_a)
+    first = NativePlan(by_a)
     # Equal subscriptions (other ids, another mapping of the same types) take the earlier entries ...
     copies = [Subscription(("copy", i), s.text, s.dialect, dict(s.types or {})) for i, s in enumerate(subs)]
-    assert NativePlan(copies, reuse=first, prefer=by_a).stats["reused"] == 10
-    # ... but not under another preferred gate, or other declared types.
-    by_b = NativePlan(subs, reuse=first, prefer=[("range", 1, None)] * 10)
+    assert NativePlan(compile_plan(copies).entries, reuse=first).stats["reused"] == 10
+    # ... but not under another gate, or other declared types.
+    on_b = Gate("range", "b", 1, True, op=">", bound=0)
+    by_b = NativePlan([dataclasses.replace(e, gate=on_b) for e in by_a], reuse=first)
     assert by_b.stats["lowered"] == 10
     retyped = [Subscription(s.id, s.text, s.dialect, {"a": "int", "b": "int", "c": "string"}) for s in subs]
-    assert NativePlan(retyped, reuse=first, prefer=by_a).stats["lowered"] == 10
+    assert NativePlan(compile_plan(retyped).entries, reuse=first).stats["lowered"] == 10
     headers = [("a", b"3"), ("b", b"1")]
     assert by_b.match(headers) == first.match(headers) == {3}
-    # Without preferred gates the gates depend on the whole plan: nothing is reused.
-    assert NativePlan(subs, reuse=first).stats["reused"] == 0
+    # Subscriptions are given the Python plan's gates here, so their entries are taken as well.
+    assert NativePlan(subs, reuse=first).stats["reused"] == 10
 
 
 def test_node_list_starts_afresh_when_mostly_unread(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,7 +159,8 @@ def test_node_list_starts_afresh_when_mostly_unread(monkeypatch: pytest.MonkeyPa
 
     def plan(texts: list[str], reuse: NativePlan | None) -> NativePlan:
         subs = [Subscription(i, t, "bmq", types) for i, t in enumerate(texts)]
-        return NativePlan(subs, reuse=reuse, prefer=[None] * len(subs))
+        # Ungated entries: every node of the expression is in the node list.
+        return NativePlan([dataclasses.replace(e, gate=None) for e in plan_entries(subs)], reuse=reuse)
 
     small = plan(["a == 1"], None)
     # Entirely new expressions: the node list grows past twice its fresh size ...

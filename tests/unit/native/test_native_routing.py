@@ -33,8 +33,9 @@ from subroute import expressions, wire
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.expressions.expression import check
 from subroute.routing import native_decisions
-from subroute.routing.decisions import MessageView, Router, RouteResult, RoutingTable, build_table
+from subroute.routing.decisions import MessageView, Router, RouteResult, RoutingTable
 from subroute.routing.holders import Holders
+from subroute.routing.native_routing import build_table
 from subroute.routing.snapshot import Snapshot
 
 SETTINGS = settings(

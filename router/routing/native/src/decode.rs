@@ -11,12 +11,13 @@ pub enum PropType {
 }
 
 impl PropType {
-    pub fn from_code(code: u8) -> Option<PropType> {
-        match code {
-            0 => Some(PropType::Str),
-            1 => Some(PropType::Int),
-            2 => Some(PropType::Bool),
-            3 => Some(PropType::Float),
+    /// The type by its name in a config's `properties` ("string", "int", "bool", "float").
+    pub fn from_name(name: &str) -> Option<PropType> {
+        match name {
+            "string" => Some(PropType::Str),
+            "int" => Some(PropType::Int),
+            "bool" => Some(PropType::Bool),
+            "float" => Some(PropType::Float),
             _ => None,
         }
     }

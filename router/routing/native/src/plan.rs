@@ -80,6 +80,20 @@ pub enum ArithOp {
     Rem,
 }
 
+impl ArithOp {
+    /// The operator spelled as in the expressions' AST (`subroute.expressions.ast.ARITHMETIC_OPS`).
+    pub fn from_symbol(symbol: &str) -> Result<ArithOp, String> {
+        Ok(match symbol {
+            "+" => ArithOp::Add,
+            "-" => ArithOp::Sub,
+            "*" => ArithOp::Mul,
+            "/" => ArithOp::Div,
+            "%" => ArithOp::Rem,
+            _ => return Err(format!("bad arithmetic operator {symbol:?}")),
+        })
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CmpOp {
     Eq,
@@ -91,15 +105,16 @@ pub enum CmpOp {
 }
 
 impl CmpOp {
-    fn from_code(code: i64) -> Result<CmpOp, String> {
-        Ok(match code {
-            0 => CmpOp::Eq,
-            1 => CmpOp::Ne,
-            2 => CmpOp::Lt,
-            3 => CmpOp::Le,
-            4 => CmpOp::Gt,
-            5 => CmpOp::Ge,
-            _ => return Err(format!("bad comparison code {code}")),
+    /// The operator spelled as in the expressions' AST (`subroute.expressions.ast.COMPARISON_OPS`).
+    pub fn from_symbol(symbol: &str) -> Result<CmpOp, String> {
+        Ok(match symbol {
+            "==" => CmpOp::Eq,
+            "!=" => CmpOp::Ne,
+            "<" => CmpOp::Lt,
+            "<=" => CmpOp::Le,
+            ">" => CmpOp::Gt,
+            ">=" => CmpOp::Ge,
+            _ => return Err(format!("bad comparison operator {symbol:?}")),
         })
     }
 
@@ -202,16 +217,12 @@ impl Node {
     }
 }
 
-/// A node as Python lowers it: a tag, the dialect, integer arguments (children, codes, an int literal, LIKE's
-/// code points), a float literal, one byte string (a string literal) and a list of them (IN's values).
-#[derive(Debug, Clone, Default)]
+/// A node as handed over, with its dialect (sql92 or bmq). `Plan::build` checks that children are earlier
+/// nodes and slots are the plan's.
+#[derive(Debug)]
 pub struct NodeSpec {
-    pub tag: String,
     pub sql: bool,
-    pub ints: Vec<i64>,
-    pub num: f64,
-    pub text: Vec<u8>,
-    pub texts: Vec<Vec<u8>>,
+    pub node: Node,
 }
 
 /// An equality-index key. Numbers of sql92 (`Num`) compare across int and float, so they are keyed by the
@@ -325,6 +336,17 @@ struct IntervalClass {
     subs: Vec<u32>,
 }
 
+/// `Plan::stats`: subscriptions always evaluated and by each index, memoized nodes, nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanStats {
+    pub unindexed: usize,
+    pub indexed_equality: usize,
+    pub indexed_range: usize,
+    pub indexed_interval: usize,
+    pub memoized: usize,
+    pub nodes: usize,
+}
+
 pub struct Plan {
     /// Distinct header names and, for each, the slots (one per declared type) it fills.
     names: Vec<String>,
@@ -379,90 +401,22 @@ impl Batch {
     }
 }
 
-fn child(ints: &[i64], i: usize, before: usize) -> Result<usize, String> {
-    let c = *ints.get(i).ok_or("missing child")?;
-    if c < 0 || c as usize >= before {
-        return Err(format!("child {c} of node {before} is not an earlier node"));
+/// Refuses a node whose children are not earlier nodes or whose slot is not one of the plan's.
+fn check_node(node: &Node, index: usize, slot_count: usize) -> Result<(), String> {
+    if let Node::Prop(slot) | Node::Exists(slot) = node {
+        if *slot >= slot_count {
+            return Err(format!("bad property slot {slot}"));
+        }
     }
-    Ok(c as usize)
-}
-
-fn lower(spec: &NodeSpec, index: usize, slot_count: usize) -> Result<Node, String> {
-    let ints = &spec.ints;
-    let int_at = |i: usize| {
-        ints.get(i)
-            .copied()
-            .ok_or_else(|| format!("{}: too few arguments", spec.tag))
-    };
-    let c = |i: usize| child(ints, i, index);
-    let slot = |i: usize| -> Result<usize, String> {
-        let s = int_at(i)?;
-        if s < 0 || s as usize >= slot_count {
-            return Err(format!("bad property slot {s}"));
+    if let Node::And(items) | Node::Or(items) = node {
+        if items.is_empty() {
+            return Err("empty junction".into());
         }
-        Ok(s as usize)
-    };
-    Ok(match spec.tag.as_str() {
-        "int" => Node::Int(int_at(0)?),
-        "float" => Node::Float(spec.num),
-        "str" => Node::Str(spec.text.clone()),
-        "bool" => Node::Bool(int_at(0)? != 0),
-        "null" => Node::Null,
-        "prop" => Node::Prop(slot(0)?),
-        "exists" => Node::Exists(slot(0)?),
-        "not" => Node::Not(c(0)?),
-        "neg" => Node::Neg(c(0)?),
-        "pos" => Node::Pos(c(0)?),
-        "arith" => {
-            let op = match int_at(0)? {
-                0 => ArithOp::Add,
-                1 => ArithOp::Sub,
-                2 => ArithOp::Mul,
-                3 => ArithOp::Div,
-                4 => ArithOp::Rem,
-                other => return Err(format!("bad arithmetic code {other}")),
-            };
-            Node::Arith(op, c(1)?, c(2)?)
-        }
-        "cmp" => Node::Cmp(CmpOp::from_code(int_at(0)?)?, c(1)?, c(2)?),
-        "and" | "or" => {
-            let items = (0..ints.len()).map(c).collect::<Result<Vec<_>, _>>()?;
-            if items.is_empty() {
-                return Err("empty junction".into());
-            }
-            if spec.tag == "and" {
-                Node::And(items)
-            } else {
-                Node::Or(items)
-            }
-        }
-        "between" => Node::Between(c(0)?, c(1)?, c(2)?, int_at(3)? != 0),
-        "in" => {
-            let mut values = spec.texts.clone();
-            values.sort();
-            values.dedup();
-            Node::In(c(0)?, values, int_at(1)? != 0)
-        }
-        "like" => {
-            let escape = int_at(2)?;
-            let pattern = ints[3..]
-                .iter()
-                .map(|&p| u32::try_from(p).map_err(|_| "bad code point".to_string()))
-                .collect::<Result<Vec<_>, _>>()?;
-            let escape = if escape < 0 {
-                None
-            } else {
-                Some(u32::try_from(escape).map_err(|_| "bad escape")?)
-            };
-            Node::Like(
-                c(0)?,
-                Box::new(LikePattern::new(&pattern, escape)),
-                int_at(1)? != 0,
-            )
-        }
-        "isnull" => Node::IsNull(c(0)?, int_at(1)? != 0),
-        other => return Err(format!("unknown node tag {other:?}")),
-    })
+    }
+    match node.children().into_iter().find(|&c| c >= index) {
+        Some(c) => Err(format!("child {c} of node {index} is not an earlier node")),
+        None => Ok(()),
+    }
 }
 
 /// Evaluation state of one record: its decoded properties and the memo of shared nodes.
@@ -480,7 +434,7 @@ impl Plan {
     /// Build the plan. `props` are the property slots: (header name, declared type).
     pub fn build(
         props: &[(String, PropType)],
-        specs: &[NodeSpec],
+        specs: Vec<NodeSpec>,
         subs: &[SubSpec],
     ) -> Result<Plan, String> {
         let mut names: Vec<String> = Vec::new();
@@ -495,10 +449,16 @@ impl Plan {
             name_slots[i].push((slot, *t));
         }
         let mut nodes = Vec::with_capacity(specs.len());
-        for (i, spec) in specs.iter().enumerate() {
-            nodes.push(lower(spec, i, props.len())?);
+        let mut sql = Vec::with_capacity(specs.len());
+        for (i, mut spec) in specs.into_iter().enumerate() {
+            check_node(&spec.node, i, props.len())?;
+            if let Node::In(_, values, _) = &mut spec.node {
+                values.sort();
+                values.dedup();
+            }
+            nodes.push(spec.node);
+            sql.push(spec.sql);
         }
-        let sql: Vec<bool> = specs.iter().map(|s| s.sql).collect();
         // Parents (and subscription residuals) per node: a node read from more than one place gets a memo slot.
         let mut uses = vec![0u32; nodes.len()];
         for node in &nodes {
@@ -654,8 +614,8 @@ impl Plan {
         self.residuals.len()
     }
 
-    /// (always evaluated, equality-indexed, range-indexed, interval-indexed, memoized nodes, nodes)
-    pub fn stats(&self) -> [usize; 6] {
+    /// How the subscriptions are reached and how many nodes there are.
+    pub fn stats(&self) -> PlanStats {
         let eq: usize = {
             let mut ids: Vec<u32> = self.eq.iter().flat_map(|(_, t)| t.ids()).collect();
             ids.sort_unstable();
@@ -668,14 +628,14 @@ impl Plan {
             .iter()
             .flat_map(|(_, cs)| cs.iter().map(|c| c.subs.len()))
             .sum();
-        [
-            self.always.len(),
-            eq,
-            ranges,
-            intervals,
-            self.memo_count,
-            self.nodes.len(),
-        ]
+        PlanStats {
+            unindexed: self.always.len(),
+            indexed_equality: eq,
+            indexed_range: ranges,
+            indexed_interval: intervals,
+            memoized: self.memo_count,
+            nodes: self.nodes.len(),
+        }
     }
 
     /// The matched subscriptions (ascending indexes) of each record.
@@ -1123,13 +1083,8 @@ fn sql_arith(op: ArithOp, a: V<'_>, b: V<'_>) -> R<'static> {
 mod tests {
     use super::*;
 
-    fn node(tag: &str, sql: bool, ints: &[i64]) -> NodeSpec {
-        NodeSpec {
-            tag: tag.into(),
-            sql,
-            ints: ints.to_vec(),
-            ..NodeSpec::default()
-        }
+    fn node(sql: bool, node: Node) -> NodeSpec {
+        NodeSpec { sql, node }
     }
 
     fn run(plan: &Plan, records: &[&[(&str, Option<&str>)]]) -> Vec<Vec<u32>> {
@@ -1156,20 +1111,18 @@ mod tests {
     }
 
     fn sample_specs() -> Vec<NodeSpec> {
-        let mut float = node("float", true, &[]);
-        float.num = 1.5;
         vec![
-            node("prop", false, &[0]),        // 0
-            node("int", false, &[5]),         // 1
-            node("cmp", false, &[0, 0, 1]),   // 2: a == 5
-            node("prop", true, &[1]),         // 3
-            float,                            // 4
-            node("cmp", true, &[4, 3, 4]),    // 5: c > 1.5
-            node("int", false, &[0]),         // 6
-            node("arith", false, &[3, 0, 6]), // 7: a / 0
-            node("cmp", false, &[0, 7, 1]),   // 8: a / 0 == 5
-            node("prop", true, &[2]),         // 9
-            node("isnull", true, &[9, 0]),    // 10: s IS NULL
+            node(false, Node::Prop(0)),                   // 0
+            node(false, Node::Int(5)),                    // 1
+            node(false, Node::Cmp(CmpOp::Eq, 0, 1)),      // 2: a == 5
+            node(true, Node::Prop(1)),                    // 3
+            node(true, Node::Float(1.5)),                 // 4
+            node(true, Node::Cmp(CmpOp::Gt, 3, 4)),       // 5: c > 1.5
+            node(false, Node::Int(0)),                    // 6
+            node(false, Node::Arith(ArithOp::Div, 0, 6)), // 7: a / 0
+            node(false, Node::Cmp(CmpOp::Eq, 7, 1)),      // 8: a / 0 == 5
+            node(true, Node::Prop(2)),                    // 9
+            node(true, Node::IsNull(9, false)),           // 10: s IS NULL
         ]
     }
 
@@ -1225,7 +1178,7 @@ mod tests {
                 }])
                 .collect()
         };
-        Plan::build(&sample_props(), &sample_specs(), &subs).expect("a valid plan")
+        Plan::build(&sample_props(), sample_specs(), &subs).expect("a valid plan")
     }
 
     #[test]
@@ -1268,8 +1221,7 @@ mod tests {
         subs[0].opens = Some(0);
         subs[1].requires = Some(0);
         subs[2].requires = Some(1);
-        let specs = sample_specs();
-        let plan = Plan::build(&sample_props(), &specs, &subs).expect("a valid plan");
+        let plan = Plan::build(&sample_props(), sample_specs(), &subs).expect("a valid plan");
         let records: &[&[(&str, Option<&str>)]] = &[
             &[("a", Some("5")), ("c", Some("2"))],
             &[("a", Some("4")), ("c", Some("2"))],
@@ -1282,22 +1234,26 @@ mod tests {
             opens: Some(0),
             requires: Some(1),
         };
-        assert!(Plan::build(&sample_props(), &specs, &[both]).is_err());
+        assert!(Plan::build(&sample_props(), sample_specs(), &[both]).is_err());
     }
 
     #[test]
     fn malformed_specs_are_refused() {
         let props = vec![("a".to_string(), PropType::Int)];
-        assert!(Plan::build(&props, &[node("not", false, &[0])], &[]).is_err());
-        assert!(Plan::build(&props, &[node("prop", false, &[1])], &[]).is_err());
-        assert!(Plan::build(&props, &[node("what", false, &[])], &[]).is_err());
+        let refused =
+            |specs: Vec<NodeSpec>, subs: &[SubSpec]| Plan::build(&props, specs, subs).is_err();
+        assert!(refused(vec![node(false, Node::Not(0))], &[]));
+        assert!(refused(vec![node(false, Node::Prop(1))], &[]));
+        assert!(refused(vec![node(false, Node::And(vec![]))], &[]));
         let sub = SubSpec {
             gate: GateSpec::None,
             residual: vec![3],
             opens: None,
             requires: None,
         };
-        assert!(Plan::build(&props, &[node("prop", false, &[0])], &[sub]).is_err());
+        assert!(refused(vec![node(false, Node::Prop(0))], &[sub]));
+        assert!(ArithOp::from_symbol("^").is_err() && CmpOp::from_symbol("=").is_err());
+        assert_eq!(CmpOp::from_symbol("<="), Ok(CmpOp::Le));
     }
 
     #[test]

@@ -1,137 +1,311 @@
-//! The Python module: a plan built from the flat form `router/routing/native_plan.py` lowers, and batch matching.
-//! The GIL is held only to read Python objects; building and evaluating run with it released.
+//! The Python module `subroute.routing._native`: the plan (`NativePlan`, built from the entries and nodes
+//! `router/routing/native_plan.py` lowers) and a table's decider (`NativeDecider`). What Python hands over is
+//! read by key (`boundary.rs`); what is made for Python is a class of this module with named attributes, or an
+//! object of a Python class whose fields are set by name (`Maker`). The GIL is held only to read and make Python
+//! objects; building, evaluating and deciding run with it released.
 
 use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple, PyType};
 
+use crate::boundary::{
+    self, AppSpec as AppIn, ArithmeticNode, BatchState, BetweenNode, CompareNode, DeciderSpec,
+    EntrySpec, EqualityGate, InNode, IntervalGate, IsNullNode, JunctionNode, LikeNode, PlanSpec,
+    PropertyNode, RangeGate, RouteGroup, UnaryNode, ValueNode,
+};
 use crate::decide::{
     self, AppSpec, Decided, Decider, Fairness, GroupKey, Made, Route, State, Waiting,
 };
 use crate::decode::PropType;
-use crate::plan::{num_key, Batch, CmpOp, FxMap, GateSpec, Key, NodeSpec, Num, Plan, SubSpec};
+use crate::like::LikePattern;
+use crate::plan::{
+    num_key, ArithOp, Batch, CmpOp, FxMap, GateSpec, Key, Node, NodeSpec, Num, Plan, SubSpec,
+};
 
-/// (tag, sql, ints, float, text, texts)
-type NodeTuple = (
-    String,
-    bool,
-    Vec<i64>,
-    f64,
-    PyBackedBytes,
-    Vec<PyBackedBytes>,
-);
-/// (class, int, float, bytes): 0 bmq int, 1 sql92 int, 2 sql92 float, 3 string, 4 bool (int 0/1)
-type KeyTuple = (u8, i64, f64, PyBackedBytes);
-/// (gate kind 0 none / 1 equality / 2 range / 3 interval, slot, comparison code, keys, residual nodes)
-type EntryTuple = (u8, usize, i64, Vec<KeyTuple>, Vec<usize>);
+/// The fields of the Python classes made here (`Maker`), by class name: exported as `MAKES` for the check at
+/// import. Each is set by name, so their order means nothing.
+const RESULT_FIELDS: [&str; 4] = ["routed", "filtered", "evaluation_errors", "decode_errors"];
+const DECISION_FIELDS: [&str; 7] = [
+    "app",
+    "action",
+    "group",
+    "subscription",
+    "key",
+    "reason",
+    "band",
+];
 
-fn key(k: &KeyTuple) -> Result<Key, String> {
-    Ok(match k.0 {
-        0 => Key::Int(k.1),
-        1 => Key::NumI(k.1),
-        2 => num_key(Num::F(k.2)),
-        3 => Key::Str(k.3.to_vec()),
-        4 => Key::Bool(k.1 != 0),
-        other => return Err(format!("bad key class {other}")),
-    })
+fn item<'py>(obj: &Bound<'py, PyAny>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+    obj.get_item(PyString::intern(obj.py(), key))
 }
 
-fn num(k: &KeyTuple) -> Result<Num, String> {
-    match k.0 {
-        0 | 1 => Ok(Num::I(k.1)),
-        2 => Ok(Num::F(k.2)),
-        other => Err(format!("bad bound class {other}")),
+fn declared(name: &str) -> PyResult<PropType> {
+    PropType::from_name(name)
+        .ok_or_else(|| PyValueError::new_err(format!("bad declared type {name:?}")))
+}
+
+/// An int or a float, as a Python number is.
+fn number(value: &Bound<'_, PyAny>) -> PyResult<Num> {
+    if let Ok(f) = value.cast::<PyFloat>() {
+        Ok(Num::F(f.value()))
+    } else {
+        Ok(Num::I(value.extract()?))
     }
 }
 
-fn gate_spec(t: &EntryTuple) -> Result<GateSpec, String> {
-    let (kind, slot, op, keys, _) = t;
-    Ok(match kind {
-        0 => GateSpec::None,
-        1 => GateSpec::Eq {
-            slot: *slot,
-            keys: keys.iter().map(key).collect::<Result<_, _>>()?,
-        },
-        2 => {
-            let op = match op {
-                2 => CmpOp::Lt,
-                3 => CmpOp::Le,
-                4 => CmpOp::Gt,
-                5 => CmpOp::Ge,
-                _ => return Err(format!("bad range operator {op}")),
+fn value_error(message: String) -> PyErr {
+    PyValueError::new_err(message)
+}
+
+/// A node structure (by its "tag") as the plan's node.
+fn node_spec(obj: &Bound<'_, PyAny>) -> PyResult<NodeSpec> {
+    let tag: String = item(obj, "tag")?.extract()?;
+    let (sql, node) = match tag.as_str() {
+        "int" | "float" | "str" | "bool" | "null" => {
+            let n: ValueNode = obj.extract()?;
+            let value = n.value.bind(obj.py());
+            let node = match tag.as_str() {
+                "int" => Node::Int(value.extract()?),
+                "float" => Node::Float(value.extract()?),
+                "str" => Node::Str(value.extract()?),
+                "bool" => Node::Bool(value.extract()?),
+                _ => Node::Null,
             };
-            let bound = num(keys.first().ok_or("range gate without a bound")?)?;
-            GateSpec::Range {
-                slot: *slot,
-                op,
-                bound,
-            }
+            (n.sql, node)
         }
-        3 => match (keys.first().map(num), keys.get(1).map(num)) {
-            (Some(Ok(Num::I(low))), Some(Ok(Num::I(high)))) => GateSpec::Interval {
-                slot: *slot,
-                low,
-                high,
-            },
-            _ => return Err("an interval gate takes two int bounds".into()),
+        "prop" | "exists" => {
+            let n: PropertyNode = obj.extract()?;
+            let node = if tag == "prop" {
+                Node::Prop(n.slot)
+            } else {
+                Node::Exists(n.slot)
+            };
+            (n.sql, node)
+        }
+        "not" | "neg" | "pos" => {
+            let n: UnaryNode = obj.extract()?;
+            let node = match tag.as_str() {
+                "not" => Node::Not(n.operand),
+                "neg" => Node::Neg(n.operand),
+                _ => Node::Pos(n.operand),
+            };
+            (n.sql, node)
+        }
+        "arith" => {
+            let n: ArithmeticNode = obj.extract()?;
+            let op = ArithOp::from_symbol(&n.op).map_err(value_error)?;
+            (n.sql, Node::Arith(op, n.left, n.right))
+        }
+        "cmp" => {
+            let n: CompareNode = obj.extract()?;
+            let op = CmpOp::from_symbol(&n.op).map_err(value_error)?;
+            (n.sql, Node::Cmp(op, n.left, n.right))
+        }
+        "and" | "or" => {
+            let n: JunctionNode = obj.extract()?;
+            let node = if tag == "and" {
+                Node::And(n.items)
+            } else {
+                Node::Or(n.items)
+            };
+            (n.sql, node)
+        }
+        "between" => {
+            let n: BetweenNode = obj.extract()?;
+            (n.sql, Node::Between(n.operand, n.low, n.high, n.negated))
+        }
+        "in" => {
+            let n: InNode = obj.extract()?;
+            (n.sql, Node::In(n.operand, n.values, n.negated))
+        }
+        "like" => {
+            let n: LikeNode = obj.extract()?;
+            let pattern = Box::new(LikePattern::new(&n.pattern, n.escape));
+            (n.sql, Node::Like(n.operand, pattern, n.negated))
+        }
+        "isnull" => {
+            let n: IsNullNode = obj.extract()?;
+            (n.sql, Node::IsNull(n.operand, n.negated))
+        }
+        other => return Err(value_error(format!("unknown node tag {other:?}"))),
+    };
+    Ok(NodeSpec { sql, node })
+}
+
+/// An equality key by its kind.
+fn key(k: &boundary::Key, py: Python<'_>) -> PyResult<Key> {
+    let value = k.value.bind(py);
+    Ok(match k.kind.as_str() {
+        "int" => Key::Int(value.extract()?),
+        "number" => match number(value)? {
+            Num::I(i) => Key::NumI(i),
+            f => num_key(f),
         },
-        other => return Err(format!("bad gate kind {other}")),
+        "string" => Key::Str(value.extract()?),
+        "bool" => Key::Bool(value.extract()?),
+        other => return Err(value_error(format!("bad key kind {other:?}"))),
     })
 }
 
-fn group(g: i64) -> Result<Option<u32>, String> {
-    if g < 0 {
-        Ok(None)
-    } else {
-        u32::try_from(g)
-            .map(Some)
-            .map_err(|_| format!("bad group {g}"))
+/// A gate structure (by its "kind") as the plan's gate; None is no gate.
+fn gate_spec(gate: Option<&Bound<'_, PyAny>>) -> PyResult<GateSpec> {
+    let Some(obj) = gate.filter(|g| !g.is_none()) else {
+        return Ok(GateSpec::None);
+    };
+    let kind: String = item(obj, "kind")?.extract()?;
+    Ok(match kind.as_str() {
+        "equality" => {
+            let g: EqualityGate = obj.extract()?;
+            let keys = g.keys.iter().map(|k| key(k, obj.py()));
+            GateSpec::Eq {
+                slot: g.slot,
+                keys: keys.collect::<PyResult<_>>()?,
+            }
+        }
+        "range" => {
+            let g: RangeGate = obj.extract()?;
+            let op = CmpOp::from_symbol(&g.op).map_err(value_error)?;
+            if matches!(op, CmpOp::Eq | CmpOp::Ne) {
+                return Err(value_error(format!("bad range operator {:?}", g.op)));
+            }
+            GateSpec::Range {
+                slot: g.slot,
+                op,
+                bound: number(g.bound.bind(obj.py()))?,
+            }
+        }
+        "interval" => {
+            let g: IntervalGate = obj.extract()?;
+            GateSpec::Interval {
+                slot: g.slot,
+                low: g.low,
+                high: g.high,
+            }
+        }
+        other => return Err(value_error(format!("bad gate kind {other:?}"))),
+    })
+}
+
+/// Objects of one Python class made field by field, by name, without calling its `__init__` (which, run for
+/// each record, would cost more than deciding it). `router/routing/native_boundary.py` checks at import that
+/// the class has exactly the fields set here (`MAKES`) and no `__post_init__`. Fields are set as
+/// `object.__setattr__` sets them, so a frozen dataclass is made as its own `__init__` makes it.
+struct Maker {
+    /// `object.__new__` and its argument, the class.
+    new: Py<PyAny>,
+    args: Py<PyTuple>,
+}
+
+impl Maker {
+    fn new(cls: &Bound<'_, PyAny>) -> PyResult<Maker> {
+        let py = cls.py();
+        let cls = cls.cast::<PyType>()?;
+        let object = py.get_type::<PyAny>();
+        Ok(Maker {
+            new: object.getattr("__new__")?.unbind(),
+            args: PyTuple::new(py, [cls])?.unbind(),
+        })
+    }
+
+    fn make<'py>(
+        &self,
+        py: Python<'py>,
+        fields: &[(&Py<PyString>, &Bound<'py, PyAny>)],
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let made = self.new.bind(py).call1(self.args.bind(py))?;
+        for (name, value) in fields {
+            // SAFETY: both pointers are live objects held by the caller, and the GIL is held (`py`).
+            let status = unsafe {
+                ffi::PyObject_GenericSetAttr(made.as_ptr(), name.as_ptr(), value.as_ptr())
+            };
+            if status < 0 {
+                return Err(PyErr::fetch(py));
+            }
+        }
+        Ok(made)
+    }
+}
+
+/// The interned names of `RESULT_FIELDS` and `DECISION_FIELDS`.
+struct FieldNames {
+    routed: Py<PyString>,
+    filtered: Py<PyString>,
+    evaluation_errors: Py<PyString>,
+    decode_errors: Py<PyString>,
+    app: Py<PyString>,
+    action: Py<PyString>,
+    group: Py<PyString>,
+    subscription: Py<PyString>,
+    key: Py<PyString>,
+    reason: Py<PyString>,
+    band: Py<PyString>,
+}
+
+impl FieldNames {
+    fn new(py: Python<'_>) -> FieldNames {
+        let name = |n: &str| PyString::intern(py, n).unbind();
+        FieldNames {
+            routed: name(RESULT_FIELDS[0]),
+            filtered: name(RESULT_FIELDS[1]),
+            evaluation_errors: name(RESULT_FIELDS[2]),
+            decode_errors: name(RESULT_FIELDS[3]),
+            app: name(DECISION_FIELDS[0]),
+            action: name(DECISION_FIELDS[1]),
+            group: name(DECISION_FIELDS[2]),
+            subscription: name(DECISION_FIELDS[3]),
+            key: name(DECISION_FIELDS[4]),
+            reason: name(DECISION_FIELDS[5]),
+            band: name(DECISION_FIELDS[6]),
+        }
     }
 }
 
 /// One subscription lowered: its gate and residual, without its groups. Made once from Python and shared by
 /// every plan that holds the subscription, so a rebuild hands over an object per subscription instead of
 /// converting its keys and residual again with the GIL held.
-#[pyclass(frozen, module = "router._native")]
-struct Entry {
+#[pyclass(frozen, module = "subroute.routing._native")]
+pub struct Entry {
     gate: GateSpec,
     residual: Vec<usize>,
-    kind: u8,
 }
 
 #[pymethods]
 impl Entry {
-    /// From `(gate kind, slot, comparison code, keys, residual nodes)`.
+    /// From an `EntrySpec`.
     #[new]
-    fn new(
-        kind: u8,
-        slot: usize,
-        op: i64,
-        keys: Vec<KeyTuple>,
-        residual: Vec<usize>,
-    ) -> PyResult<Entry> {
-        let t = (kind, slot, op, keys, residual);
-        let gate = gate_spec(&t).map_err(PyValueError::new_err)?;
+    fn new(spec: &Bound<'_, PyAny>) -> PyResult<Entry> {
+        let entry: EntrySpec = spec.extract()?;
+        let gate = gate_spec(entry.gate.as_ref().map(|g| g.bind(spec.py())))?;
         Ok(Entry {
             gate,
-            residual: t.4,
-            kind,
+            residual: entry.residual,
         })
     }
 
-    /// The gate kind: 0 none, 1 equality, 2 range, 3 interval.
+    /// The gate's kind: "equality", "range", "interval", or None (evaluated for every record).
     #[getter]
-    fn kind(&self) -> u8 {
-        self.kind
+    fn kind(&self) -> Option<&'static str> {
+        match self.gate {
+            GateSpec::None => None,
+            GateSpec::Eq { .. } => Some("equality"),
+            GateSpec::Range { .. } => Some("range"),
+            GateSpec::Interval { .. } => Some("interval"),
+        }
     }
 }
 
-/// A compiled plan. Build it with the slots `[(header name, type code)]` (type codes: 0 string, 1 int,
-/// 2 bool, 3 float), the nodes (children before parents) and the subscriptions.
-#[pyclass(frozen, module = "router._native")]
+/// Per record, the matched entries and those whose evaluation ended in an error (ascending positions).
+#[pyclass(frozen, get_all, module = "subroute.routing._native")]
+struct Matches {
+    matched: Vec<Vec<u32>>,
+    errors: Vec<Vec<u32>>,
+}
+
+/// A compiled plan (`PlanSpec`).
+#[pyclass(frozen, module = "subroute.routing._native")]
 struct NativePlan {
     plan: Arc<Plan>,
     names: FxMap<String, u32>,
@@ -139,57 +313,43 @@ struct NativePlan {
 
 #[pymethods]
 impl NativePlan {
-    /// The plan of `entries` (each opening group `opens[i]` and requiring `requires[i]`, -1 for none) over
-    /// the slots and nodes. Only reading the arguments holds the GIL: converting and building run without it.
+    /// Only reading the spec holds the GIL: checking and building run without it.
     #[new]
-    fn new(
-        py: Python<'_>,
-        props: Vec<(String, u8)>,
-        nodes: Vec<NodeTuple>,
-        entries: Vec<Py<Entry>>,
-        opens: Vec<i64>,
-        requires: Vec<i64>,
-    ) -> PyResult<NativePlan> {
-        if opens.len() != entries.len() || requires.len() != entries.len() {
+    fn new(py: Python<'_>, spec: &Bound<'_, PyAny>) -> PyResult<NativePlan> {
+        let spec: PlanSpec = spec.extract()?;
+        if spec.opens.len() != spec.entries.len() || spec.requires.len() != spec.entries.len() {
             return Err(PyValueError::new_err(
                 "opens and requires are aligned with the entries",
             ));
         }
+        let props = spec
+            .slots
+            .iter()
+            .map(|s| Ok((s.name.clone(), declared(&s.declared)?)))
+            .collect::<PyResult<Vec<_>>>()?;
+        let nodes = spec
+            .nodes
+            .iter()
+            .map(|n| node_spec(n.bind(py)))
+            .collect::<PyResult<Vec<_>>>()?;
+        let entries = spec.entries;
+        let (opens, requires) = (spec.opens, spec.requires);
         let plan = py
             .detach(|| {
-                let props = props
-                    .into_iter()
-                    .map(|(name, code)| {
-                        PropType::from_code(code)
-                            .map(|t| (name, t))
-                            .ok_or_else(|| format!("bad type code {code}"))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                let specs: Vec<NodeSpec> = nodes
-                    .into_iter()
-                    .map(|(tag, sql, ints, num, text, texts)| NodeSpec {
-                        tag,
-                        sql,
-                        ints,
-                        num,
-                        text: text.to_vec(),
-                        texts: texts.iter().map(|t| t.to_vec()).collect(),
-                    })
-                    .collect();
-                let subs = entries
+                let subs: Vec<SubSpec> = entries
                     .iter()
                     .zip(opens.iter().zip(&requires))
-                    .map(|(entry, (&o, &r))| {
+                    .map(|(entry, (&opens, &requires))| {
                         let entry = entry.get();
-                        Ok(SubSpec {
+                        SubSpec {
                             gate: entry.gate.clone(),
                             residual: entry.residual.clone(),
-                            opens: group(o)?,
-                            requires: group(r)?,
-                        })
+                            opens,
+                            requires,
+                        }
                     })
-                    .collect::<Result<Vec<_>, String>>()?;
-                Plan::build(&props, &specs, &subs)
+                    .collect();
+                Plan::build(&props, nodes, &subs)
             })
             .map_err(PyValueError::new_err)?;
         let names = plan
@@ -204,40 +364,42 @@ impl NativePlan {
         })
     }
 
-    /// For each record (an iterable of `(name, bytes | None)` headers, or None), the ascending indexes of the
-    /// subscriptions it matches.
+    /// For each record (its headers, or None), the ascending positions of the entries it matches.
     fn match_batch(&self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u32>>> {
-        let batch = self.read_batch(records)?;
+        let batch = read_batch(&self.names, records)?;
         let plan = Arc::clone(&self.plan);
         Ok(py.detach(move || plan.match_batch(&batch)))
     }
 
-    /// `match_batch` with, per record, also the subscriptions whose evaluation ended in an error.
+    /// `match_batch` with, per record, also the entries whose evaluation ended in an error.
     fn match_batch_with_errors(
         &self,
         py: Python<'_>,
         records: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<(Vec<u32>, Vec<u32>)>> {
-        let batch = self.read_batch(records)?;
+    ) -> PyResult<Matches> {
+        let batch = read_batch(&self.names, records)?;
         let plan = Arc::clone(&self.plan);
-        Ok(py.detach(move || plan.match_batch_with_errors(&batch, true)))
+        let outcomes = py.detach(move || plan.match_batch_with_errors(&batch, true));
+        let (matched, errors) = outcomes.into_iter().unzip();
+        Ok(Matches { matched, errors })
     }
 
-    /// How the subscriptions are reached: always evaluated, by equality, range or interval index; memoized
-    /// nodes; nodes.
-    fn stats(&self) -> [usize; 6] {
-        self.plan.stats()
+    /// How the entries are reached (unindexed, indexed_equality, indexed_range, indexed_interval), memoized
+    /// nodes and nodes.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.plan.stats();
+        let out = PyDict::new(py);
+        out.set_item("unindexed", s.unindexed)?;
+        out.set_item("indexed_equality", s.indexed_equality)?;
+        out.set_item("indexed_range", s.indexed_range)?;
+        out.set_item("indexed_interval", s.indexed_interval)?;
+        out.set_item("memoized", s.memoized)?;
+        out.set_item("nodes", s.nodes)?;
+        Ok(out)
     }
 
     fn __len__(&self) -> usize {
         self.plan.subscription_count()
-    }
-}
-
-impl NativePlan {
-    /// The headers the plan reads, copied out of the Python objects (the only part that needs the GIL).
-    fn read_batch(&self, records: &Bound<'_, PyAny>) -> PyResult<Batch> {
-        read_batch(&self.names, records)
     }
 }
 
@@ -272,36 +434,7 @@ fn read_batch(names: &FxMap<String, u32>, records: &Bound<'_, PyAny>) -> PyResul
     Ok(batch)
 }
 
-/// Per candidate: (priority, max_unconfirmed, (app, group) slot, group name, plan position or -1 for a group
-/// without subscriptions, its routed `Decision`).
-type CandidateTuple = (i64, Option<i64>, u32, String, i64, Py<PyAny>);
-/// (span start, span end, filter positions, priority threshold positions, environment, first cursor)
-type LayoutTuple = (u32, u32, Vec<u32>, Vec<u32>, u32, u32);
-/// (fairness 0 round-robin / 1 proportional / 2 fast, spillover, presence required, group_by header,
-/// default group, expiration ms)
-type BehaviourTuple = (u8, bool, bool, Option<String>, Vec<u8>, Option<i64>);
-/// Six Python objects, passed as one tuple.
-type SixObjects = (
-    Py<PyAny>,
-    Py<PyAny>,
-    Py<PyAny>,
-    Py<PyAny>,
-    Py<PyAny>,
-    Py<PyAny>,
-);
-/// The app's name and its prebuilt decisions: (name, expired, pending, pending capacity, pending no-consumer,
-/// filtered)
-type ObjectsTuple = SixObjects;
-type AppTuple = (
-    LayoutTuple,
-    BehaviourTuple,
-    Vec<CandidateTuple>,
-    ObjectsTuple,
-);
-/// (RouteResult, Decision, Action.ROUTE, Action.PENDING, "capacity", "no-consumer")
-type KindsTuple = SixObjects;
-
-/// The Python objects a decision is made of.
+/// An app's Python objects, which its decisions are made of.
 struct AppObjects {
     name: Py<PyAny>,
     expired: Py<PyAny>,
@@ -322,15 +455,42 @@ struct Filtered {
     tuples: FxMap<Vec<u32>, Py<PyTuple>>,
 }
 
-/// A table's decisions (router/routing/decide.rs): built once with the table, then one call per batch decides
+/// What results are made of: the makers of `RouteResult` and `Decision`, the field names, two actions and the
+/// two waiting reasons (`Vocabulary`).
+struct Making {
+    result: Maker,
+    decision: Maker,
+    fields: FieldNames,
+    route: Py<PyAny>,
+    pending: Py<PyAny>,
+    capacity: Py<PyAny>,
+    no_consumer: Py<PyAny>,
+}
+
+/// What one `NativeDecider.decide` did: how many records it decided (fewer than given: the record there needs
+/// `Router.route`, and the state here is after the ones decided), their results, and the state it moved: each
+/// moved cursor's value, the records routed to each slot, and each keyed record's placement in order (three
+/// aligned lists: app name, message-group key, consumer group name).
+#[pyclass(frozen, get_all, module = "subroute.routing._native")]
+struct BatchOutcome {
+    decided: usize,
+    results: Py<PyList>,
+    moved: Py<PyDict>,
+    routed: Py<PyDict>,
+    held_apps: Py<PyList>,
+    held_keys: Py<PyList>,
+    held_groups: Py<PyList>,
+}
+
+/// A table's decisions (decide.rs): built once with the table (`DeciderSpec`), then one call per batch decides
 /// every record with the GIL released, as `Router.route` would one by one.
-#[pyclass(frozen, module = "router._native")]
+#[pyclass(frozen, module = "subroute.routing._native")]
 struct NativeDecider {
     plan: Arc<Plan>,
     names: FxMap<String, u32>,
     decider: Arc<Decider>,
     apps: Vec<AppObjects>,
-    kinds: KindsTuple,
+    making: Making,
     /// Copied on write: a batch takes the list without holding a lock while it runs.
     routes: Mutex<Arc<Vec<Route>>>,
     filtered: Mutex<Filtered>,
@@ -338,75 +498,84 @@ struct NativeDecider {
 
 #[pymethods]
 impl NativeDecider {
+    /// The decider of the apps in `spec` on `plan`.
     #[new]
-    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         plan: &Bound<'_, NativePlan>,
-        apps: Vec<AppTuple>,
-        owner: Vec<u32>,
-        exact: Vec<bool>,
-        filter_count: u32,
-        environments: Vec<Vec<(String, u8)>>,
-        expiration_name: String,
-        kinds: KindsTuple,
+        spec: &Bound<'_, PyAny>,
     ) -> PyResult<NativeDecider> {
+        let spec: DeciderSpec = spec.extract()?;
         let plan = plan.get();
         let mut names = plan.names.clone();
         let name_of = |name: &str, names: &mut FxMap<String, u32>| -> u32 {
             let next = names.len() as u32;
             *names.entry(name.to_owned()).or_insert(next)
         };
-        let expiration = name_of(&expiration_name, &mut names);
+        let expiration = name_of(&spec.expiration_header, &mut names);
         let mut typed: Vec<Vec<(u32, PropType)>> = Vec::new();
-        for env in &environments {
+        for env in &spec.environments {
             let mut out = Vec::new();
-            for (name, code) in env {
-                let t = PropType::from_code(*code)
-                    .ok_or_else(|| PyValueError::new_err(format!("bad type code {code}")))?;
-                out.push((name_of(name, &mut names), t));
+            for header in env {
+                out.push((
+                    name_of(&header.name, &mut names),
+                    declared(&header.declared)?,
+                ));
             }
             typed.push(out);
         }
-        let mut specs = Vec::with_capacity(apps.len());
-        let mut objects = Vec::with_capacity(apps.len());
-        for (layout, behaviour, candidates, objs) in apps {
-            let (start, end, filters, bands, env, cursor_base) = layout;
-            let (fairness, spillover, presence_required, group_by, default_group, expiration_ms) =
-                behaviour;
-            let fairness = match fairness {
-                0 => Fairness::RoundRobin,
-                1 => Fairness::Proportional,
-                2 => Fairness::Fast,
-                other => return Err(PyValueError::new_err(format!("bad fairness {other}"))),
+        let mut specs = Vec::with_capacity(spec.apps.len());
+        let mut objects = Vec::with_capacity(spec.apps.len());
+        for app in spec.apps {
+            let AppIn {
+                name,
+                start,
+                end,
+                filters,
+                bands,
+                environment,
+                first_cursor,
+                fairness,
+                spillover,
+                presence_required,
+                group_by,
+                default_group,
+                expiration_ms,
+                candidates,
+                decisions,
+            } = app;
+            let fairness = match fairness.as_str() {
+                "round-robin" => Fairness::RoundRobin,
+                "proportional" => Fairness::Proportional,
+                "fast" => Fairness::Fast,
+                other => return Err(value_error(format!("bad fairness {other:?}"))),
             };
             let mut cands = Vec::with_capacity(candidates.len());
             let mut routed = Vec::with_capacity(candidates.len());
             let mut group_slots = FxMap::default();
-            for (priority, max_unconfirmed, slot, group, position, decision) in candidates {
-                group_slots.insert(group.clone(), slot);
+            for c in candidates {
+                group_slots.insert(c.group.clone(), c.slot);
                 cands.push(decide::Candidate {
-                    priority,
-                    max_unconfirmed,
-                    slot,
-                    group_hash: decide::stable_hash(group.as_bytes()),
-                    position: u32::try_from(position).ok(),
+                    priority: c.priority,
+                    max_unconfirmed: c.max_unconfirmed,
+                    slot: c.slot,
+                    group_hash: decide::stable_hash(c.group.as_bytes()),
+                    position: c.position,
                 });
-                let bound = decision.bind(py);
+                let decision = c.routed.bind(py);
                 routed.push((
-                    decision.clone_ref(py),
-                    bound.getattr("group")?.unbind(),
-                    bound.getattr("subscription")?.unbind(),
+                    c.routed.clone_ref(py),
+                    decision.getattr("group")?.unbind(),
+                    decision.getattr("subscription")?.unbind(),
                 ));
             }
-            let (name, expired, pending, capacity, no_consumer, filtered) = objs;
             objects.push(AppObjects {
                 name,
-                expired,
-                pending,
-                capacity,
-                no_consumer,
-                filtered,
+                expired: decisions.expired,
+                pending: decisions.pending,
+                capacity: decisions.waiting_capacity,
+                no_consumer: decisions.waiting_no_consumer,
+                filtered: decisions.filtered,
                 default_group: PyBytes::new(py, &default_group).unbind(),
                 routed,
                 group_slots,
@@ -422,8 +591,8 @@ impl NativeDecider {
                 default_group,
                 expiration_ms,
                 bands,
-                env,
-                cursor_base,
+                env: environment,
+                cursor_base: first_cursor,
             });
         }
         let mut env_types = Vec::with_capacity(typed.len());
@@ -436,31 +605,40 @@ impl NativeDecider {
         }
         let decider = Decider::new(
             specs,
-            owner,
-            exact,
-            filter_count,
+            spec.owner,
+            spec.exact,
+            spec.filter_count,
             env_types,
             Some(expiration),
         )
         .map_err(PyValueError::new_err)?;
+        let words = spec.vocabulary;
+        let making = Making {
+            result: Maker::new(words.result.bind(py))?,
+            decision: Maker::new(words.decision.bind(py))?,
+            fields: FieldNames::new(py),
+            route: words.route,
+            pending: words.pending,
+            capacity: words.capacity,
+            no_consumer: words.no_consumer,
+        };
         Ok(NativeDecider {
             plan: Arc::clone(&plan.plan),
             names,
             decider: Arc::new(decider),
             apps: objects,
-            kinds,
+            making,
             routes: Mutex::new(Arc::new(Vec::new())),
             filtered: Mutex::new(Filtered::default()),
         })
     }
 
-    /// (app-group slots, cursors): the sizes of the state arrays.
-    fn sizes(&self) -> (usize, usize) {
-        (self.decider.slot_count, self.decider.cursor_count)
-    }
-
-    /// Register the apps of a record's topic, by environment `[(env, [app])]`; returns its route index.
-    fn add_route(&self, groups: Vec<(u32, Vec<u32>)>) -> PyResult<usize> {
+    /// Register the apps a record of one topic is routed for (`[RouteGroup]`); returns its route index.
+    fn add_route(&self, groups: Vec<RouteGroup>) -> PyResult<usize> {
+        let groups = groups
+            .into_iter()
+            .map(|g| (g.environment, g.apps))
+            .collect();
         let route = self.decider.route(groups).map_err(PyValueError::new_err)?;
         let mut routes = self.routes.lock().map_err(|_| poisoned())?;
         let mut next = Vec::clone(&routes);
@@ -469,58 +647,47 @@ impl NativeDecider {
         Ok(routes.len() - 1)
     }
 
-    /// Decide the records in order: `(decided, results, moved cursors [(cursor, value)], routed
-    /// [(slot, count)], held [(app, key, group)])`. `decided` < len(records): the record there needs
-    /// `Router.route` (the state returned is after the records decided). `counts` are `(slot, unconfirmed,
-    /// whether routing adds to it)`, `cursors` every cursor's value, `absent` the absent slots. `holders`
-    /// (`Holders.by_app`: app name -> message-group key -> consumer group name), when given, holds message groups
-    /// on their consumer group, and `held` is then each keyed record's placement, in order; None: nothing is held.
-    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
-    #[pyo3(signature = (records, routes, timestamps, now_ms, counts, cursors, absent, *, holders=None))]
+    /// Decide the records (each its headers, or None) in order, with `state` (`BatchState`).
     fn decide<'py>(
         &self,
         py: Python<'py>,
         records: &Bound<'py, PyAny>,
-        routes: Vec<u32>,
-        timestamps: Vec<i64>,
-        now_ms: i64,
-        counts: Vec<(u32, i64, bool)>,
-        cursors: Vec<i64>,
-        absent: Vec<u32>,
-        holders: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<(
-        usize,
-        Bound<'py, PyList>,
-        Vec<(u32, i64)>,
-        Vec<(u32, u32)>,
-        Bound<'py, PyList>,
-    )> {
+        state: &Bound<'py, PyAny>,
+    ) -> PyResult<BatchOutcome> {
+        let given: BatchState = state.extract()?;
         let batch = read_batch(&self.names, records)?;
         let decider = Arc::clone(&self.decider);
         let mut state = State::new(decider.slot_count, decider.cursor_count);
-        if cursors.len() != decider.cursor_count {
+        if given.cursors.len() != decider.cursor_count {
             return Err(PyValueError::new_err("one value per cursor"));
         }
-        state.cursors = cursors;
-        for (slot, count, tracked) in counts {
-            let s = slot as usize;
+        state.cursors = given.cursors;
+        for (slot, count) in given.unconfirmed.bind(py).iter() {
+            let s: usize = slot.extract()?;
             if s >= decider.slot_count {
                 return Err(PyValueError::new_err("bad slot"));
             }
-            state.counts[s] = count;
-            state.tracked[s] = tracked;
+            state.counts[s] = count.extract()?;
         }
-        for slot in absent {
+        for slot in given.tracked {
+            match state.tracked.get_mut(slot as usize) {
+                Some(t) => *t = true,
+                None => return Err(PyValueError::new_err("bad slot")),
+            }
+        }
+        for slot in given.absent {
             if let Some(a) = state.absent.get_mut(slot as usize) {
                 *a = true;
             }
         }
         let all_routes = Arc::clone(&*self.routes.lock().map_err(|_| poisoned())?);
-        if let Some(holders) = holders {
+        let routes = given.routes;
+        if let Some(holders) = &given.holders {
             state.holding = true;
-            self.look_up_holders(holders, &batch, &all_routes, &routes, &mut state)?;
+            self.look_up_holders(holders.bind(py), &batch, &all_routes, &routes, &mut state)?;
         }
         let plan = Arc::clone(&self.plan);
+        let (timestamps, now_ms) = (given.timestamps, given.now_ms);
         let (decided, state) = py.detach(move || {
             let outcomes = plan.match_batch_with_errors(&batch, true);
             let decided = decider.decide(
@@ -536,31 +703,34 @@ impl NativeDecider {
         });
         let (decided, batch) = decided.map_err(PyValueError::new_err)?;
         let results = self.results(py, &decided, &batch.bytes)?;
-        let moved = state
-            .moved
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| **m)
-            .map(|(i, _)| (i as u32, state.cursors[i]))
-            .collect();
-        let routed = state
-            .routed
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| **n > 0)
-            .map(|(i, n)| (i as u32, *n))
-            .collect();
-        let held = PyList::empty(py);
+        let moved = PyDict::new(py);
+        for (cursor, _) in state.moved.iter().enumerate().filter(|(_, m)| **m) {
+            moved.set_item(cursor, state.cursors[cursor])?;
+        }
+        let routed = PyDict::new(py);
+        for (slot, count) in state.routed.iter().enumerate().filter(|(_, n)| **n > 0) {
+            routed.set_item(slot, count)?;
+        }
+        let (held_apps, held_keys, held_groups) =
+            (PyList::empty(py), PyList::empty(py), PyList::empty(py));
         for &(app, key, candidate) in &state.placed {
             let objs = &self.apps[app as usize];
-            let key = match key {
+            held_apps.append(objs.name.bind(py))?;
+            held_keys.append(match key {
                 GroupKey::Header(s, e) => PyBytes::new(py, &batch.bytes[s..e]),
                 GroupKey::Default => objs.default_group.bind(py).clone(),
-            };
-            let group = &objs.routed[candidate as usize].1;
-            held.append((objs.name.bind(py), key, group.bind(py)))?;
+            })?;
+            held_groups.append(objs.routed[candidate as usize].1.bind(py))?;
         }
-        Ok((decided.records.len(), results, moved, routed, held))
+        Ok(BatchOutcome {
+            decided: decided.records.len(),
+            results: results.unbind(),
+            moved: moved.unbind(),
+            routed: routed.unbind(),
+            held_apps: held_apps.unbind(),
+            held_keys: held_keys.unbind(),
+            held_groups: held_groups.unbind(),
+        })
     }
 }
 
@@ -629,14 +799,15 @@ impl NativeDecider {
         decided: &Decided,
         bytes: &[u8],
     ) -> PyResult<Bound<'py, PyList>> {
-        let (result_type, decision_type, route_action, pending_action, capacity, no_consumer) =
-            &self.kinds;
+        let making = &self.making;
+        let f = &making.fields;
         let key_of = |app: &AppObjects, key: GroupKey| -> Bound<'py, PyAny> {
             match key {
                 GroupKey::Header(s, e) => PyBytes::new(py, &bytes[s..e]).into_any(),
                 GroupKey::Default => app.default_group.bind(py).clone().into_any(),
             }
         };
+        let none = py.None().into_bound(py);
         let out = PyList::empty(py);
         for record in &decided.records {
             let routed = PyList::empty(py);
@@ -654,15 +825,19 @@ impl NativeDecider {
                         if key.is_none() && band == 0 {
                             made.bind(py).clone()
                         } else {
-                            decision_type.bind(py).call1((
-                                objs.name.bind(py),
-                                route_action.bind(py),
-                                group.bind(py),
-                                label.bind(py),
-                                key.map(|k| key_of(objs, k)),
-                                py.None(),
-                                band,
-                            ))?
+                            let key = key.map_or_else(|| none.clone(), |k| key_of(objs, k));
+                            making.decision.make(
+                                py,
+                                &[
+                                    (&f.app, objs.name.bind(py)),
+                                    (&f.action, making.route.bind(py)),
+                                    (&f.group, group.bind(py)),
+                                    (&f.subscription, label.bind(py)),
+                                    (&f.key, &key),
+                                    (&f.reason, &none),
+                                    (&f.band, &band.into_pyobject(py)?.into_any()),
+                                ],
+                            )?
                         }
                     }
                     Made::Pending { app, reason, key } => {
@@ -675,19 +850,22 @@ impl NativeDecider {
                             },
                             Some(k) => {
                                 let why = match reason {
-                                    Waiting::Unmatched => py.None().into_bound(py),
-                                    Waiting::Capacity => capacity.bind(py).clone(),
-                                    Waiting::NoConsumer => no_consumer.bind(py).clone(),
+                                    Waiting::Unmatched => &none,
+                                    Waiting::Capacity => making.capacity.bind(py),
+                                    Waiting::NoConsumer => making.no_consumer.bind(py),
                                 };
-                                decision_type.bind(py).call1((
-                                    objs.name.bind(py),
-                                    pending_action.bind(py),
-                                    py.None(),
-                                    py.None(),
-                                    key_of(objs, k),
-                                    why,
-                                    0u8,
-                                ))?
+                                making.decision.make(
+                                    py,
+                                    &[
+                                        (&f.app, objs.name.bind(py)),
+                                        (&f.action, making.pending.bind(py)),
+                                        (&f.group, &none),
+                                        (&f.subscription, &none),
+                                        (&f.key, &key_of(objs, k)),
+                                        (&f.reason, why),
+                                        (&f.band, &0u8.into_pyobject(py)?.into_any()),
+                                    ],
+                                )?
                             }
                         }
                     }
@@ -703,12 +881,18 @@ impl NativeDecider {
                 }
                 Ok(dict)
             };
-            let result = result_type.bind(py).call1((
-                routed,
-                filtered,
-                counts(record.evaluation_errors)?,
-                counts(record.decode_errors)?,
-            ))?;
+            let result = making.result.make(
+                py,
+                &[
+                    (&f.routed, routed.as_any()),
+                    (&f.filtered, filtered.as_any()),
+                    (
+                        &f.evaluation_errors,
+                        counts(record.evaluation_errors)?.as_any(),
+                    ),
+                    (&f.decode_errors, counts(record.decode_errors)?.as_any()),
+                ],
+            )?;
             out.append(result)?;
         }
         Ok(out)
@@ -738,7 +922,19 @@ impl NativeDecider {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
     m.add_class::<NativePlan>()?;
     m.add_class::<Entry>()?;
-    m.add_class::<NativeDecider>()
+    m.add_class::<Matches>()?;
+    m.add_class::<NativeDecider>()?;
+    m.add_class::<BatchOutcome>()?;
+    let reads = PyDict::new(py);
+    for (name, keys) in boundary::READS {
+        reads.set_item(name, PyList::new(py, *keys)?)?;
+    }
+    m.add("READS", reads)?;
+    let makes = PyDict::new(py);
+    makes.set_item("RouteResult", PyList::new(py, RESULT_FIELDS)?)?;
+    makes.set_item("Decision", PyList::new(py, DECISION_FIELDS)?)?;
+    m.add("MAKES", makes)
 }
