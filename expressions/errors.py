@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from subroute.errors import SubrouteError
+
 EXCERPT = 60
 
 
-class ExpressionError(Exception):
+class ExpressionError(SubrouteError):
     """Base class of every error raised while compiling an expression."""
 
     kind = "error"

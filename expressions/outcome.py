@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from subroute.errors import SubrouteError
+
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
@@ -27,7 +29,7 @@ MATCH = Outcome(True)
 NO_MATCH = Outcome(False)
 
 
-class EvalError(Exception):
+class EvalError(SubrouteError):
     """Raised inside evaluators; ``kind`` is one of the kinds above."""
 
     def __init__(self, kind: str) -> None:

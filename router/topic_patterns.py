@@ -15,11 +15,13 @@ from typing import Any
 
 import re2
 
+from subroute.errors import SubrouteError
+
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # errors are reported to the user, not logged to stderr by the library
 
 
-class PatternError(ValueError):
+class PatternError(SubrouteError, ValueError):
     """A ``^regex`` that RE2 does not accept."""
 
 

@@ -47,6 +47,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from subroute.errors import SubrouteError
+
 AvroSchema = Any  # JSON-shaped: str | list | dict
 
 _PRIMITIVES: dict[str, DataType] = {
@@ -118,7 +120,7 @@ MAGIC_BYTE = 0
 WIRE_HEADER_BYTES = 5  # the magic byte and the 4-byte schema id
 
 
-class WireFormatError(ValueError):
+class WireFormatError(SubrouteError, ValueError):
     """A Confluent-framed value that cannot be read: no registry configured, or a schema that is not Avro or
     does not resolve into the app's schema."""
 

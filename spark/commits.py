@@ -1,7 +1,7 @@
 """Confirms from Spark: commit the offsets the job has landed to Kafka consumer groups.
 
 A group topic ``<prefix>.<app>.<group>`` is confirmed under that group's own consumer group
-(``names.consumer_group_id``): its lag is what the router counts as the group's unconfirmed messages, so
+(``wire.consumer_group_id``): its lag is what the router counts as the group's unconfirmed messages, so
 Spark reading a group topic *is* that group's consumer. Any other topic (pending, dead letters, topics
 outside the prefix) is committed under the fallback group, ``<prefix>.spark`` unless ``--group-id`` names
 one; ``--group-id`` given explicitly sends every commit there instead (monitoring only: the router then
@@ -22,7 +22,7 @@ from typing import Any, cast
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from subroute import names
+from subroute import wire
 
 _BAND_SUFFIXES = frozenset(f"p{band}" for band in range(1, 10))
 
@@ -36,10 +36,10 @@ def split_group_topic(prefix: str, topic: str) -> tuple[str, str] | None:
     parts = topic[len(head) :].split(".")
     if len(parts) == 3 and parts[2] in _BAND_SUFFIXES:
         parts = parts[:2]
-    if len(parts) != 2 or not all(names.NAME_PATTERN.match(p) for p in parts):
+    if len(parts) != 2 or not all(wire.NAME_PATTERN.match(p) for p in parts):
         return None
     app, group = parts
-    if group in names.RESERVED_GROUP_NAMES:
+    if group in wire.RESERVED_GROUP_NAMES:
         return None
     return app, group
 
@@ -62,7 +62,7 @@ class CommitPolicy:
         parsed = split_group_topic(self.prefix, topic)
         if parsed is None:
             return self.fallback_group
-        return names.consumer_group_id(self.prefix, *parsed)
+        return wire.consumer_group_id(self.prefix, *parsed)
 
 
 def by_group(

@@ -25,8 +25,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from subroute import names
-from subroute.kafka.io import admin_client
+from subroute import wire
+from subroute.kafka.clients import admin_client
 from subroute.ops.settings import Settings, add_common_arguments, parse_key_values
 from subroute.spark import avro, commits, kafka_source
 from subroute.spark.flags import add_job_arguments
@@ -104,7 +104,7 @@ def header(name: str) -> Column:
 def routed_columns(frame: DataFrame, prefix: str) -> DataFrame:
     """Routing headers as columns; app and group fall back to the topic name when a header is missing."""
     topic_parts = rf"^{re.escape(prefix)}\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)(?:\.p[1-9])?$"
-    routed_ms = header(names.ROUTED_AT).try_cast("long")
+    routed_ms = header(wire.ROUTED_AT).try_cast("long")
     day_ms = F.coalesce(routed_ms, F.unix_millis("timestamp"))
     return frame.select(
         "topic",
@@ -114,15 +114,15 @@ def routed_columns(frame: DataFrame, prefix: str) -> DataFrame:
         "key",
         "value",
         "headers",
-        F.coalesce(header(names.APP), F.nullif(F.regexp_extract("topic", topic_parts, 1), F.lit(""))).alias(
+        F.coalesce(header(wire.APP), F.nullif(F.regexp_extract("topic", topic_parts, 1), F.lit(""))).alias(
             "app"
         ),
-        F.coalesce(header(names.GROUP), F.nullif(F.regexp_extract("topic", topic_parts, 2), F.lit(""))).alias(
+        F.coalesce(header(wire.GROUP), F.nullif(F.regexp_extract("topic", topic_parts, 2), F.lit(""))).alias(
             "group"
         ),
-        header(names.SUBSCRIPTION).alias("subscription"),
-        header(names.SOURCE).alias("source"),
-        header(names.CONFIG_VERSION).alias("config_version"),
+        header(wire.SUBSCRIPTION).alias("subscription"),
+        header(wire.SOURCE).alias("source"),
+        header(wire.CONFIG_VERSION).alias("config_version"),
         F.timestamp_millis(routed_ms).alias("routed_at"),
         # Calendar day in UTC whatever the session's time zone: partitions must not move with it.
         F.date_from_unix_date(F.floor(day_ms / _MS_PER_DAY).cast("int")).alias("date"),

@@ -33,10 +33,8 @@ This module imports pyspark only when Spark is needed, so the CLI can validate a
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -44,12 +42,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from subroute.cli import exits, output
+from subroute import wire
 from subroute.config.codec import ConfigValue, key_of
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.validation import ConfigError, validate_group, validate_state
 from subroute.config.yaml import load_yaml_source
-from subroute.ops.settings import Settings, SettingsError, add_common_arguments
+from subroute.ops.settings import Settings, SettingsError
 from subroute.routing.decisions import Action, Decision, Lag, MessageView, Router, RoutingTable
 from subroute.routing.native_routing import build_table
 from subroute.topic_patterns import input_matches
@@ -58,8 +56,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
-
-EXIT_OK, EXIT_INVALID, EXIT_FAILED = exits.OK, exits.INVALID, exits.KAFKA  # as every command (README)
 
 PENDING = "(pending)"
 FILTERED = "(filtered)"
@@ -71,7 +67,6 @@ DEFAULT_EXAMPLES = 5
 EMPTY_LAG: Lag = MappingProxyType({})
 
 
-Headers = tuple[tuple[str, bytes | None], ...]
 Transition = tuple[str, str]  # (old destination, new destination)
 Decisions = Mapping[str, Decision]  # app -> its decision for one record
 
@@ -87,7 +82,7 @@ class Example:
     partition: int
     offset: int
     apps: tuple[str, ...]
-    headers: Headers
+    headers: wire.HeadersIn
 
 
 @dataclass
@@ -238,7 +233,7 @@ class PartitionSummary:
     examples: list[Example] = field(default_factory=list)
 
     def add(
-        self, topic: str, partition: int, offset: int, headers: Headers, old: Decisions, new: Decisions
+        self, topic: str, partition: int, offset: int, headers: wire.HeadersIn, old: Decisions, new: Decisions
     ) -> None:
         self.topics[topic] += 1
         pending: list[str] = []
@@ -607,128 +602,3 @@ def plan_document(result: PlanResult) -> dict[str, Any]:
         ],
         "written": False,
     }
-
-
-# --- the command --------------------------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_common_arguments(parser)
-    parser.add_argument(
-        "-f",
-        "--file",
-        required=True,
-        metavar="FILE|DIR|-",
-        help="the proposed subscriptions YAML: a file, a directory of YAML files, or - for stdin",
-    )
-    parser.add_argument(
-        "--input",
-        action="append",
-        metavar="TOPIC",
-        help="an input topic to replay, repeatable (default: every input topic of either configuration)",
-    )
-    parser.add_argument(
-        "--since",
-        metavar="TIMESTAMP",
-        help="only records from then on: ISO 8601 (UTC by default) or epoch ms",
-    )
-    parser.add_argument(
-        "--limit", type=int, metavar="N", help="only the N most recent records of each topic (after --since)"
-    )
-    parser.add_argument(
-        "--prune",
-        action="store_true",
-        help="the file is the whole configuration (as 'config apply --prune'); default: unnamed records stay",
-    )
-    parser.add_argument(
-        "--evaluate-at",
-        choices=EVALUATE_AT,
-        default="arrival",
-        help="route each record as of its arrival (default) or as if it arrived now (expiration applies)",
-    )
-    parser.add_argument(
-        "--examples",
-        type=int,
-        default=DEFAULT_EXAMPLES,
-        metavar="N",
-        help=f"unmatched records to show (default {DEFAULT_EXAMPLES})",
-    )
-    parser.add_argument("--source", choices=("auto", "kafka", "python"), default="auto", help="Kafka source")
-    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    output.add_output_argument(parser)
-
-
-def print_errors(errors: Sequence[ConfigError]) -> None:
-    for error in errors:
-        print(f"error: {error}", file=sys.stderr)
-    print(f"{len(errors)} error(s) in the proposed configuration: nothing was planned", file=sys.stderr)
-
-
-def plan_from_args(args: argparse.Namespace) -> int:
-    """Validate the file, read the current config, plan, print. Exit 0, 2 (bad input) or 3 (Kafka failed).
-
-    An active Spark session (spark-submit, a notebook, tests) is used and left running; otherwise a local one
-    is started for the plan and stopped after it.
-    """
-    desired, errors = load_proposed(args.file)
-    if errors:
-        print_errors(errors)
-        return EXIT_INVALID
-    try:
-        settings = Settings.from_args(args)
-        since_ms = parse_since(args.since) if args.since else None
-        if args.limit is not None and args.limit <= 0:
-            raise SettingsError(f"--limit must be positive, got {args.limit}")
-    except SettingsError as exc:
-        print(f"subroute: {exc}", file=sys.stderr)
-        return EXIT_INVALID
-    import importlib.util
-
-    if importlib.util.find_spec("pyspark") is None:
-        print("subroute plan: needs the 'spark' extra: pip install 'subroute[spark]'", file=sys.stderr)
-        return EXIT_INVALID
-    from confluent_kafka import KafkaException
-
-    from subroute.config.store import read_config
-
-    try:
-        current = read_config(settings)
-    except (KafkaException, TimeoutError) as exc:
-        print(f"subroute: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    proposed, dropped = proposed_config(current, desired, prune=args.prune)
-    from pyspark.sql import SparkSession
-
-    session = SparkSession.getActiveSession()
-    owned = session is None
-    if session is None:
-        from subroute.spark.session import build_session
-
-        session = build_session(master=args.master, app_name="subroute-plan")
-    from subroute.spark.progress import SparkProgress
-
-    try:
-        with SparkProgress(session, "plan"):  # a bar on a terminal only
-            result = compute_plan(
-                session,
-                settings,
-                current,
-                proposed,
-                inputs=tuple(args.input or ()),
-                since_ms=since_ms,
-                limit=args.limit,
-                evaluate_at=args.evaluate_at,
-                examples=args.examples,
-                source=args.source,
-            )
-    except (KafkaException, TimeoutError) as exc:
-        print(f"subroute: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    finally:
-        if owned:
-            session.stop()
-    result.proposed = args.file
-    result.prune = args.prune
-    result.dropped_groups = dropped
-    output.emit(args.output, plan_document(result), lambda: format_plan(result))
-    return EXIT_OK

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
-from subroute.cli.progress import Bar
+from subroute.ops.progress import Bar
 
 
 class StageInfo(Protocol):

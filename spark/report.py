@@ -14,7 +14,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from subroute import names
+from subroute import wire
 from subroute.ops.settings import Settings
 from subroute.spark import kafka_source
 
@@ -111,8 +111,8 @@ def build_report(spark: SparkSession, output: str, settings: Settings) -> Report
     groups = landed_stats(spark, output)
     apps = sorted({g.app for g in groups if g.app} | _apps_with_topics(settings))
     prefix = settings.topic_prefix
-    pending_topics = {app: names.pending_topic(prefix, app) for app in apps}
-    dlq_topics = {app: names.dlq_topic(prefix, app) for app in apps}
+    pending_topics = {app: wire.pending_topic(prefix, app) for app in apps}
+    dlq_topics = {app: wire.dlq_topic(prefix, app) for app in apps}
     sizes = topic_sizes(settings, [*pending_topics.values(), *dlq_topics.values()])
     return Report(
         groups,

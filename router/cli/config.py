@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from subroute import names
+from subroute import wire
+from subroute.admin import drain
 from subroute.cli import exits, output
 from subroute.config.codec import ConfigValue, app_key, encode, group_key
 from subroute.config.diff import DELETED, Change, diff, kept, render
@@ -25,6 +26,7 @@ from subroute.config.store import (
     read_config,
     read_state,
 )
+from subroute.config.topics import TopicPolicy, app_topics, sized_by, topic_resources
 from subroute.config.validation import ConfigError, subscription_count, validate_state
 from subroute.config.writer import ConcurrentChange, ConfigRecord, ConfigWriter
 from subroute.config.yaml import (
@@ -35,11 +37,8 @@ from subroute.config.yaml import (
     dump_yaml_documents,
     load_yaml_source,
 )
-from subroute.kafka import drain
-from subroute.kafka import io as kafka_io
-from subroute.kafka.topics import TopicPolicy, app_topics, largest_input, topic_resources
+from subroute.kafka import clients
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
-from subroute.topic_patterns import input_matches
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_INVALID, EXIT_FAILED = exits.OK, exits.DIFFERENT, exits.INVALID, exits.KAFKA
 FILE_HELP = (
@@ -353,7 +352,7 @@ def delete_group_command(args: argparse.Namespace) -> int:
                 counts = drain.count_drainable(settings, args.app, args.group)
                 for topic, count in sorted(counts.items()):
                     print(f"would drain {count} record(s) of {topic}")
-                pending = names.pending_topic(settings.topic_prefix, args.app)
+                pending = wire.pending_topic(settings.topic_prefix, args.app)
                 drained = f" and drain its {sum(counts.values())} unconsumed record(s) to {pending}"
             print(f"dry run: would delete group {args.group} of app {args.app}{drained}; nothing written")
             return EXIT_OK
@@ -379,7 +378,7 @@ def delete_group_command(args: argparse.Namespace) -> int:
         result = drain.drain_group(settings, args.app, args.group, settle=args.drain_settle_seconds)
         for topic, count in sorted(result.republished.items()):
             print(f"drained {count} record(s) of {topic}")
-        pending = names.pending_topic(settings.topic_prefix, args.app)
+        pending = wire.pending_topic(settings.topic_prefix, args.app)
         print(f"drained {result.total} record(s) to {pending} in {result.passes} pass(es)")
         return EXIT_OK
 
@@ -390,7 +389,7 @@ def _drain_refusal(settings: Settings, app: str, group: str, values: Mapping[str
     """Why ``--drain`` cannot run now, before anything is written; None when it can."""
     if app_key(app) not in values:
         return f"there is no app {app!r}: nothing would route the drained messages"
-    group_id = names.consumer_group_id(settings.topic_prefix, app, group)
+    group_id = wire.consumer_group_id(settings.topic_prefix, app, group)
     members = drain.live_members(settings, group_id)
     if members is None or members:
         return drain.in_use_reason(group_id, members)
@@ -432,7 +431,7 @@ def _guarded(run: Callable[[Settings], int], args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
-    except (kafka_io.KafkaException, TimeoutError, RuntimeError) as exc:
+    except (clients.KafkaException, TimeoutError, RuntimeError) as exc:
         print(f"subroute: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
         return EXIT_FAILED
 
@@ -521,8 +520,8 @@ def _apply_change(
     if writer is None:
         print("dry run: nothing written")
         return EXIT_OK
-    admin = kafka_io.admin_client(settings)
-    created = kafka_io.ensure_topics(admin, _topics_for(settings, admin, desired))
+    admin = clients.admin_client(settings)
+    created = clients.ensure_topics(admin, _topics_for(settings, admin, desired))
     for topic in sorted(created):
         print(f"created topic {topic}")
     records = plan.records
@@ -534,17 +533,12 @@ def _apply_change(
 
 def _topics_for(
     settings: Settings, admin: Any, desired: Mapping[str, ConfigValue]
-) -> list[kafka_io.TopicSpec]:
-    """The config topic and every topic the desired config needs (``kafka.topics.app_topics``, as the worker)."""
-    existing = kafka_io.existing_topics(admin)
-    config = _config_of(desired)
-
-    def partitions_of(inputs: Sequence[str]) -> int:
-        return largest_input(inputs, existing, input_matches)
-
+) -> list[clients.TopicSpec]:
+    """The config topic and every topic the desired config needs (``config.topics.app_topics``, as the worker)."""
+    sizes = sized_by(clients.existing_topics(admin))
     return [
         config_topic_spec(settings),
-        *app_topics(config, settings.topic_prefix, partitions_of, TopicPolicy.of(settings)),
+        *app_topics(_config_of(desired), settings.topic_prefix, sizes, TopicPolicy.of(settings)),
     ]
 
 

@@ -6,15 +6,15 @@ import argparse
 import time
 from typing import cast
 
+from subroute import wire
 from subroute.cli import output
 from subroute.config.store import read_config
-from subroute.kafka import io as kafka_io
-from subroute.kafka.io import Headers
+from subroute.kafka import clients
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments, parse_key_values
-from subroute.routing.capacity import CapacityMonitor
 from subroute.routing.decisions import MessageView, build_table
 from subroute.routing.explain import explain, render, to_document
 from subroute.routing.snapshot import Snapshot
+from subroute.worker.capacity import CapacityMonitor
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,10 +32,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _stored_message(settings: Settings, topic: str, partition: int, offset: int) -> MessageView:
-    message = kafka_io.read_record(settings, topic, partition, offset)
+    message = clients.read_record(settings, topic, partition, offset)
     if message is None:
         raise SettingsError(f"no record at {topic}/{partition}/{offset}")
-    return MessageView(topic, cast(Headers, message.headers() or []), message.timestamp()[1])
+    return MessageView(topic, cast(wire.Headers, message.headers() or []), message.timestamp()[1])
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -68,9 +68,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _measure(monitor: CapacityMonitor, settings: Settings) -> Snapshot:
-    reader = kafka_io.reader(settings, "subroute-explain")
+    reader = clients.reader(settings, "subroute-explain")
     try:
-        monitor.refresh(kafka_io.admin_client(settings), reader)
+        monitor.refresh(clients.admin_client(settings), reader)
     finally:
         reader.close()
     measured = monitor.measurement()

@@ -9,7 +9,7 @@ from importlib import metadata
 
 from subroute.cli import exits
 from subroute.cli.options import add_global_arguments, configure_logging, leaf_parsers, merge_globals
-from subroute.kafka.io import KafkaException
+from subroute.kafka.clients import KafkaException
 from subroute.ops.settings import SettingsError
 
 
@@ -20,10 +20,11 @@ def build_parser() -> argparse.ArgumentParser:
     from subroute.cli import dev as dev_cli
     from subroute.cli import explain as explain_cli
     from subroute.cli import expr as expr_cli
+    from subroute.cli import plan as plan_cli  # pyspark-free at import: Spark is loaded when a plan runs
     from subroute.cli import queue as queue_cli
+    from subroute.cli import spark as spark_cli  # imports pyspark only when a spark command runs
     from subroute.cli import status as status_cli
     from subroute.cli import worker as worker_cli
-    from subroute.spark import cli as spark_cli  # imports pyspark only when a spark command runs
 
     parser = argparse.ArgumentParser(
         prog="subroute",
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         expr_cli,
         queue_cli,
         spark_cli,
+        plan_cli,
         dev_cli,
         completion_cli,
     ):

@@ -1,5 +1,5 @@
 """``subroute dlq list|show|redrive`` and ``subroute publish``: the dead-letter topic and DefaultPublishTarget
-(the work is in router/client/redrive.py and router/client/publisher.py)."""
+(the work is in router/admin/redrive.py and router/client/publisher.py)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,13 @@ import base64
 import sys
 from typing import Any
 
-from subroute import names
+from subroute import wire
+from subroute.admin.redrive import DeadLetter, DeadLetterTopic, RedriveProgress, redrive
 from subroute.cli import exits, output
-from subroute.cli.progress import Bar
 from subroute.client import QueueError, publish
-from subroute.client.dead_letters import history_of
-from subroute.client.delivery import CANCELS, header_value, int_header
-from subroute.client.redrive import DeadLetter, DeadLetterTopic, RedriveProgress, redrive
 from subroute.config.model import Config
 from subroute.config.store import read_config
+from subroute.ops.progress import Bar
 from subroute.ops.settings import Settings, add_common_arguments, parse_key_values
 
 
@@ -157,15 +155,15 @@ def _shown(letter: DeadLetter, redriven: bool) -> dict[str, Any]:
         "partition": letter.partition,
         "offset": letter.offset,
         "reason": letter.reason,
-        "group": header_value(letter.headers, names.GROUP),
-        "source": header_value(letter.headers, names.SOURCE),
-        "deliveries": int_header(letter.headers, names.DELIVERIES),
-        "cancels": int_header(letter.headers, CANCELS),
+        "group": wire.header_value(letter.headers, wire.GROUP),
+        "source": wire.header_value(letter.headers, wire.SOURCE),
+        "deliveries": wire.int_header(letter.headers, wire.DELIVERIES),
+        "cancels": wire.int_header(letter.headers, wire.CANCELS),
         "timestamp": letter.timestamp,
         "redriven": redriven,
         "key": _text(letter.key),
         "value": _text(letter.value),
-        "history": history_of(letter.headers),
+        "history": wire.history_of(letter.headers),
     }
 
 

@@ -1,6 +1,6 @@
 """``subroute status``: per group its presence and lag against max_unconfirmed; per app the messages waiting on
 its pending topic by reason and its dead letters not redriven; the config version each router worker runs (the
-work is in router/ops/status.py)."""
+work is in router/admin/status.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import sys
 import threading
 from typing import Any
 
+from subroute.admin import status
 from subroute.cli import exits, output
 from subroute.config.store import no_apps_warning, read_config
 from subroute.durations import format_duration_ms, parse_duration_ms
-from subroute.ops import status
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
 from subroute.routing.backlog import DEFAULT_SOON_MS, EXPIRING, REASONS
 

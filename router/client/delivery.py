@@ -20,66 +20,10 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from subroute import names
+from subroute import wire
 
 T = TypeVar("T")
 TP = tuple[str, int]  # (topic, partition)
-Headers = list[tuple[str, bytes | None]]
-
-# Cancels of this message so far (AMPS MaxCancels counts them apart from deliveries).
-CANCELS = "subroute.cancels"
-# On a grouped copy written to another member's partition: "topic/partition/offset" of the message it copies.
-# Such a copy stays where it is if it fails again (see GiveBackWriter.fail).
-MOVED_FROM = "subroute.moved-from"
-
-
-# --- headers ------------------------------------------------------------------------------------------------------
-
-
-def header_value(headers: Sequence[tuple[str, bytes | None]] | None, name: str) -> str | None:
-    """The last value of a header as text (None when absent, null or not UTF-8)."""
-    found: str | None = None
-    for key, raw in headers or ():
-        if key == name and raw is not None:
-            try:
-                found = raw.decode()
-            except UnicodeDecodeError:
-                found = None
-    return found
-
-
-def int_header(headers: Sequence[tuple[str, bytes | None]] | None, name: str) -> int:
-    """A counter header; absent or malformed counts as 0."""
-    text = header_value(headers, name)
-    try:
-        return max(0, int(text)) if text is not None else 0
-    except ValueError:
-        return 0
-
-
-def replace_headers(
-    headers: Sequence[tuple[str, bytes | None]] | None, updates: dict[str, bytes | None]
-) -> Headers:
-    """Every header kept in order, except those named in ``updates``, which are replaced (a None value removes)."""
-    kept: Headers = [(k, v) for k, v in headers or () if k not in updates]
-    kept.extend((k, v) for k, v in updates.items() if v is not None)
-    return kept
-
-
-def is_resent(headers: Sequence[tuple[str, bytes | None]] | None) -> bool:
-    """Re-sent on purpose (a cancel copy, or redriven from the pending or dead-letter topic): never a duplicate."""
-    return int_header(headers, names.DELIVERIES) > 0 or any(k == names.REDRIVEN for k, _ in headers or ())
-
-
-def source_position(headers: Sequence[tuple[str, bytes | None]] | None) -> tuple[str, int, int] | None:
-    """(topic, partition, offset) of the input record a routed record came from (its ``subroute.source``)."""
-    text = header_value(headers, names.SOURCE)
-    if text is None:
-        return None
-    try:
-        return names.parse_source(text)
-    except ValueError:
-        return None
 
 
 # --- acknowledgements ---------------------------------------------------------------------------------------------
@@ -95,7 +39,7 @@ class AckTracker:
     At-most-once commits past a message before it is handed out (``passing``, then ``pass_over``), even when an
     earlier message of its partition is not settled yet (its dead letter or replace write is still failing).
     Such earlier offsets become the partition's *holes*: unsettled offsets below the commit position, below its
-    *floor*. They go with every commit of the partition, as its metadata (``names.unsettled_metadata``), until
+    *floor*. They go with every commit of the partition, as its metadata (``wire.unsettled_metadata``), until
     they are settled; a member newly assigned the partition reads them back (``recover``), fetches from the
     first, takes the holes and skips everything else below the committed offset, which was passed already.
     """
@@ -674,9 +618,9 @@ def after_failure(
         cancels += 1
     reason: str | None = None
     if explicit_cancel and max_cancels and cancels >= max_cancels:
-        reason = "max-cancels"
+        reason = wire.MAX_CANCELS
     elif max_deliveries and deliveries >= max_deliveries:
-        reason = "max-deliveries"
+        reason = wire.MAX_DELIVERIES
     return FailureOutcome(deliveries, cancels, reason)
 
 

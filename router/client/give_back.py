@@ -23,26 +23,32 @@ from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from subroute import names
-from subroute.client.dead_letters import dead_letter_headers, event, with_event
+from subroute import wire
 from subroute.client.delivery import (
-    CANCELS,
-    MOVED_FROM,
     TP,
     GroupKey,
-    Headers,
     Settling,
     after_failure,
-    header_value,
     redelivery_partition,
-    replace_headers,
 )
 from subroute.client.messages import QueueMessage, QueueStats, now_ms, where
-from subroute.client.replace import REPLACED, routed_version
+from subroute.client.replace import routed_version
 from subroute.config.model import AppConfig
-from subroute.kafka import io as kafka_io
+from subroute.kafka import clients
 from subroute.ops.settings import Settings
-from subroute.routing.expiration import EXPIRED, is_expired, should_drop
+from subroute.routing.expiration import is_expired, should_drop
+from subroute.wire import (
+    CANCELS,
+    EXPIRED,
+    MOVED_FROM,
+    REPLACED,
+    Headers,
+    dead_letter_headers,
+    event,
+    header_value,
+    replace_headers,
+    with_event,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +107,7 @@ class GiveBackWriter:
         self._settling: Settling[GivenBack] = Settling()
         self._partition_counts: dict[str, tuple[int, float]] = {}  # topic -> (partitions, looked up at)
         self._turn = 0  # spreads the copies of failed deliveries over the other members' partitions
-        self._producer = kafka_io.producer(settings)
+        self._producer = clients.producer(settings)
 
     # --- what settles a given-back message ------------------------------------------------------------------------
 
@@ -118,7 +124,7 @@ class GiveBackWriter:
         )
         at_ms = now_ms()
         failure = event(
-            "cancel" if explicit else "lease-expired",
+            wire.CANCEL if explicit else wire.LEASE_EXPIRED,
             at_ms,
             **where(message),
             deliveries=outcome.deliveries,
@@ -133,7 +139,7 @@ class GiveBackWriter:
         headers = with_event(
             message.headers,
             failure,
-            {names.DELIVERIES: str(outcome.deliveries).encode(), CANCELS: str(outcome.cancels).encode()},
+            {wire.DELIVERIES: str(outcome.deliveries).encode(), CANCELS: str(outcome.cancels).encode()},
         )
         group: GroupKey | None = None
         moved = False
@@ -154,7 +160,7 @@ class GiveBackWriter:
                 partition = self._copy_partition(message, assigned, turn=zlib.crc32(message.key))
             if partition != message.partition:
                 moved = True
-                headers = replace_headers(headers, {MOVED_FROM: names.source_of(*message.id).encode()})
+                headers = replace_headers(headers, {MOVED_FROM: wire.source_of(*message.id).encode()})
         else:
             partition = self._copy_partition(message, assigned)
         given = GivenBack(message, message.topic, partition, headers, None, group, moved=moved)
@@ -174,8 +180,8 @@ class GiveBackWriter:
         self, message: QueueMessage, reason: str, cause: dict[str, object], *, wait: float
     ) -> None:
         headers = with_event(message.headers, cause)
-        headers = dead_letter_headers(headers, reason, event("dead-letter", now_ms(), reason=reason))
-        dlq = names.dlq_topic(self._prefix, self.app)
+        headers = dead_letter_headers(headers, reason, event(wire.DEAD_LETTER, now_ms(), reason=reason))
+        dlq = wire.dlq_topic(self._prefix, self.app)
         self._give_back(GivenBack(message, dlq, None, headers, reason), wait=wait)
 
     def replace(self, message: QueueMessage, *, current: int, wait: float) -> None:
@@ -193,9 +199,9 @@ class GiveBackWriter:
                 version=routed_version(message.headers),
                 current=current,
             ),
-            {names.PENDING_REASON: REPLACED.encode()},
+            {wire.PENDING_REASON: REPLACED.encode()},
         )
-        pending = names.pending_topic(self._prefix, self.app)
+        pending = wire.pending_topic(self._prefix, self.app)
         self._give_back(GivenBack(message, pending, None, headers, None, replaced=True), wait=wait)
 
     def _copy_partition(self, message: QueueMessage, assigned: Set[TP], turn: int | None = None) -> int:
@@ -331,7 +337,7 @@ class GiveBackWriter:
         self._producer.flush(timeout)
 
     def close(self) -> None:
-        kafka_io.close_producer(self._producer)
+        clients.close_producer(self._producer)
 
     def next_due(self) -> float | None:
         """When the next retry may start (monotonic; None: none waits)."""

@@ -9,15 +9,16 @@ from typing import cast
 
 from confluent_kafka import Message
 
-from subroute import names
-from subroute.client.delivery import CANCELS, Headers, header_value, int_header
+from subroute import wire
+from subroute.errors import SubrouteError
+from subroute.wire import CANCELS, Headers, header_value, int_header
 
 AT_LEAST_ONCE = "at-least-once"
 AT_MOST_ONCE = "at-most-once"
 SEMANTICS = (AT_LEAST_ONCE, AT_MOST_ONCE)
 
 
-class QueueError(RuntimeError):
+class QueueError(SubrouteError, RuntimeError):
     """The queue cannot be used as asked (unknown app, no default_publish, a produce that failed)."""
 
 
@@ -49,7 +50,7 @@ class QueueMessage:
             headers,
             message.timestamp()[1],
             band,
-            int_header(headers, names.DELIVERIES),
+            int_header(headers, wire.DELIVERIES),
             int_header(headers, CANCELS),
         )
 

@@ -8,11 +8,11 @@ from typing import Any, cast
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from subroute.client.delivery import Headers
 from subroute.client.messages import QueueError
 from subroute.config.model import AppConfig
-from subroute.kafka import io as kafka_io
+from subroute.kafka import clients
 from subroute.ops.settings import Settings
+from subroute.wire import Headers
 
 
 def publish(
@@ -30,7 +30,7 @@ def publish(
     config = app_config
     if not config.default_publish:
         raise QueueError(f"app {app!r} has no default_publish topic")
-    producer = kafka_io.producer(settings)
+    producer = clients.producer(settings)
     encoded: Headers = [(k, v.encode()) for k, v in (headers or {}).items()]
     partition, offset = _produce_sync(producer, config.default_publish, value, key, encoded)
     return config.default_publish, partition, offset

@@ -3,7 +3,7 @@
 ``QueueConsumer`` holds the verbs, the lease clock, the commits and the rebalance callbacks; it reads through
 ``subroute.client.reader`` (the group's Kafka consumer, delivery order) and settles given-back messages through
 ``subroute.client.give_back`` (copies, dead letters). The bookkeeping lives in ``subroute.client.delivery``
-(pure), the dead-letter format in ``subroute.client.dead_letters``, the replace check in
+(pure), the dead-letter format in ``subroute.wire``, the replace check in
 ``subroute.client.replace``. See ``docs/queue-semantics.md`` for the guarantees, and ``examples/`` for scripts.
 
 Use it from one thread (with a ``lease`` the client runs a lease thread of its own besides, ``_run_leases``)::
@@ -36,8 +36,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from subroute import names
-from subroute.client.dead_letters import event
+from subroute import wire
 from subroute.client.delivery import (
     TP,
     AckTracker,
@@ -62,6 +61,7 @@ from subroute.client.replace import Resubscription
 from subroute.config.model import AppConfig, Config
 from subroute.ops.settings import Settings
 from subroute.routing.expiration import is_expired
+from subroute.wire import event
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class QueueConsumer:
         self._stopping = threading.Event()
         self._wake = threading.Event()  # a new lease deadline: the lease thread recomputes when to wake
         self._lease_thread: threading.Thread | None = None
-        group_id = names.consumer_group_id(settings.topic_prefix, app, group)
+        group_id = wire.consumer_group_id(settings.topic_prefix, app, group)
         self._writer = GiveBackWriter(
             settings,
             app,
@@ -251,7 +251,7 @@ class QueueConsumer:
                 self._writer.fail(message, explicit=True, assigned=self._assigned, wait=WRITE_WAIT)
             return True
 
-    def expire(self, message: QueueMessage, reason: str = "rejected") -> bool:
+    def expire(self, message: QueueMessage, reason: str = wire.REJECTED) -> bool:
         """Remove the message at once: to the dead-letter topic with ``reason`` (at-least-once only, as AMPS).
         A dead letter the broker refuses is written again on later polls, as for ``cancel``."""
         with self._lock:
@@ -362,7 +362,7 @@ class QueueConsumer:
             if is_expired(self.app_config, message.headers, message.timestamp, at_ms):
                 # Dead-lettered: settled (and committed) once its dead letter is acknowledged; until then it
                 # takes a slot. Dropped: settled now.
-                self._writer.expired(message, event("expired", at_ms, **where(message)), wait=WRITE_WAIT)
+                self._writer.expired(message, event(wire.EXPIRED, at_ms, **where(message)), wait=WRITE_WAIT)
                 continue
             if not self._still_subscribed(message):
                 # Settled (and committed) once the pending record is acknowledged.
@@ -386,13 +386,13 @@ class QueueConsumer:
 
         Earlier messages of its partition that are not settled (an expired one whose dead letter, or a replaced
         one whose pending record, is still failing) are passed over too, and named in the commit's metadata
-        (``names.unsettled_metadata``): not lost, since the next owner of the partition reads them back and
+        (``wire.unsettled_metadata``): not lost, since the next owner of the partition reads them back and
         settles them (``_recover``), and not holding this message's commit back, which after a crash would
         deliver it twice. False, and nothing changed, when the commit cannot be made (the broker refused it, or
         the holes would not fit in the metadata): the message is then not handed out yet."""
         tp = (message.topic, message.partition)
         position, holes = self._tracker.passing(tp, message.offset)
-        metadata = names.unsettled_metadata(holes)
+        metadata = wire.unsettled_metadata(holes)
         if metadata is None:
             log.warning(
                 "too many unsettled messages to commit past at-most-once; waiting for their writes",
@@ -528,7 +528,7 @@ class QueueConsumer:
             if tp not in self._assigned or tp in self._unread or (only is not None and tp not in only):
                 continue
             # The partition's holes go with every commit until they are settled (see _pass_over).
-            metadata = names.unsettled_metadata(self._tracker.holes(tp))
+            metadata = wire.unsettled_metadata(self._tracker.holes(tp))
             if metadata is None:
                 continue  # cannot happen: holes only shrink after the commit that named them all
             positions[tp] = offset
@@ -592,7 +592,7 @@ class QueueConsumer:
         starts: dict[TP, int] = {}
         for commit in commits:
             tp = (commit.topic, commit.partition)
-            holes = names.unsettled_of(commit.metadata)
+            holes = wire.unsettled_of(commit.metadata)
             if holes and commit.error is None and commit.offset >= 0:
                 starts[tp] = self._tracker.recover(tp, commit.offset, holes)
                 log.info(

@@ -16,22 +16,19 @@ from typing import cast
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.client.delivery import (
     TP,
     BandBuffer,
     DuplicateFilter,
     GroupHoldBack,
     GroupKey,
-    Headers,
-    is_resent,
-    source_position,
 )
 from subroute.client.messages import QueueMessage
 from subroute.config.model import AppConfig
-from subroute.kafka import io as kafka_io
+from subroute.kafka import clients
 from subroute.ops.settings import Settings
-from subroute.routing import priority
+from subroute.wire import Headers, is_resent, source_position
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +70,7 @@ def group_consumer(
         )
     )
     consumer.subscribe(
-        [priority.topic_regex(settings.topic_prefix, app, group)],
+        [wire.topic_regex(settings.topic_prefix, app, group)],
         on_assign=on_assign,
         on_revoke=on_revoke,
         on_lost=on_lost,
@@ -84,13 +81,13 @@ def group_consumer(
 def _ensure_band_topics(settings: Settings, app: str, group: str, app_config: AppConfig) -> None:
     """An app with a priority expression has ten band topics per group; create the missing ones like the
     group topic (the router may not have written to a band yet)."""
-    admin = kafka_io.admin_client(settings)
-    existing = kafka_io.existing_topics(admin)
-    base = names.group_topic(settings.topic_prefix, app, group)
+    admin = clients.admin_client(settings)
+    existing = clients.existing_topics(admin)
+    base = wire.group_topic(settings.topic_prefix, app, group)
     partitions = existing.get(base) or app_config.partitions or 1
-    kafka_io.ensure_topics(
+    clients.ensure_topics(
         admin,
-        [kafka_io.TopicSpec(t, partitions) for t in priority.band_topics(settings.topic_prefix, app, group)],
+        [clients.TopicSpec(t, partitions) for t in wire.band_topics(settings.topic_prefix, app, group)],
     )
 
 
@@ -123,7 +120,7 @@ class GroupReader:
         self._grouped = app_config.group_by is not None
         self._dedup = DuplicateFilter(dedup_window) if dedup_window is not None else None
         self._holdback: GroupHoldBack[QueueMessage] = GroupHoldBack()
-        self._buffer: BandBuffer[QueueMessage] = BandBuffer(len(priority.BANDS))
+        self._buffer: BandBuffer[QueueMessage] = BandBuffer(len(wire.BANDS))
         self._buffered: dict[TP, int] = {}
         self._paused: set[TP] = set()
 
@@ -153,7 +150,7 @@ class GroupReader:
                     raise KafkaException(error)
                 log.warning("consume error", extra={"error": str(error)})
                 continue
-            band = priority.band_of_topic(self._prefix, self.app, self.group, cast(str, raw.topic())) or 0
+            band = wire.band_of_topic(self._prefix, self.app, self.group, cast(str, raw.topic())) or 0
             yield QueueMessage.of(raw, band)
 
     def admits(self, message: QueueMessage) -> bool:

@@ -18,21 +18,14 @@ holds too: only messages not delivered yet are checked, never those the applicat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from subroute import expressions, names
-from subroute.client.delivery import header_value
+from subroute import expressions, wire
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.routing.properties import PropertyValue, decode_headers
 
-# The reason on the pending record (``subroute.pending-reason``). Not one of the router's waiting reasons, so the
-# router takes the record as one that matched nothing under its version: due under any newer version.
-REPLACED = "replaced"
 
-
-def routed_version(headers: Sequence[tuple[str, bytes | None]] | None) -> int | None:
+def routed_version(headers: wire.HeadersIn | None) -> int | None:
     """The config version a record was routed under (None: none, or not a number)."""
-    text = header_value(headers, names.CONFIG_VERSION)
+    text = wire.header_value(headers, wire.CONFIG_VERSION)
     if text is None or len(text) > 20 or not text.isdigit():
         return None
     return int(text)
@@ -49,7 +42,7 @@ class Resubscription:
         self._version: int | None = None
         self._compiled: dict[str, expressions.Expression | None] = {}
 
-    def matches(self, config: Config, headers: Sequence[tuple[str, bytes | None]] | None) -> bool:
+    def matches(self, config: Config, headers: wire.HeadersIn | None) -> bool:
         """True: deliver the record; False: it was routed under an older subscription and does not match the
         group's subscriptions of ``config`` (the group deleted included)."""
         version = routed_version(headers)
@@ -60,7 +53,7 @@ class Resubscription:
         if app is None or group is None:
             return False
         subscriptions = group.effective_subscriptions
-        label = header_value(headers, names.SUBSCRIPTION)
+        label = wire.header_value(headers, wire.SUBSCRIPTION)
         if label is not None and any(s.label == label for s in subscriptions):
             return True  # the subscription it was routed by was not replaced
         return self._evaluate(config.version, app, group, headers)
@@ -70,7 +63,7 @@ class Resubscription:
         version: int,
         app: AppConfig,
         group: GroupConfig,
-        headers: Sequence[tuple[str, bytes | None]] | None,
+        headers: wire.HeadersIn | None,
     ) -> bool:
         if version != self._version:
             self._version, self._compiled = version, {}

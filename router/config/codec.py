@@ -8,12 +8,13 @@ tombstone: it deletes the key.
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fastavro import schemaless_reader, schemaless_writer
 
+from subroute import wire
 from subroute.config.model import (
     DEFAULT_ON_EXPIRE,
     DEFAULT_PRESENCE,
@@ -21,6 +22,7 @@ from subroute.config.model import (
     GroupConfig,
     SubscriptionConfig,
 )
+from subroute.errors import SubrouteError
 from subroute.schemas import load_schema
 
 SCHEMA_HEADER = "subroute.schema"
@@ -50,12 +52,9 @@ _APP_FIELDS_SINCE: dict[int, dict[str, object]] = {
 }
 
 ConfigValue = AppConfig | GroupConfig
-# Producer-shaped headers (what encode returns) and what a consumed Message may carry.
-Headers = list[tuple[str, str | bytes | None]]
-RawHeaders = Sequence[tuple[str, str | bytes | None]] | Mapping[str, str | bytes | None] | None
 
 
-class ConfigDecodeError(ValueError):
+class ConfigDecodeError(SubrouteError, ValueError):
     """A config record that cannot be read: bad key, unknown schema, or bytes that are not that schema."""
 
 
@@ -138,7 +137,7 @@ def to_record(value: ConfigValue) -> dict[str, Any]:
     }
 
 
-def encode(value: ConfigValue) -> tuple[str, bytes, Headers]:
+def encode(value: ConfigValue) -> tuple[str, bytes, wire.Headers]:
     """``(key, Avro bytes, headers)`` of one config record."""
     record = to_record(value)
     if isinstance(value, AppConfig):
@@ -164,21 +163,20 @@ def app_schema_version(record: Mapping[str, object]) -> int:
     return version
 
 
-def ends_change(headers: RawHeaders) -> bool:
+def ends_change(headers: wire.HeadersIn | None) -> bool:
     return _header(headers, CHANGE_END_HEADER) is not None
 
 
-def _header(headers: RawHeaders, name: str) -> str | None:
-    pairs = headers.items() if isinstance(headers, Mapping) else (headers or ())
+def _header(headers: wire.HeadersIn | None, name: str) -> str | None:
     found = None
-    for key, value in pairs:
-        if key == name and value is not None:  # the last one wins
-            found = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+    for key, value in headers or ():
+        if key == name and value is not None:  # the last one wins; one not UTF-8 is still there
+            found = value.decode("utf-8", errors="replace")
     return found
 
 
 def decode(
-    key: str | bytes | None, value: str | bytes | None, headers: RawHeaders
+    key: str | bytes | None, value: str | bytes | None, headers: wire.HeadersIn | None
 ) -> tuple[ConfigKey, ConfigValue | None]:
     """Parse one record; ``None`` as the value is a tombstone. Raises ``ConfigDecodeError``."""
     if key is None:

@@ -28,12 +28,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from subroute.errors import SubrouteError
 from subroute.expressions.parser import MAX_DEPTH
 
 ENV_PREFIX = "SUBROUTE_"
 
 
-class LimitsError(ValueError):
+class LimitsError(SubrouteError, ValueError):
     """An environment variable sets a limit to something that is not a positive integer."""
 
 

@@ -73,7 +73,7 @@ class AppConfig:
     filter: tuple[str, ...] = ()
     group_by: str | None = None
     # The message-group id of a record without the group_by property (Qpid's "default-message-group"); None:
-    # names.DEFAULT_MESSAGE_GROUP. Only meaningful with group_by.
+    # wire.DEFAULT_MESSAGE_GROUP. Only meaningful with group_by.
     default_group: str | None = None
     fairness: str = "round-robin"
     spillover: bool = False

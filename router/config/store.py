@@ -21,10 +21,12 @@ from typing import Generic, TypeVar, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from subroute import wire
 from subroute.config.codec import ConfigDecodeError, ConfigValue, decode, ends_change, key_of, to_record
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.validation import StateValidator
-from subroute.kafka import io as kafka_io
+from subroute.errors import SubrouteError
+from subroute.kafka import clients
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 
@@ -36,11 +38,11 @@ T = TypeVar("T")
 CONFIG_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
 
-def config_topic_spec(settings: Settings) -> kafka_io.TopicSpec:
-    return kafka_io.TopicSpec(settings.config_topic, 1, CONFIG_TOPIC_CONFIG, settings.replication_factor)
+def config_topic_spec(settings: Settings) -> clients.TopicSpec:
+    return clients.TopicSpec(settings.config_topic, 1, CONFIG_TOPIC_CONFIG, settings.replication_factor)
 
 
-class ConfigTopicInvalid(RuntimeError):
+class ConfigTopicInvalid(SubrouteError, RuntimeError):
     """The config topic exists but is not one compacted partition: no worker may route from it."""
 
 
@@ -94,10 +96,11 @@ class ConfigState:
         """Take one record as its key's last; True when the records changed."""
         partition, offset = message.partition() or 0, message.offset() or 0
         self._next_offsets[partition] = max(self._next_offsets.get(partition, 0), offset + 1)
-        self.at_boundary = ends_change(message.headers())
+        headers = cast(wire.Headers | None, message.headers())  # consumed: (str, bytes | None) pairs
+        self.at_boundary = ends_change(headers)
         raw_key = message.key() or b""
         try:
-            _key, value = decode(message.key(), message.value(), message.headers())
+            _key, value = decode(message.key(), message.value(), headers)
         except ConfigDecodeError as exc:
             log.error(
                 "config record undecodable: versions are refused until a change replaces or deletes it",
@@ -145,7 +148,7 @@ class ConfigState:
         return Config(self.version, MappingProxyType(apps), MappingProxyType(groups))
 
 
-class ConfigVersionRefused(ValueError):
+class ConfigVersionRefused(SubrouteError, ValueError):
     """The configuration at a version is not valid as a whole: no reader routes under it."""
 
     def __init__(self, version: int, problems: list[str]) -> None:
@@ -302,7 +305,7 @@ def no_apps_warning(settings: Settings, config: Config) -> str | None:
     )
 
 
-class AppNotConfigured(LookupError):
+class AppNotConfigured(SubrouteError, LookupError):
     """No app of that name in the config in force."""
 
 
@@ -484,13 +487,13 @@ class ConfigStore(Generic[T]):
 
     def _wait_for_topic(self, reader: _TopicReader) -> None:
         """Create the config topic if it is missing (a worker may start before the first apply), then assign."""
-        admin = kafka_io.admin_client(self._settings)
+        admin = clients.admin_client(self._settings)
         while not self._stop.is_set():
             self._heartbeat = time.monotonic()
             try:
-                kafka_io.ensure_topics(admin, [config_topic_spec(self._settings)])
+                clients.ensure_topics(admin, [config_topic_spec(self._settings)])
                 check_config_topic(
-                    self._settings.config_topic, *kafka_io.topic_settings(admin, self._settings.config_topic)
+                    self._settings.config_topic, *clients.topic_settings(admin, self._settings.config_topic)
                 )
                 if reader.assign():
                     return

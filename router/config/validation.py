@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from subroute import expressions, names
+from subroute import expressions, wire
 from subroute.config.limits import Limits, LimitsError, current_limits
 from subroute.config.model import (
     DIALECTS,
@@ -23,9 +23,8 @@ from subroute.config.model import (
     GroupConfig,
 )
 from subroute.expressions import ast as expr_ast
-from subroute.names import NAME_PATTERN, RESERVED_GROUP_NAMES
-from subroute.routing import priority
 from subroute.topic_patterns import PatternError, compile_pattern, input_matches
+from subroute.wire import NAME_PATTERN, RESERVED_GROUP_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -429,15 +428,15 @@ def project_topics(values: Iterable[AppConfig | GroupConfig], prefix: str) -> li
     dead-letter topics."""
     items = list(values)
     apps = {v.name: v for v in items if isinstance(v, AppConfig)}
-    owned = [names.config_topic(prefix)]
+    owned = [wire.config_topic(prefix)]
     for app in apps.values():
-        owned += [names.pending_topic(prefix, app.name), names.dlq_topic(prefix, app.name)]
+        owned += [wire.pending_topic(prefix, app.name), wire.dlq_topic(prefix, app.name)]
     for group in items:
         if isinstance(group, GroupConfig) and group.app in apps:
             if apps[group.app].priority is None:
-                owned.append(names.group_topic(prefix, group.app, group.name))
+                owned.append(wire.group_topic(prefix, group.app, group.name))
             else:
-                owned += priority.band_topics(prefix, group.app, group.name)
+                owned += wire.band_topics(prefix, group.app, group.name)
     return owned
 
 
@@ -446,10 +445,10 @@ def _shapes(prefix: str) -> list[str]:
     one of them would read them as soon as they exist."""
     app, group = "any-app", "any-group"
     return [
-        names.group_topic(prefix, app, group),
-        priority.band_topic(prefix, app, group, priority.HIGHEST_BAND),
-        names.pending_topic(prefix, app),
-        names.dlq_topic(prefix, app),
+        wire.group_topic(prefix, app, group),
+        wire.band_topic(prefix, app, group, wire.HIGHEST_BAND),
+        wire.pending_topic(prefix, app),
+        wire.dlq_topic(prefix, app),
     ]
 
 
@@ -489,7 +488,7 @@ def _too_long(topic: str, prefix: str, items: list[AppConfig | GroupConfig]) -> 
     # Point at the longest name part: the group's when the topic has one, else the app's.
     for value in items:
         if isinstance(value, GroupConfig) and topic.startswith(
-            names.group_topic(prefix, value.app, value.name)
+            wire.group_topic(prefix, value.app, value.name)
         ):
             where, name = group_location(value.app, value.name), value.name
             break

@@ -12,15 +12,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-from subroute.config.codec import CHANGE_END_HEADER, Headers
+from subroute import wire
+from subroute.config.codec import CHANGE_END_HEADER
 from subroute.config.store import ConfigState, config_topic_spec, read_state
-from subroute.kafka import io as kafka_io
-from subroute.kafka.io import KafkaError, KafkaException
+from subroute.errors import SubrouteError
+from subroute.kafka import clients
+from subroute.kafka.clients import KafkaError, KafkaException
 from subroute.ops.settings import Settings
 
-ConfigRecord = tuple[str, bytes | None, Headers]  # key, Avro value (None: tombstone), headers
+ConfigRecord = tuple[str, bytes | None, wire.Headers]  # key, Avro value (None: tombstone), headers
 
 # A writer killed mid-change blocks read_committed readers of the config topic until the next writer opens, or
 # until this runs out: short, because workers wait on it; a change is a handful of records written at once.
@@ -29,7 +31,7 @@ TRANSACTION_TIMEOUT_MS = 60_000
 _FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 
 
-class ConcurrentChange(RuntimeError):
+class ConcurrentChange(SubrouteError, RuntimeError):
     """Another config change opened while this one ran; this one wrote nothing."""
 
 
@@ -43,8 +45,8 @@ class ConfigWriter:
     def __init__(self, settings: Settings, timeout: float = 30.0) -> None:
         self._settings = settings
         self._timeout = timeout
-        kafka_io.ensure_topics(kafka_io.admin_client(settings), [config_topic_spec(settings)])
-        self._producer = kafka_io.producer(
+        clients.ensure_topics(clients.admin_client(settings), [config_topic_spec(settings)])
+        self._producer = clients.producer(
             settings,
             **{
                 "linger.ms": 0,
@@ -79,7 +81,7 @@ class ConfigWriter:
                     self._settings.config_topic,
                     key=key.encode(),
                     value=value,
-                    headers=marked,
+                    headers=cast(Any, marked),  # the client's stubs take str values too: a list is invariant
                     on_delivery=delivered,
                 )
             self._producer.commit_transaction(self._timeout)

@@ -19,15 +19,15 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any, cast
 
-from subroute import names
+from subroute import wire
 from subroute.cli import main as cli
 from subroute.config.store import read_config
 from subroute.dev import demo_checks as checks
 from subroute.dev import jars as dev_jars
 from subroute.dev.broker import local_broker
 from subroute.dev.samples import SampleRecord, orders
-from subroute.kafka import io as kafka_io
-from subroute.kafka.io import TopicSpec, admin_client, ensure_topics, read_to_end
+from subroute.kafka import clients
+from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics, read_to_end
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing.decisions import build_table
@@ -101,7 +101,7 @@ def _apply_text(text: str, common: list[str]) -> tuple[int, str]:
 
 
 def produce_orders(settings: Settings, records: list[SampleRecord]) -> None:
-    producer = kafka_io.producer(settings)
+    producer = clients.producer(settings)
     for record in records:
         while True:
             try:
@@ -157,11 +157,11 @@ def destinations(settings: Settings, runs: list[RouterMetrics]) -> Counter[tuple
     found: Counter[tuple[str, str]] = Counter()
     prefix = settings.topic_prefix
     for app in sorted(config.apps):
-        topics = [(g.name, names.group_topic(prefix, app, g.name)) for g in config.groups_of(app)]
-        topics += [(checks.DEAD_LETTERS, names.dlq_topic(prefix, app))]
+        topics = [(g.name, wire.group_topic(prefix, app, g.name)) for g in config.groups_of(app)]
+        topics += [(checks.DEAD_LETTERS, wire.dlq_topic(prefix, app))]
         for label, topic in topics:
             found[(app, label)] = sum(1 for _ in read_to_end(settings, topic, idle_timeout=0.5))
-        found[(app, checks.PENDING)] = waiting(settings, names.pending_topic(prefix, app))
+        found[(app, checks.PENDING)] = waiting(settings, wire.pending_topic(prefix, app))
         found[(app, checks.FILTERED)] = round(sum(_total(m.filtered, app=app) for m in runs))
         found[(app, checks.DROPPED)] = round(sum(_total(m.expired, app=app, action="drop") for m in runs))
     return found
@@ -169,8 +169,8 @@ def destinations(settings: Settings, runs: list[RouterMetrics]) -> Counter[tuple
 
 def waiting(settings: Settings, topic: str) -> int:
     """Records of a pending topic the router has not moved on from (end offset - its committed offset)."""
-    # The router's group id, only to read its commits (kafka_io.reader never commits).
-    return kafka_io.group_backlog(settings, names.worker_group_id(settings.topic_prefix), topic)
+    # The router's group id, only to read its commits (clients.reader never commits).
+    return clients.group_backlog(settings, wire.worker_group_id(settings.topic_prefix), topic)
 
 
 def run_demo() -> int:

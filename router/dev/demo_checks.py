@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
+from subroute import wire
 from subroute.config.model import Config
 from subroute.routing.decisions import Action, Decision, MessageView, Router, build_table
 
@@ -25,7 +26,6 @@ DROPPED = "(dropped)"
 NOT_GROUPS = (PENDING, DEAD_LETTERS, FILTERED, DROPPED)
 
 Destinations = Mapping[tuple[str, str], int]  # (app, destination) -> records
-Headers = Sequence[tuple[str, bytes | None]]
 
 
 def _label(decision: Decision) -> str:
@@ -40,7 +40,7 @@ def _label(decision: Decision) -> str:
 
 
 def expected_destinations(
-    versions: Sequence[Config], topic: str, records: Iterable[Headers], now_ms: int
+    versions: Sequence[Config], topic: str, records: Iterable[wire.HeadersIn], now_ms: int
 ) -> tuple[Counter[tuple[str, str]], Counter[str]]:
     """Where the reference puts each record, per app, after every version of ``versions`` in turn came into
     force: a record waiting on the pending topic is routed again under the next version (the demo produces

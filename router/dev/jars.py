@@ -20,11 +20,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from subroute.errors import SubrouteError
+
 POM_NAME = "jars/pom.xml"
 _COMPLETE = ".complete"  # written last: a directory without it is a resolution that did not finish
 
 
-class JarsNotAvailable(RuntimeError):
+class JarsNotAvailable(SubrouteError, RuntimeError):
     """Maven or Java is missing, or Maven could not resolve the artifacts."""
 
 

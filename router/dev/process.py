@@ -17,8 +17,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from subroute.errors import SubrouteError
 
-class BrokerNotAvailable(RuntimeError):
+
+class BrokerNotAvailable(SubrouteError, RuntimeError):
     """The broker's binaries are not installed, or it did not start."""
 
 

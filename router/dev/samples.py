@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import fastavro
 
+from subroute import wire
 from subroute.schemas import load_schema
 
 ORDER_TYPES = ("EXPRESS", "STANDARD", "BULK")
@@ -20,7 +21,7 @@ REGIONS = ("EU", "US", "APAC", "LATAM")
 class SampleRecord:
     key: bytes
     value: bytes
-    headers: list[tuple[str, bytes | None]]
+    headers: wire.Headers
 
 
 def encode_order(order: dict[str, object]) -> bytes:
@@ -52,7 +53,7 @@ def orders(
                 "created_at": now,
             }
         )
-        headers: list[tuple[str, bytes | None]] = [
+        headers: wire.Headers = [
             ("Amount", str(amount).encode()),
             ("OrderType", order_type.encode()),
             ("Express", b"true" if express else b"false"),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from subroute.kafka.io import reader, watermarks
+from subroute.kafka.clients import reader, watermarks
 from subroute.ops.settings import Settings
 
 Partition = tuple[str, int]
@@ -89,7 +89,7 @@ def topic_offsets(
     settings: Settings, topics: Iterable[str], timeout: float = 10.0
 ) -> dict[Partition, tuple[int, int]]:
     """(log start, end) of every partition of the topics that exist; the end is the high watermark fetch
-    responses report (``kafka.io.watermarks``)."""
+    responses report (``kafka.clients.watermarks``)."""
     consumer = reader(settings, "subroute-status")
     try:
         metadata = consumer.list_topics(timeout=timeout)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from subroute import names
+from subroute import wire
+from subroute.errors import SubrouteError
 
 ENV_BOOTSTRAP = "SUBROUTE_BOOTSTRAP_SERVERS"
 ENV_PREFIX = "SUBROUTE_TOPIC_PREFIX"
@@ -63,7 +64,7 @@ def parse_key_values(items: list[str] | None, what: str) -> dict[str, str]:
     return result
 
 
-class SettingsError(ValueError):
+class SettingsError(SubrouteError, ValueError):
     """A flag or environment variable has a value that cannot be used."""
 
 
@@ -93,7 +94,7 @@ def read_properties_file(path: str) -> dict[str, str]:
 @dataclass(frozen=True)
 class Settings:
     bootstrap_servers: str = DEFAULT_BOOTSTRAP
-    topic_prefix: str = names.DEFAULT_TOPIC_PREFIX
+    topic_prefix: str = wire.DEFAULT_TOPIC_PREFIX
     kafka_config: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # retention.ms of the pending and dead-letter topics subroute creates; -1 keeps parked records forever.
     parked_retention_ms: int = -1
@@ -124,7 +125,7 @@ class Settings:
 
     @property
     def config_topic(self) -> str:
-        return names.config_topic(self.topic_prefix)
+        return wire.config_topic(self.topic_prefix)
 
     def __repr__(self) -> str:  # never show secrets, even in tracebacks
         return (
@@ -142,8 +143,8 @@ class Settings:
             kafka_config.update(read_properties_file(properties_file))
         kafka_config.update(parse_key_values(getattr(args, "kafka_config", None), "--kafka-config"))
         bootstrap = getattr(args, "bootstrap_servers", None) or env.get(ENV_BOOTSTRAP) or DEFAULT_BOOTSTRAP
-        prefix = getattr(args, "topic_prefix", None) or env.get(ENV_PREFIX) or names.DEFAULT_TOPIC_PREFIX
-        if not names.NAME_PATTERN.match(prefix.replace(".", "_")):
+        prefix = getattr(args, "topic_prefix", None) or env.get(ENV_PREFIX) or wire.DEFAULT_TOPIC_PREFIX
+        if not wire.NAME_PATTERN.match(prefix.replace(".", "_")):
             raise SettingsError(f"--topic-prefix {prefix!r}: use letters, digits, '.', '_' and '-'")
 
         def number(flag: str, variable: str, minimum: int, meaning: str) -> int | None:
@@ -237,7 +238,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, dest_prefix: str = 
         "--topic-prefix",
         dest="topic_prefix",
         metavar="PREFIX",
-        help=f"prefix of every subroute topic (env {ENV_PREFIX}, default {names.DEFAULT_TOPIC_PREFIX})",
+        help=f"prefix of every subroute topic (env {ENV_PREFIX}, default {wire.DEFAULT_TOPIC_PREFIX})",
     )
     add(
         "--parked-retention-ms",

@@ -4,7 +4,7 @@ What it is handed is declared once, in router/routing/native_boundary.py: TypedD
 key (``PlanSpec``, ``EntrySpec``, ``DeciderSpec``, ``RouteGroup``, ``BatchState`` and the structures in them).
 What it makes is a class of this module with named attributes (``Matches``, ``BatchOutcome``), or a
 ``decisions.RouteResult`` or ``decisions.Decision`` whose fields it sets by name. A record's headers are
-confluent-kafka's ``[(name, value)]`` list (``native_boundary.Headers``), the one structure read by position.
+confluent-kafka's ``[(name, value)]`` list (``wire.HeadersIn``), the one structure read by position.
 ``READS`` and ``MAKES`` say what the module was built to read and make; native_boundary.py compares them with
 its declarations at import.
 """
@@ -16,10 +16,10 @@ from subroute.routing.native_boundary import (
     BatchState,
     DeciderSpec,
     EntrySpec,
-    Headers,
     PlanSpec,
     RouteGroup,
 )
+from subroute.wire import HeadersIn
 
 READS: dict[str, list[str]]
 """Each structure the module reads (a TypedDict of native_boundary.py, by name) with its keys."""
@@ -60,10 +60,10 @@ class NativePlan:
         malformed spec (a child that is not an earlier node, a slot out of range, an entry both opening and
         requiring a group, ...)."""
 
-    def match_batch(self, records: Iterable[Headers]) -> list[list[int]]:
+    def match_batch(self, records: Iterable[HeadersIn | None]) -> list[list[int]]:
         """Per record, the ascending positions of the entries it matches (GIL released while evaluating)."""
 
-    def match_batch_with_errors(self, records: Iterable[Headers]) -> Matches:
+    def match_batch_with_errors(self, records: Iterable[HeadersIn | None]) -> Matches:
         """``match_batch``, and per record the entries whose evaluation ended in an error."""
 
     def stats(self) -> dict[str, int]:
@@ -119,7 +119,7 @@ class NativeDecider:
         """Register the apps a record of one topic (or for one app) is routed for, by environment; returns the
         route's index, which ``BatchState.routes`` gives per record."""
 
-    def decide(self, records: Iterable[Headers], state: BatchState) -> BatchOutcome:
+    def decide(self, records: Iterable[HeadersIn | None], state: BatchState) -> BatchOutcome:
         """Decide the records in order with ``state``. With the GIL it copies the headers the decider reads
         into one buffer and looks up the message groups' holders; without it, it evaluates the plan and decides;
         with it again, it makes the results."""

@@ -19,18 +19,17 @@ counted once, in one reason, unless it has already gone (``already_routed``):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Protocol
 
+from subroute import wire
 from subroute.config.model import AppConfig
-from subroute.kafka.groups import Commit
-from subroute.routing.decisions import CAPACITY, NO_CONSUMER
 from subroute.routing.expiration import expiration_of, message_expiration
 from subroute.routing.parking import parked_version, waiting_reason
-from subroute.routing.sweep import SweepMark
-from subroute.worker.checkpoint import mark_of
+from subroute.routing.sweep import SweepMark, mark_of
+from subroute.wire import CAPACITY, NO_CONSUMER
 
 NO_MATCH = "no-match"
 REROUTE = "reroute"
@@ -50,7 +49,16 @@ class Parked(Protocol):
     @property
     def timestamp_ms(self) -> int: ...
     @property
-    def headers(self) -> Sequence[tuple[str, bytes | None]]: ...
+    def headers(self) -> wire.HeadersIn: ...
+
+
+class Commit(Protocol):
+    """The router's commit on a pending partition (``kafka.groups.Commit``): its offset and metadata."""
+
+    @property
+    def offset(self) -> int: ...
+    @property
+    def metadata(self) -> str | None: ...
 
 
 @lru_cache(maxsize=1024)

@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, cast
 
-from subroute import expressions, names
+from subroute import expressions, wire
 from subroute.config.model import AppConfig, Config, GroupConfig
-from subroute.routing import priority
-from subroute.routing.expiration import EXPIRED, message_expiration, should_drop
+from subroute.routing.expiration import message_expiration, should_drop
 from subroute.routing.properties import Decoder, PropertyValue, decode_with, decoders_for
 from subroute.routing.snapshot import Snapshot
 from subroute.topic_patterns import compile_pattern
+from subroute.wire import CAPACITY, EXPIRED, NO_CONSUMER
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +39,6 @@ Props = Mapping[str, PropertyValue]
 PlanId = tuple[str, ...]  # ("filter", app, i), ("subscription", app, group, i) or ("band", app, k)
 Lag = Mapping[tuple[str, str], int]  # unconfirmed counts by (app, group); see routing/snapshot.py
 
-# Why a record waits on the pending topic although a subscription matches it (``Decision.reason`` of PENDING).
-CAPACITY = "capacity"  # every present candidate it may go to is at max_unconfirmed
-NO_CONSUMER = "no-consumer"  # no candidate it may go to has a consumer attached
-WAITING_REASONS = frozenset({CAPACITY, NO_CONSUMER})
 _NOBODY: frozenset[tuple[str, str]] = frozenset()
 
 
@@ -244,7 +240,7 @@ def band_thresholds(app: AppConfig) -> list[expressions.Subscription]:
     types = dict(app.properties)
     return [
         expressions.Subscription(band_id(app.name, k), f"({app.priority}) >= {k}", app.dialect, types)
-        for k in range(priority.LOWEST_BAND + 1, priority.HIGHEST_BAND + 1)
+        for k in range(wire.LOWEST_BAND + 1, wire.HIGHEST_BAND + 1)
     ]
 
 
@@ -258,8 +254,8 @@ def error_count(errored: Collection[Hashable]) -> int:
 
 def band_of(app: AppConfig, matched: Collection[Hashable]) -> int:
     if app.priority is None:
-        return priority.LOWEST_BAND
-    return sum(1 for k in range(1, priority.HIGHEST_BAND + 1) if band_id(app.name, k) in matched)
+        return wire.LOWEST_BAND
+    return sum(1 for k in range(1, wire.HIGHEST_BAND + 1) if band_id(app.name, k) in matched)
 
 
 def _candidates(app: AppConfig, groups: Sequence[GroupConfig]) -> tuple[tuple[Candidate, ...], ...]:
@@ -551,8 +547,8 @@ def decide_app(
             lag.note_routed((name, chosen.group))
         if group_key is not None:
             lag.holders.hold(name, group_key, chosen.group)
-    band = priority.LOWEST_BAND if config.priority is None else band_of(config, matched)
-    if group_key is None and band == priority.LOWEST_BAND:
+    band = wire.LOWEST_BAND if config.priority is None else band_of(config, matched)
+    if group_key is None and band == wire.LOWEST_BAND:
         made = app.routed.get(chosen.order)
         if made is not None:
             return made
@@ -582,7 +578,7 @@ def _held(
     return next((c for c in own if c.plan_id is None or c.plan_id in matched), own[0])
 
 
-def group_key_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | None) -> bytes | None:
+def group_key_of(app: AppConfig, headers: wire.HeadersIn | None) -> bytes | None:
     """The message-group id (raw header text) or the app's default group (``default_group``, else
     ``subroute.no-group``); None when the app has no group_by."""
     if app.group_by is None:
@@ -593,7 +589,7 @@ def group_key_of(app: AppConfig, headers: Sequence[tuple[str, bytes | None]] | N
             value = raw
     if value:
         return value
-    return (app.default_group or names.DEFAULT_MESSAGE_GROUP).encode()
+    return (app.default_group or wire.DEFAULT_MESSAGE_GROUP).encode()
 
 
 @dataclass(slots=True)
@@ -601,7 +597,7 @@ class MessageView:
     """What the router needs of one record (also built from explain's --header arguments)."""
 
     topic: str
-    headers: Sequence[tuple[str, bytes | None]] | None
+    headers: wire.HeadersIn | None
     timestamp_ms: int = 0
 
 

@@ -12,11 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from subroute import names
-from subroute.routing import priority
+from subroute import wire
 from subroute.routing.decisions import Action, Decision, MessageView, RoutingTable
-
-Headers = list[tuple[str, bytes | None]]
+from subroute.wire import Headers
 
 # (topic, value, key, headers, timestamp): a plain tuple, as one is made per routed record (a NamedTuple's
 # constructor is a Python call, several times the cost).
@@ -25,13 +23,13 @@ OutRecord = tuple[str, bytes | None, bytes | None, Headers, int]
 # Headers the router stamps when it parks a record; stripped again when the record is redriven.
 PARKING_HEADERS = frozenset(
     {
-        names.APP,
-        names.GROUP,
-        names.SUBSCRIPTION,
-        names.CONFIG_VERSION,
-        names.ROUTED_AT,
-        names.DLQ_REASON,
-        names.PENDING_REASON,
+        wire.APP,
+        wire.GROUP,
+        wire.SUBSCRIPTION,
+        wire.CONFIG_VERSION,
+        wire.ROUTED_AT,
+        wire.DLQ_REASON,
+        wire.PENDING_REASON,
     }
 )
 
@@ -81,7 +79,7 @@ class InputRecord(MessageView):
 
 def without_forged_headers(headers: Headers) -> tuple[Headers, int]:
     """An input record's headers without the ``subroute.*`` ones producers may not set, and how many went."""
-    prefix, allowed = names.HEADER_PREFIX, names.PRODUCER_HEADERS
+    prefix, allowed = wire.HEADER_PREFIX, wire.PRODUCER_HEADERS
     kept = [(k, v) for k, v in headers if not k.startswith(prefix) or k in allowed]
     return kept, len(headers) - len(kept)
 
@@ -90,10 +88,10 @@ def destination_topic(decision: Decision, prefix: str) -> str:
     """The topic a (non-filtered) decision writes to: a group's band topic, the pending or the dead-letter one."""
     if decision.action is Action.ROUTE:
         assert decision.group is not None
-        return priority.band_topic(prefix, decision.app, decision.group, decision.band)
+        return wire.band_topic(prefix, decision.app, decision.group, decision.band)
     if decision.action is Action.PENDING:
-        return names.pending_topic(prefix, decision.app)
-    return names.dlq_topic(prefix, decision.app)
+        return wire.pending_topic(prefix, decision.app)
+    return wire.dlq_topic(prefix, decision.app)
 
 
 # A decision's topic and its routing headers, before and after the per-batch stamp (version, routing time).
@@ -110,8 +108,8 @@ class Envelopes:
     def __init__(self, prefix: str, table: RoutingTable) -> None:
         self.prefix = prefix
         self.table = table
-        self._version = (names.CONFIG_VERSION, str(table.version).encode())
-        self._stamp = (-1, self._version, (names.ROUTED_AT, b""))
+        self._version = (wire.CONFIG_VERSION, str(table.version).encode())
+        self._stamp = (-1, self._version, (wire.ROUTED_AT, b""))
         # id(decision) -> its DecisionHeaders. The entry keeps the decision alive, so no other object can take
         # its id while it is cached.
         self.made: dict[int, DecisionHeaders] = {}
@@ -119,20 +117,20 @@ class Envelopes:
     def stamp(self, now_ms: int) -> tuple[int, tuple[str, bytes], tuple[str, bytes]]:
         """``(now_ms, config version header, routing time header)``."""
         if self._stamp[0] != now_ms:
-            self._stamp = (now_ms, self._version, (names.ROUTED_AT, str(now_ms).encode()))
+            self._stamp = (now_ms, self._version, (wire.ROUTED_AT, str(now_ms).encode()))
         return self._stamp
 
     def headers_of(self, decision: Decision) -> DecisionHeaders:
         """Make (and cache) a decision's headers on its first use: ``made.get(id(d)) or headers_of(d)``."""
-        before: Headers = [(names.APP, decision.app.encode())]
+        before: Headers = [(wire.APP, decision.app.encode())]
         if decision.group is not None:
-            before.append((names.GROUP, decision.group.encode()))
+            before.append((wire.GROUP, decision.group.encode()))
         if decision.subscription is not None:
-            before.append((names.SUBSCRIPTION, decision.subscription.encode()))
+            before.append((wire.SUBSCRIPTION, decision.subscription.encode()))
         after: Headers = []
         if decision.reason is not None:
             # a dead letter's reason, or why a pending record waits (capacity, no-consumer)
-            reason = names.PENDING_REASON if decision.action is Action.PENDING else names.DLQ_REASON
+            reason = wire.PENDING_REASON if decision.action is Action.PENDING else wire.DLQ_REASON
             after.append((reason, decision.reason.encode()))
         if len(self.made) >= 100_000:  # decisions made per message (message groups, bands) come and go
             self.made.clear()
@@ -153,9 +151,9 @@ def records_for(
     original = message.headers_list
     if redriven:
         original = [(k, v) for k, v in original if k not in PARKING_HEADERS]
-        source = (names.REDRIVEN, b"pending")
+        source = (wire.REDRIVEN, wire.REDRIVEN_FROM_PENDING)
     else:
-        source = (names.SOURCE, names.source_of(message.topic, message.partition, message.offset).encode())
+        source = (wire.SOURCE, wire.source_of(message.topic, message.partition, message.offset).encode())
     timestamp = message.timestamp_ms if message.timestamp_ms > 0 else now_ms
     out: list[OutRecord] = []
     for decision in decisions:
@@ -173,7 +171,7 @@ def records_for(
 
 def app_of(record: OutRecord) -> str:
     """The app a routed record belongs to (its ``subroute.app`` header; empty when it has none)."""
-    return next((v.decode(errors="replace") for k, v in record[3] if k == names.APP and v is not None), "")
+    return next((v.decode(errors="replace") for k, v in record[3] if k == wire.APP and v is not None), "")
 
 
 def dead_letter_stub(prefix: str, record: OutRecord, reason: str) -> OutRecord:
@@ -181,11 +179,11 @@ def dead_letter_stub(prefix: str, record: OutRecord, reason: str) -> OutRecord:
     routed: its key, headers (source, app, group...) and timestamp, the reason, and no value, so the stub is
     small enough to go wherever the record could not."""
     _topic, _value, key, headers, timestamp = record
-    kept = [(k, v) for k, v in headers if k != names.DLQ_REASON]
+    kept = [(k, v) for k, v in headers if k != wire.DLQ_REASON]
     return (
-        names.dlq_topic(prefix, app_of(record)),
+        wire.dlq_topic(prefix, app_of(record)),
         None,
         key,
-        [*kept, (names.DLQ_REASON, reason.encode())],
+        [*kept, (wire.DLQ_REASON, reason.encode())],
         timestamp,
     )

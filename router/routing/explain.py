@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from subroute import expressions, names
-from subroute.routing.decisions import CAPACITY, NO_CONSUMER, Action, Lag, MessageView, Router, RoutingTable
+from subroute import expressions, wire
+from subroute.routing.decisions import Action, Lag, MessageView, Router, RoutingTable
 from subroute.routing.properties import PropertyValue, decode_headers
 from subroute.routing.snapshot import Snapshot
+from subroute.wire import CAPACITY, NO_CONSUMER
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class AppExplanation:
 def waiting_advice(prefix: str, app: str, absent: Iterable[str]) -> str:
     """What to do about records of ``app`` that wait for a consumer (``explain``, the worker's warning)."""
     groups = (
-        ", ".join(names.consumer_group_id(prefix, app, group) for group in sorted(absent)) or "(none known)"
+        ", ".join(wire.consumer_group_id(prefix, app, group) for group in sorted(absent)) or "(none known)"
     )
     return (
         f"records of app {app} wait for a consumer: no live member in Kafka consumer group(s) {groups}; start a "
@@ -60,7 +61,7 @@ def explain(
     lag: Lag,
     now_ms: int,
     app: str | None = None,
-    prefix: str = names.DEFAULT_TOPIC_PREFIX,
+    prefix: str = wire.DEFAULT_TOPIC_PREFIX,
 ) -> list[AppExplanation]:
     apps = table.apps_for(message.topic) if app is None else tuple(a for a in table.apps if a.name == app)
     report: list[AppExplanation] = []

@@ -6,7 +6,7 @@ makes for Python is either a class of the native module with named attributes (`
 Python class whose fields it sets by name (``RouteResult`` and ``Decision``, whose ``__init__`` it does not call:
 a call by keyword would cost about a third of a record's routing). So no tuple is read by position, and no
 dataclass's field order is a contract. The one exception is a record's headers: confluent-kafka's
-``[(name, value)]`` list, read as the client gives it (``Headers``).
+``[(name, value)]`` list, read as the client gives it (``wire.HeadersIn``).
 
 At import, the module's own lists of the structures it reads (``_native.READS``) and of the fields it sets
 (``_native.MAKES``) are compared with the declarations below: a module built from other sources (an editable
@@ -23,9 +23,6 @@ from typing import Literal, TypedDict
 # Re-exported: the modules of the native side import it from here, so that nothing uses it unchecked.
 from subroute.routing import _native as _native
 from subroute.routing.decisions import Action, Decision, RouteResult
-
-# A record's headers as confluent-kafka gives them, or None for a record without headers.
-Headers = Sequence[tuple[str, bytes | None]] | None
 
 PropertyType = Literal["string", "int", "bool", "float"]
 # Operators as the expressions' AST spells them (subroute.expressions.ast).
@@ -249,8 +246,8 @@ class Vocabulary(TypedDict):
     decision: type[Decision]
     route: Action
     pending: Action
-    capacity: str  # decisions.CAPACITY
-    no_consumer: str  # decisions.NO_CONSUMER
+    capacity: str  # wire.CAPACITY
+    no_consumer: str  # wire.NO_CONSUMER
 
 
 class DeciderSpec(TypedDict):

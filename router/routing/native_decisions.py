@@ -17,11 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from subroute import names
+from subroute import wire
 from subroute.routing import native_boundary as boundary
 from subroute.routing.decisions import (
-    CAPACITY,
-    NO_CONSUMER,
     Action,
     AppRoute,
     Decision,
@@ -36,6 +34,7 @@ from subroute.routing.decisions import (
 from subroute.routing.native_boundary import _native
 from subroute.routing.native_plan import NativePlan
 from subroute.routing.snapshot import GroupId, Snapshot
+from subroute.wire import CAPACITY, NO_CONSUMER
 
 _VOCABULARY: boundary.Vocabulary = {
     "result": RouteResult,
@@ -123,7 +122,7 @@ class NativeDecisions:
                     "spillover": config.spillover,
                     "presence_required": config.presence == "required",
                     "group_by": config.group_by,
-                    "default_group": (config.default_group or names.DEFAULT_MESSAGE_GROUP).encode(),
+                    "default_group": (config.default_group or wire.DEFAULT_MESSAGE_GROUP).encode(),
                     "expiration_ms": config.expiration_ms,
                     "candidates": candidates,
                     # The decisions' immutable pieces, made once: most records' decisions are these very objects.
@@ -150,7 +149,7 @@ class NativeDecisions:
             "exact": list(exact),
             "filter_count": filter_count,
             "environments": headers,
-            "expiration_header": names.EXPIRATION,
+            "expiration_header": wire.EXPIRATION,
             "vocabulary": _VOCABULARY,
         }
         return NativeDecisions(

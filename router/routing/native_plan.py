@@ -19,11 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Literal, cast
 
+from subroute.errors import SubrouteError
 from subroute.expressions import ast
 from subroute.expressions.outcome import INT64_MAX, INT64_MIN
 from subroute.expressions.plan import Gate, PlanEntry, Subscription, plan_entries
 from subroute.routing import native_boundary as boundary
-from subroute.routing.native_boundary import Headers, _native
+from subroute.routing.native_boundary import _native
+from subroute.wire import HeadersIn
 
 # What a lowered entry depends on: its text, dialect, the number of its declared types, and its gate.
 _EntryKey = tuple[str, str, int, Gate | None]
@@ -33,7 +35,7 @@ _EntryKey = tuple[str, str, int, Gate | None]
 GARBAGE_SLACK = 4096
 
 
-class NativePlanError(ValueError):
+class NativePlanError(SubrouteError, ValueError):
     """The lowered form was refused by the native side (a bug: checked expressions always lower)."""
 
 
@@ -385,11 +387,13 @@ class NativePlan:
         """``gate_of`` of every position."""
         return list(self._gate_kinds)
 
-    def match_indexes(self, records: Sequence[Headers]) -> list[list[int]]:
+    def match_indexes(self, records: Sequence[HeadersIn | None]) -> list[list[int]]:
         """Per record, the positions (ascending) of the subscriptions it matches."""
         return self._native.match_batch(records)
 
-    def match_indexes_with_errors(self, records: Sequence[Headers]) -> list[tuple[list[int], list[int]]]:
+    def match_indexes_with_errors(
+        self, records: Sequence[HeadersIn | None]
+    ) -> list[tuple[list[int], list[int]]]:
         """Per record, ``(matched positions, positions whose evaluation ended in an evaluation error)``.
 
         As ``Plan.match_with_errors``: only subscriptions actually evaluated can report an error (one whose gate
@@ -400,11 +404,11 @@ class NativePlan:
         found = self._native.match_batch_with_errors(records)
         return list(zip(found.matched, found.errors, strict=True))
 
-    def match_batch(self, records: Sequence[Headers]) -> list[frozenset[Hashable]]:
+    def match_batch(self, records: Sequence[HeadersIn | None]) -> list[frozenset[Hashable]]:
         """Per record, the ids of the subscriptions it matches."""
         ids = self._ids
         return [frozenset([ids[i] for i in hit]) for hit in self._native.match_batch(records)]
 
-    def match(self, headers: Headers) -> frozenset[Hashable]:
+    def match(self, headers: HeadersIn | None) -> frozenset[Hashable]:
         """The ids of the subscriptions that one record with these headers matches."""
         return self.match_batch([headers])[0]

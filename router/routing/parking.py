@@ -14,31 +14,30 @@ spins. Whatever stops a partition, the expired records behind it leave at the ne
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from subroute import names
-from subroute.routing.decisions import WAITING_REASONS, RoutingTable
+from subroute import wire
+from subroute.routing.decisions import RoutingTable
 from subroute.routing.expiration import is_expired
+from subroute.wire import WAITING_REASONS
 
 
 def pending_topics(prefix: str, table: RoutingTable) -> dict[str, str]:
     """Pending topic -> its app, for every app of ``table``."""
-    return {names.pending_topic(prefix, app.name): app.name for app in table.apps}
+    return {wire.pending_topic(prefix, app.name): app.name for app in table.apps}
 
 
-def parked_version(headers: Sequence[tuple[str, bytes | None]]) -> int | None:
+def parked_version(headers: wire.HeadersIn) -> int | None:
     """The config version a pending record was parked under; None when it carries none that parses."""
     for key, value in headers:
-        if key == names.CONFIG_VERSION and value is not None and len(value) <= 20 and value.isdigit():
+        if key == wire.CONFIG_VERSION and value is not None and len(value) <= 20 and value.isdigit():
             return int(value)
     return None
 
 
-def waiting_reason(headers: Sequence[tuple[str, bytes | None]]) -> str | None:
+def waiting_reason(headers: wire.HeadersIn) -> str | None:
     """Why a pending record waits although a subscription matched it (``capacity``, ``no-consumer``); None when
     it matched nothing."""
     for key, value in headers:
-        if key == names.PENDING_REASON and value is not None:
+        if key == wire.PENDING_REASON and value is not None:
             reason = value.decode("utf-8", errors="replace")
             return reason if reason in WAITING_REASONS else None
     return None
@@ -48,7 +47,7 @@ def is_due(
     prefix: str,
     table: RoutingTable,
     topic: str,
-    headers: Sequence[tuple[str, bytes | None]],
+    headers: wire.HeadersIn,
     timestamp_ms: int,
     now_ms: int,
 ) -> bool:
@@ -57,7 +56,7 @@ def is_due(
     parked = parked_version(headers)
     if parked is None or parked < table.version or waiting_reason(headers) is not None:
         return True
-    app = table.app(names.app_of_pending(prefix, topic))
+    app = table.app(wire.app_of_pending(prefix, topic))
     if app is None:
         return False
     return is_expired(app.config, headers, timestamp_ms, now_ms)

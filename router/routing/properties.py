@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from subroute.errors import SubrouteError
+
 PropertyValue = int | float | str | bool
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-class PropertyDecodeError(ValueError):
+class PropertyDecodeError(SubrouteError, ValueError):
     pass
 
 

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from subroute import wire
+
 UNBOUNDED = 2**63 - 1  # a pass's own bound until it ends: everything it reads
 SPAN = 1000  # offsets per stretch whose earliest deadline a worker remembers
 
@@ -77,6 +79,12 @@ class SweepMark:
         if own_until < 0 or app_until < 0:
             return None
         return cls(own_until, at_ms, app_until, cutoff)
+
+
+def mark_of(metadata: str | None) -> SweepMark | None:
+    """The sweep mark in a commit's metadata (``wire.version_metadata``); None when there is none."""
+    text = wire.sweep_of(metadata)
+    return None if text is None else SweepMark.parse(text)
 
 
 def pass_mark(previous: SweepMark | None, now_ms: int, app_limit_ms: int | None) -> SweepMark:

@@ -13,10 +13,9 @@ from collections.abc import Callable, Sequence
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import Config
 from subroute.ops.metrics import RouterMetrics
-from subroute.worker.checkpoint import version_of
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +27,7 @@ def subscription_topics(config: Config, prefix: str) -> tuple[str, ...]:
     topics: set[str] = set()
     for app in config.apps.values():
         topics.update(app.inputs)
-        topics.add(names.pending_topic(prefix, app.name))
+        topics.add(wire.pending_topic(prefix, app.name))
     return tuple(sorted(topics))
 
 
@@ -167,7 +166,7 @@ class Assignment:
         """The partitions last routed under a config version newer than ours (from their commit metadata)."""
         newer: dict[Partition, int] = {}
         for part in committed:
-            version = version_of(part.metadata)
+            version = wire.version_of(part.metadata)
             if version is not None and version > self.version:
                 newer[(part.topic, part.partition)] = version
         return newer

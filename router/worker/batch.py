@@ -16,10 +16,8 @@ import logging
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
-from subroute.names import HEADER_PREFIX
 from subroute.ops.metrics import RouterMetrics
 from subroute.routing.decisions import (
-    WAITING_REASONS,
     Action,
     Decision,
     Lag,
@@ -38,6 +36,7 @@ from subroute.routing.envelope import (
 )
 from subroute.routing.expiration import message_expiration
 from subroute.routing.parking import is_due, pending_topics, waiting_reason
+from subroute.wire import HEADER_PREFIX, REJECTED, WAITING_REASONS
 from subroute.worker.assignment import Assignment
 from subroute.worker.checkpoint import Checkpoint
 from subroute.worker.sweeps import DEFAULT_SWEEP_SECONDS, PartitionSweep, Sweeps
@@ -284,7 +283,7 @@ class BatchRouter:
                 "routing failed; dead-lettering the record", extra={"fields": {"topic": message.topic}}
             )
             apps = [pending_app] if pending_app else [a.name for a in table.apps_for(message.topic)]
-            decisions = [Decision(a, Action.DEAD_LETTER, reason="rejected") for a in apps if a]
+            decisions = [Decision(a, Action.DEAD_LETTER, reason=REJECTED) for a in apps if a]
             self.metrics.malformed.inc()
             return records_for(message, decisions, now_ms, redriven, envelopes)
         return self._records(message, result, now_ms, pending_app, tally, envelopes)

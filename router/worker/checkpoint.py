@@ -37,9 +37,10 @@ from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from subroute import wire
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
-from subroute.routing.envelope import Headers, OutRecord, app_of
+from subroute.routing.envelope import OutRecord, app_of
 from subroute.routing.sweep import SweepMark
 from subroute.worker import redelivery
 from subroute.worker.producers import DEFAULT_PRODUCERS, Producers
@@ -69,36 +70,6 @@ _MEMBERSHIP_LOST = frozenset(
         KafkaError.FENCED_INSTANCE_ID,
     }
 )
-
-
-# Offset commit metadata: the config version the committed records were routed under. A worker newly assigned
-# the partition routes it only under that version or a later one (``Assignment``), so a rebalance never moves a
-# partition back to an older config (message groups would flip between consumer groups). A parked pending
-# partition's commit also carries its sweep mark (routing/sweep.py): what has left from behind the position.
-_VERSION_METADATA = "subroute.config-version="
-_SWEEP_METADATA = ";subroute.sweep="
-
-
-def version_metadata(version: int, mark: SweepMark | None = None) -> str:
-    text = f"{_VERSION_METADATA}{version}"
-    return text if mark is None else f"{text}{_SWEEP_METADATA}{mark.text()}"
-
-
-def version_of(metadata: str | None) -> int | None:
-    """The config version in a commit's metadata; None when there is none (another writer, an older worker,
-    a broker that drops commit metadata)."""
-    if not metadata or not metadata.startswith(_VERSION_METADATA):
-        return None
-    digits = metadata[len(_VERSION_METADATA) :].partition(";")[0]
-    return int(digits) if digits.isdigit() and len(digits) < 20 else None
-
-
-def mark_of(metadata: str | None) -> SweepMark | None:
-    """The sweep mark in a commit's metadata; None when there is none."""
-    if not metadata or not metadata.startswith(_VERSION_METADATA):
-        return None
-    _, found, text = metadata.partition(_SWEEP_METADATA)
-    return SweepMark.parse(text) if found else None
 
 
 class Checkpoint:
@@ -353,7 +324,7 @@ class Checkpoint:
             if step.retry:
                 time.sleep(redelivery.backoff(attempt))
             for stub, failure in step.dead_letter:
-                reason = "too-large" if failure.code in redelivery.TOO_LARGE else "undeliverable"
+                reason = wire.TOO_LARGE if failure.code in redelivery.TOO_LARGE else wire.UNDELIVERABLE
                 self.metrics.dead_lettered.labels(app_of(stub), reason).inc()
                 log.error(
                     "record not deliverable (%s); dead-lettered without its value",
@@ -424,7 +395,7 @@ class Checkpoint:
             message.topic() or "",
             message.value(),
             message.key(),
-            cast(Headers, list(message.headers() or ())),  # as produced: (str, bytes | None) pairs
+            cast(wire.Headers, list(message.headers() or ())),  # as produced: (str, bytes | None) pairs
             message.timestamp()[1],
         )
         self.metrics.delivery_failures.inc()
@@ -440,13 +411,15 @@ def _positions(
     offsets: dict[tuple[str, int], int], marks: dict[tuple[str, int], SweepMark | None], version: int
 ) -> list[TopicPartition]:
     """The offsets to commit, each with its metadata: the version, and a pending partition's sweep mark."""
-    plain = version_metadata(version)
+    plain = wire.version_metadata(version)
     return [
         TopicPartition(
             t,
             p,
             o,
-            metadata=plain if (mark := marks.get((t, p))) is None else version_metadata(version, mark),
+            metadata=plain
+            if (mark := marks.get((t, p))) is None
+            else wire.version_metadata(version, mark.text()),
         )
         for (t, p), o in offsets.items()
     ]

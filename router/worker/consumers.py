@@ -1,6 +1,6 @@
 """What the worker knows of the consumers it routes to, kept fresh on the poll-loop thread.
 
-The capacity monitor measures lag and presence on its own thread (``routing.capacity``); this takes its newest
+The capacity monitor measures lag and presence on its own thread (``worker.capacity``); this takes its newest
 measurement into the ``Snapshot`` decisions read (keeping what was routed since the measurement began), and
 wakes the parked pending partitions when what waits there may now go: a group attached, or some group's
 unconfirmed count fell. Otherwise waiting records stay unread (the sweep timer aside), so nothing spins. With each
@@ -13,10 +13,10 @@ import time
 
 from confluent_kafka import Consumer
 
-from subroute.routing.capacity import CapacityMonitor, Measurement
 from subroute.routing.holders import Holders
 from subroute.routing.snapshot import Snapshot
 from subroute.worker.assignment import Assignment
+from subroute.worker.capacity import CapacityMonitor, Measurement
 
 
 class ConsumerView:

@@ -11,8 +11,8 @@ import logging
 import time
 
 from subroute.config.model import Config
-from subroute.kafka.io import AdminClient, KafkaException
-from subroute.kafka.topics import TopicPolicy, ensure_app_topics
+from subroute.config.topics import TopicPolicy, app_topics, sized_by
+from subroute.kafka.clients import AdminClient, KafkaException, ensure_topics, existing_topics
 from subroute.ops.metrics import RouterMetrics
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ TopicLayout = tuple[tuple[str, tuple[str, ...], int | None, bool, tuple[str, ...
 
 
 def topic_layout(config: Config) -> TopicLayout:
-    """What decides the topics ``kafka.topics.app_topics`` asks for: apps, their inputs and sizes, groups, bands.
+    """What decides the topics ``config.topics.app_topics`` asks for: apps, their inputs and sizes, groups, bands.
     Topics are ensured again only when this changes, not on every subscription change."""
     return tuple(
         sorted(
@@ -71,10 +71,12 @@ class Destinations:
         return True
 
     def create(self, config: Config) -> None:
-        """Create the topics ``config`` needs that do not exist (again), with their layout."""
+        """Create the topics ``config`` needs that do not exist (again), with their layout, sized from the inputs
+        that exist now."""
         if self._admin is None:
             raise RuntimeError("the worker's destinations are closed")
-        ensure_app_topics(self._admin, config, self._prefix, self._policy)
+        sizes = sized_by(existing_topics(self._admin))
+        ensure_topics(self._admin, app_topics(config, self._prefix, sizes, self._policy))
 
     def close(self) -> None:
         """Let the admin client go (it has no close of its own): it is destroyed with its last reference, and

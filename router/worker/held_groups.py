@@ -21,12 +21,13 @@ from typing import cast
 
 from confluent_kafka import Message, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import Config
-from subroute.kafka.io import admin_client, read_ranges, reader, watermarks
+from subroute.kafka.clients import admin_client, read_ranges, reader, watermarks
 from subroute.ops.settings import Settings
-from subroute.routing.capacity import groups_holding, measure_committed
+from subroute.routing.capacity import groups_holding
 from subroute.routing.holders import GroupId, Holders
+from subroute.worker.capacity import measure_committed
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def _tails(
             committed = measure_committed(admin, prefix, app, group, metadata)
             if not committed:
                 continue
-            owners[names.group_topic(prefix, app, group)] = (app, group)
+            owners[wire.group_topic(prefix, app, group)] = (app, group)
             partitions = [TopicPartition(topic, partition) for topic, partition in committed]
             for where, (low, high) in watermarks(probe, partitions).items():
                 start = max(
@@ -110,8 +111,8 @@ def _tails(
 
 def _routed_at(message: Message) -> int:
     """The record's ``subroute.routed-at`` (0 when missing): which of two groups placed a message group last."""
-    headers = cast(list[tuple[str, bytes | None]], message.headers() or [])  # as the router produced them
+    headers = cast(wire.Headers, message.headers() or [])  # as the router produced them
     for name, value in headers:
-        if name == names.ROUTED_AT and value is not None and value.isdigit():
+        if name == wire.ROUTED_AT and value is not None and value.isdigit():
             return int(value)
     return 0

@@ -24,18 +24,20 @@ import time
 
 from confluent_kafka import Consumer, Message
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import Config
 from subroute.config.store import ConfigStore, no_apps_warning
-from subroute.kafka.io import admin_client
-from subroute.kafka.topics import TopicPolicy
+from subroute.config.topics import TopicPolicy
+from subroute.errors import SubrouteError
+from subroute.kafka.clients import admin_client
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
-from subroute.routing.capacity import CapacityMonitor, groups_holding
+from subroute.routing.capacity import groups_holding
 from subroute.routing.decisions import RoutingTable
 from subroute.worker import progress
 from subroute.worker.assignment import Assignment
 from subroute.worker.batch import BatchRouter
+from subroute.worker.capacity import CapacityMonitor
 from subroute.worker.checkpoint import AT_LEAST_ONCE, EXACTLY_ONCE, GUARANTEES, Checkpoint
 from subroute.worker.consumers import ConsumerView
 from subroute.worker.destinations import Destinations
@@ -51,7 +53,7 @@ __all__ = ["AT_LEAST_ONCE", "EXACTLY_ONCE", "GUARANTEES", "StartupTimeout", "Wor
 log = logging.getLogger(__name__)
 
 
-class StartupTimeout(Exception):
+class StartupTimeout(SubrouteError):
     """The brokers could not be reached (or refused this client) for the whole start-up timeout."""
 
     def __init__(self, settings: Settings, seconds: float, trouble: str | None) -> None:
@@ -209,7 +211,7 @@ class Worker:
         held by a group no longer grouping messages are forgotten."""
         holding = groups_holding(config)
         holders = self.consumers.holders
-        holders.topics = {names.group_topic(self.prefix, app, group): (app, group) for app, group in holding}
+        holders.topics = {wire.group_topic(self.prefix, app, group): (app, group) for app, group in holding}
         holders.keep(set(holding))
         if self.checkpoint is not None:
             self.checkpoint.on_reported = (

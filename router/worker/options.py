@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from subroute import names
+from subroute import wire
 from subroute.ops.settings import Settings
 from subroute.worker.checkpoint import AT_LEAST_ONCE
 from subroute.worker.sweeps import DEFAULT_SWEEP_SECONDS
@@ -23,7 +23,7 @@ class WorkerOptions:
     pending_sweep_seconds: float = DEFAULT_SWEEP_SECONDS
     capacity_refresh_seconds: float = 3.0
     # how often the consumer groups' membership is read (presence: required apps); 0: every group counts as
-    # present (for clusters whose broker does not report membership; it is also detected, routing/capacity.py)
+    # present (for clusters whose broker does not report membership; it is also detected, worker/capacity.py)
     presence_refresh_seconds: float = 2.0
     session_timeout_ms: int = 10_000
     # see ``window``: the offsets are also committed whenever the input drains
@@ -44,7 +44,7 @@ def worker_consumer_config(settings: Settings, session_timeout_ms: int) -> dict[
     """The router group's consumer: manual commits, read_committed, cooperative rebalancing."""
     return settings.client_config(
         {
-            "group.id": names.worker_group_id(settings.topic_prefix),
+            "group.id": wire.worker_group_id(settings.topic_prefix),
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "enable.partition.eof": False,

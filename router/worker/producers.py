@@ -22,7 +22,8 @@ from typing import Protocol, cast
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from subroute.kafka.io import close_producer
+from subroute import wire
+from subroute.kafka.clients import close_producer
 
 # Measured: more did not help where the broker's CPU binds (see above); each producer costs a connection and a
 # librdkafka thread per broker.
@@ -36,7 +37,7 @@ class Produce(Protocol):
         *,
         value: bytes | None,
         key: bytes | None,
-        headers: list[tuple[str, bytes | None]],
+        headers: wire.Headers,
         timestamp: int,
         on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
     ) -> None: ...
@@ -64,7 +65,7 @@ class Producers:
         return self.all[0]
 
     def close(self) -> None:
-        """After a flush: close each producer that has nothing left to deliver (``kafka.io.close_producer``)."""
+        """After a flush: close each producer that has nothing left to deliver (``kafka.clients.close_producer``)."""
         for producer in self.all:
             close_producer(producer)
 

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.ops.metrics import RouterMetrics
 
 Partition = tuple[str, int]
@@ -37,7 +37,7 @@ def lag(consumer: Consumer, assigned: Collection[Partition], prefix: str) -> tup
         _, high = consumer.get_watermark_offsets(tp, cached=True)
         if high is not None and high >= 0 and tp.offset >= 0:
             behind = max(0, high - tp.offset)
-            if names.app_of_pending(prefix, tp.topic or ""):
+            if wire.app_of_pending(prefix, tp.topic or ""):
                 pending += behind
             else:
                 inputs += behind

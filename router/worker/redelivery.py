@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError
 
-from subroute import names
+from subroute import wire
 from subroute.routing.envelope import OutRecord, app_of, dead_letter_stub
 
 MAX_ATTEMPTS = 4  # produce attempts of one failed record after librdkafka's own, before it is dead-lettered
@@ -77,7 +77,7 @@ def plan(failures: list[Failure], attempt: int, prefix: str) -> Redelivery:
     step = Redelivery()
     for failure in failures:
         topic = failure.record[0]
-        if topic == names.dlq_topic(prefix, app_of(failure.record)):
+        if topic == wire.dlq_topic(prefix, app_of(failure.record)):
             step.rewind = True  # nowhere left to put it
         elif failure.code in TOO_LARGE:
             step.dead_letter.append((dead_letter_stub(prefix, failure.record, "too-large"), failure))
@@ -89,5 +89,5 @@ def plan(failures: list[Failure], attempt: int, prefix: str) -> Redelivery:
         ):
             step.retry.append(failure.record)
         else:
-            step.dead_letter.append((dead_letter_stub(prefix, failure.record, "undeliverable"), failure))
+            step.dead_letter.append((dead_letter_stub(prefix, failure.record, wire.UNDELIVERABLE), failure))
     return step

@@ -26,13 +26,12 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.routing.decisions import RoutingTable
 from subroute.routing.envelope import Envelopes, InputRecord
 from subroute.routing.expiration import message_expiration
-from subroute.routing.sweep import Cursor, Stretches, SweepMark, deadline, finish, pass_mark, plan
+from subroute.routing.sweep import Cursor, Stretches, SweepMark, deadline, finish, mark_of, pass_mark, plan
 from subroute.worker.assignment import Assignment
-from subroute.worker.checkpoint import mark_of
 from subroute.worker.tally import BatchTally
 
 log = logging.getLogger(__name__)
@@ -72,7 +71,7 @@ class Sweeps:
     def assigned(self, committed: Iterable[TopicPartition]) -> None:
         """Partitions assigned, with their commits (their marks): whatever was known of them before is stale."""
         for tp in committed:
-            if tp.topic is not None and names.app_of_pending(self.prefix, tp.topic):
+            if tp.topic is not None and wire.app_of_pending(self.prefix, tp.topic):
                 self.partitions[(tp.topic, tp.partition)] = PartitionSweep(mark_of(tp.metadata))
 
     def revoked(self, partitions: Iterable[Partition]) -> None:
@@ -82,7 +81,7 @@ class Sweeps:
     def reload(self, consumer: Consumer, partitions: Sequence[Partition]) -> None:
         """Partitions read again from their commits: their marks as committed (a mark not committed may name
         dead letters that were not written), their passes and memory dropped, their sweep due."""
-        pending = [p for p in partitions if names.app_of_pending(self.prefix, p[0])]
+        pending = [p for p in partitions if wire.app_of_pending(self.prefix, p[0])]
         if not pending:
             return
         try:

@@ -14,8 +14,8 @@ from typing import TypeVar
 from subroute.ops.metrics import RouterMetrics
 from subroute.routing.decisions import Action, Decision
 from subroute.routing.envelope import OutRecord
-from subroute.routing.expiration import EXPIRED
 from subroute.routing.sweep import SweepMark
+from subroute.wire import EXPIRED
 
 _T = TypeVar("_T")
 

@@ -13,9 +13,10 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from subroute.routing.decisions import NO_CONSUMER, Action, Decision
+from subroute.routing.decisions import Action, Decision
 from subroute.routing.explain import waiting_advice
 from subroute.routing.snapshot import GroupId
+from subroute.wire import NO_CONSUMER
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from subroute import names
+from subroute import wire
 from subroute.ops.settings import ENV_BOOTSTRAP, ENV_PREFIX, kafka_config_from_env
 
 from .conftest import DEPLOYABLE, K8S, ROOT, TARGETS, find, one
@@ -297,7 +297,7 @@ def test_autoscaling_follows_the_workers_consumer_group(
         return
     assert not find(resources, "HorizontalPodAutoscaler")
     (trigger,) = one(resources, "ScaledObject")["spec"]["triggers"]
-    assert trigger["metadata"]["consumerGroup"] == names.worker_group_id(settings["data"][ENV_PREFIX])
+    assert trigger["metadata"]["consumerGroup"] == wire.worker_group_id(settings["data"][ENV_PREFIX])
     assert trigger["metadata"]["bootstrapServers"] == settings["data"][ENV_BOOTSTRAP]
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from subroute.cli.main import main as cli
-from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
+from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics
 from subroute.ops.settings import Settings
 from tests.docs.blocks import ROOT, Block, Command, commands
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from subroute import names
-from subroute.kafka.io import TopicSpec, admin_client, ensure_topics, group_backlog
+from subroute import wire
+from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics, group_backlog
 from subroute.ops.settings import Settings
 from tests.docs.blocks import ROOT
 from tests.docs.session import DocSession
@@ -99,8 +99,8 @@ def test_the_examples_publish_consume_and_read_headers(kafka, unique: str, tmp_p
         assert sorted(acked) == [("0", "1"), ("0", "3"), ("1", "2")], consumed
         # Everything on the group topic is confirmed: the three jobs and the cancelled job's copy.
         settings = Settings(bootstrap_servers=kafka.bootstrap_servers, topic_prefix=unique)
-        workers = names.group_topic(unique, "jobs", "workers")
-        assert group_backlog(settings, names.consumer_group_id(unique, "jobs", "workers"), workers) == 0
+        workers = wire.group_topic(unique, "jobs", "workers")
+        assert group_backlog(settings, wire.consumer_group_id(unique, "jobs", "workers"), workers) == 0
 
         read = run(session, "plain_consumer.py", "--app", "audit", "--group", "reports", "--count", "2")
         values = re.findall(r"^    value: (.*)$", read, re.MULTILINE)

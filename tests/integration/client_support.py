@@ -9,10 +9,10 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from subroute import names
+from subroute import wire
 from subroute.client import QueueConsumer, QueueMessage
 from subroute.config.store import read_app
-from subroute.kafka.io import admin_client, close_producer, topic_settings
+from subroute.kafka.clients import admin_client, close_producer, topic_settings
 from tests.integration.harness import Env
 
 # Tansu's first join waits session.timeout.ms / 2 (docs/brokers.md); 6 s suits every broker.
@@ -40,9 +40,9 @@ def put(
     ``partition`` of the group topic (or ``topic``)."""
     producer = Producer(env.settings.client_config({"linger.ms": 5, "enable.idempotence": True}))
     for value, source in records:
-        routing = [(names.APP, app.encode()), (names.GROUP, group.encode())]
+        routing = [(wire.APP, app.encode()), (wire.GROUP, group.encode())]
         if source is not None:
-            routing.append((names.SOURCE, names.source_of(env.input, 0, source).encode()))
+            routing.append((wire.SOURCE, wire.source_of(env.input, 0, source).encode()))
         kwargs: dict[str, Any] = {"value": value.encode(), "key": key, "headers": [*routing, *headers]}
         if timestamp:
             kwargs["timestamp"] = timestamp
@@ -54,7 +54,7 @@ def put(
 def committed(env: Env, app: str, group: str, partition: int = 0) -> int:
     """The group's committed offset on partition ``partition`` of its group topic (-1001: none)."""
     consumer = Consumer(
-        env.settings.client_config({"group.id": names.consumer_group_id(env.prefix, app, group)})
+        env.settings.client_config({"group.id": wire.consumer_group_id(env.prefix, app, group)})
     )
     try:
         [tp] = consumer.committed([TopicPartition(env.topic(app, group), partition)], timeout=10)
@@ -108,13 +108,13 @@ def put_dead_letters(
     producer = Producer(env.settings.client_config({"linger.ms": 5, "enable.idempotence": True}))
     for i in range(count):
         headers = [
-            (names.APP, app.encode()),
-            (names.GROUP, group.encode()),
-            (names.SOURCE, names.source_of(env.input, 0, i).encode()),
-            (names.DLQ_REASON, reasons[i % len(reasons)].encode()),
+            (wire.APP, app.encode()),
+            (wire.GROUP, group.encode()),
+            (wire.SOURCE, wire.source_of(env.input, 0, i).encode()),
+            (wire.DLQ_REASON, reasons[i % len(reasons)].encode()),
         ]
         producer.produce(
-            names.dlq_topic(env.prefix, app),
+            wire.dlq_topic(env.prefix, app),
             value=f"dl{i}".encode() + value,
             key=str(i).encode(),
             headers=headers,

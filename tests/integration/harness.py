@@ -14,9 +14,9 @@ from pathlib import Path
 import yaml
 from confluent_kafka import Message, Producer
 
-from subroute import names
+from subroute import wire
 from subroute.cli import main as cli
-from subroute.kafka.io import TopicSpec, admin_client, close_producer, ensure_topics, read_to_end
+from subroute.kafka.clients import TopicSpec, admin_client, close_producer, ensure_topics, read_to_end
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.worker.loop import Worker, WorkerOptions
@@ -43,7 +43,7 @@ class Env:
         return ["--bootstrap-servers", self.bootstrap, "--topic-prefix", self.prefix]
 
     def topic(self, app: str, group: str) -> str:
-        return names.group_topic(self.prefix, app, group)
+        return wire.group_topic(self.prefix, app, group)
 
 
 def make_env(bootstrap: str, unique: str, partitions: int = 1) -> Env:

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 import yaml
 
-from subroute import names
+from subroute import wire
 from subroute.cli import main as cli
 from tests.integration.client_support import put, put_dead_letters, queue, take, text
 from tests.integration.harness import ROOT, Env, apply, header, make_env, read
@@ -102,11 +102,11 @@ def test_dead_letters_listed_shown_and_redriven_once(kafka, unique, capsys) -> N
     assert cli(["dlq", "list", "Jobs", *env.common()]) == 0
     assert capsys.readouterr().out.splitlines()[-1].split() == ["total", "3", "3", "0"]
 
-    back = [m for m in read(env, env.topic("Jobs", "workers")) if header(m, names.REDRIVEN) == "dlq"]
+    back = [m for m in read(env, env.topic("Jobs", "workers")) if header(m, wire.REDRIVEN) == "dlq"]
     assert sorted(m.value() for m in back) == [b"bad-1", b"bad-2", b"flaky"]
     flaky = next(m for m in back if m.value() == b"flaky")
-    assert header(flaky, names.DELIVERIES) is None and header(flaky, names.DLQ_REASON) is None
-    assert header(flaky, names.SOURCE) == f"{env.input}/0/3"
+    assert header(flaky, wire.DELIVERIES) is None and header(flaky, wire.DLQ_REASON) is None
+    assert header(flaky, wire.SOURCE) == f"{env.input}/0/3"
 
     # Their sources were delivered before: a redrive is on purpose, not a duplicate.
     with queue(env, "Jobs", "workers", max_backlog=3) as q:
@@ -204,7 +204,7 @@ def test_a_redrive_killed_at_any_point_redrives_each_dead_letter_once(kafka, uni
     back = read(env, target, **{"isolation.level": "read_committed"})
     counts = Counter(m.value() for m in back)
     assert set(counts) == {f"dl{i}".encode() for i in range(count)}  # none lost
-    assert all(header(m, names.REDRIVEN) == "dlq" for m in back)
+    assert all(header(m, wire.REDRIVEN) == "dlq" for m in back)
     if kafka.is_tansu and not broker_hides_aborted_records(env):
         pytest.skip(
             "no loss checked; the no-duplicates assertion needs a broker whose read_committed hides aborted "
@@ -216,7 +216,7 @@ def test_a_redrive_killed_at_any_point_redrives_each_dead_letter_once(kafka, uni
 _MEASURE = """
 import resource, sys
 from subroute.cli.main import main
-import subroute.cli.queue, subroute.client.redrive
+import subroute.cli.queue, subroute.admin.redrive
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 code = main(sys.argv[1:])
 print("peak-growth-kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, file=sys.stderr)

@@ -11,10 +11,10 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from subroute import names
+from subroute import wire
 from subroute.client import AT_MOST_ONCE, QueueConsumer, QueueMessage
 from subroute.config.store import ConfigStore, read_config
-from subroute.kafka.io import admin_client
+from subroute.kafka.clients import admin_client
 from tests.integration.client_support import committed, put, queue, refuse_writes, take, text
 from tests.integration.harness import apply, header, make_env, produce, read, run_worker
 
@@ -82,10 +82,10 @@ def test_a_cancel_whose_copy_is_refused_stays_outstanding_until_a_retry_is_writt
 def test_expire_and_expiration_whose_dead_letter_is_refused_are_retried(kafka, unique) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
     assert apply(env, JOBS) == 0
-    dlq = names.dlq_topic(env.prefix, "Jobs")
+    dlq = wire.dlq_topic(env.prefix, "Jobs")
     stale_ms = int(time.time() * 1000) - 60_000
     put(env, "Jobs", "workers", [("bad", 1)])
-    put(env, "Jobs", "workers", [("stale", 2)], headers=[(names.EXPIRATION, b"1s")], timestamp=stale_ms)
+    put(env, "Jobs", "workers", [("stale", 2)], headers=[(wire.EXPIRATION, b"1s")], timestamp=stale_ms)
     put(env, "Jobs", "workers", [("good", 3)])
     with queue(env, "Jobs", "workers", max_backlog=2) as q:
         bad = take(q)
@@ -109,7 +109,7 @@ def test_expire_and_expiration_whose_dead_letter_is_refused_are_retried(kafka, u
         assert q.stats.dead_lettered == {"rejected": 1, "expired": 1}
     assert committed(env, "Jobs", "workers") == 3
     letters = read(env, dlq)
-    assert sorted((m.value(), header(m, names.DLQ_REASON)) for m in letters) == [
+    assert sorted((m.value(), header(m, wire.DLQ_REASON)) for m in letters) == [
         (b"bad", "rejected"),
         (b"stale", "expired"),
     ]
@@ -175,7 +175,7 @@ def test_a_copy_the_producer_refuses_at_once_stays_outstanding_and_is_not_lost(k
     time.sleep(0.5)
     big = b"x" * 1_200_000  # over the client's default message.max.bytes (1,000,000)
     producer = Producer(env.settings.client_config({"message.max.bytes": 4_000_000}))
-    producer.produce(topic, value=big, partition=0, headers=[(names.GROUP, b"workers")])
+    producer.produce(topic, value=big, partition=0, headers=[(wire.GROUP, b"workers")])
     producer.flush(30)
     put(env, "Jobs", "workers", [("after", 1)])
     with queue(env, "Jobs", "workers") as q:
@@ -199,9 +199,9 @@ def test_at_most_once_never_delivers_twice_while_an_earlier_dead_letter_is_refus
     # (after a crash that one would be delivered again) nor be lost: the next member dead-letters it.
     env = make_env(kafka.bootstrap_servers, unique)
     assert apply(env, JOBS) == 0
-    dlq = names.dlq_topic(env.prefix, "Jobs")
+    dlq = wire.dlq_topic(env.prefix, "Jobs")
     stale_ms = int(time.time() * 1000) - 60_000
-    put(env, "Jobs", "workers", [("stale", 1)], headers=[(names.EXPIRATION, b"1s")], timestamp=stale_ms)
+    put(env, "Jobs", "workers", [("stale", 1)], headers=[(wire.EXPIRATION, b"1s")], timestamp=stale_ms)
     put(env, "Jobs", "workers", [("first", 2), ("second", 3)])
     refuse_writes(env, dlq)
 
@@ -225,7 +225,7 @@ def test_at_most_once_never_delivers_twice_while_an_earlier_dead_letter_is_refus
         assert q.stats.dead_lettered == {"expired": 1} and q.settling == 0
         assert poll_until(q, 1.0) == []
     assert committed(env, "Jobs", "workers") == 3
-    assert [(m.value(), header(m, names.DLQ_REASON)) for m in read(env, dlq)] == [(b"stale", "expired")]
+    assert [(m.value(), header(m, wire.DLQ_REASON)) for m in read(env, dlq)] == [(b"stale", "expired")]
 
 
 def test_at_most_once_never_delivers_twice_while_an_earlier_replace_is_refused(kafka, unique) -> None:
@@ -247,7 +247,7 @@ apps:
     produce(env, [{"Size": 3}, {"Size": 10}, {"Size": 11}])  # m0, m1, m2
     run_worker(env)
     assert apply(env, before.replace("Size > 0", "Size > 5")) == 0  # m0 no longer matches
-    pending = names.pending_topic(env.prefix, "shop")
+    pending = wire.pending_topic(env.prefix, "shop")
     refuse_writes(env, pending)
     version = read_config(env.settings).version
     with ConfigStore(env.settings, build=lambda config: None) as store:
@@ -265,4 +265,4 @@ apps:
             assert poll_until(q, 2.0) == []
             assert q.stats.replaced == 1 and q.settling == 0
     assert committed(env, "shop", "workers") == 3
-    assert [(m.value(), header(m, names.PENDING_REASON)) for m in read(env, pending)] == [(b"m0", "replaced")]
+    assert [(m.value(), header(m, wire.PENDING_REASON)) for m in read(env, pending)] == [(b"m0", "replaced")]

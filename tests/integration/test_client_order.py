@@ -6,9 +6,8 @@ import time
 
 import pytest
 
-from subroute import names
+from subroute import wire
 from subroute.client import QueueConsumer
-from subroute.routing import priority
 from tests.integration.client_support import put, queue, take, text
 from tests.integration.harness import apply, make_env
 
@@ -30,9 +29,9 @@ def test_router_redelivery_is_dropped_but_records_resent_on_purpose_are_not(kafk
     put(env, "billing", "general", [("a0", 0), ("a1", 1), ("a2", 2)])
     # The router died before committing its input offsets and routed 1 and 2 again.
     put(env, "billing", "general", [("dup-a1", 1), ("dup-a2", 2)])
-    put(env, "billing", "general", [("cancel-copy-a0", 0)], headers=[(names.DELIVERIES, b"1")])
-    put(env, "billing", "general", [("pending-redrive-a1", 1)], headers=[(names.REDRIVEN, b"pending")])
-    put(env, "billing", "general", [("dlq-redrive-a2", 2)], headers=[(names.REDRIVEN, b"dlq")])
+    put(env, "billing", "general", [("cancel-copy-a0", 0)], headers=[(wire.DELIVERIES, b"1")])
+    put(env, "billing", "general", [("pending-redrive-a1", 1)], headers=[(wire.REDRIVEN, b"pending")])
+    put(env, "billing", "general", [("dlq-redrive-a2", 2)], headers=[(wire.REDRIVEN, b"dlq")])
     put(env, "billing", "general", [("a3", 3), ("no-source", None)])
     with queue(env, "billing", "general", max_backlog=4) as first:
         assert drain(first) == [
@@ -95,7 +94,7 @@ apps:
 """
     assert apply(env, config) == 0
     with queue(env, "orders", "risk") as q:  # creates the missing band topics
-        band = {b: priority.band_topic(env.prefix, "orders", "risk", b) for b in (0, 4, 9)}
+        band = {b: wire.band_topic(env.prefix, "orders", "risk", b) for b in (0, 4, 9)}
         put(env, "orders", "risk", [(f"low-{i}", i) for i in range(5)], topic=band[0])
         put(env, "orders", "risk", [(f"mid-{i}", 10 + i) for i in range(2)], topic=band[4])
         put(env, "orders", "risk", [(f"high-{i}", 20 + i) for i in range(3)], topic=band[9])

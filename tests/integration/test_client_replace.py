@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from subroute import names
-from subroute.client.dead_letters import history_of
+from subroute import wire
 from subroute.config.store import ConfigStore, read_config
 from tests.integration.client_support import queue, take, text
 from tests.integration.harness import apply, header, make_env, produce, read, run_worker
@@ -50,16 +49,16 @@ def test_after_a_replace_only_messages_matching_the_new_subscription_are_deliver
             assert q.poll(2.0) is None  # m0 does not match Size > 5: not delivered
             assert q.stats.replaced == 1
 
-    [parked] = read(env, names.pending_topic(env.prefix, "shop"))
+    [parked] = read(env, wire.pending_topic(env.prefix, "shop"))
     assert parked.value() == b"m0"
-    assert header(parked, names.PENDING_REASON) == "replaced"
-    assert [e["event"] for e in history_of(parked.headers())] == ["replaced"]
+    assert header(parked, wire.PENDING_REASON) == "replaced"
+    assert [e["event"] for e in wire.history_of(parked.headers())] == ["replaced"]
 
     run_worker(env)  # the router routes it again, under the version in force: to small
     [rerouted] = read(env, env.topic("shop", "small"))
     assert rerouted.value() == b"m0"
-    assert header(rerouted, names.SUBSCRIPTION) == "Size <= 5"
-    assert header(rerouted, names.REDRIVEN) == "pending"
-    assert header(rerouted, names.CONFIG_VERSION) == str(version)
+    assert header(rerouted, wire.SUBSCRIPTION) == "Size <= 5"
+    assert header(rerouted, wire.REDRIVEN) == "pending"
+    assert header(rerouted, wire.CONFIG_VERSION) == str(version)
     # A plain Kafka consumer of the group topic sees what was routed there, as before.
     assert sorted(m.value() for m in read(env, env.topic("shop", "workers"))) == [b"m0", b"m1"]

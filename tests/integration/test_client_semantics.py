@@ -7,9 +7,8 @@ import time
 
 import pytest
 
-from subroute import names
+from subroute import wire
 from subroute.client import AT_MOST_ONCE
-from subroute.client.dead_letters import history_of
 from tests.integration.client_support import committed, put, queue, take, text
 from tests.integration.harness import apply, header, make_env, read
 
@@ -67,7 +66,7 @@ def test_ack_options_none_cancel_expire_and_expiration(kafka, unique) -> None:
         "Jobs",
         "workers",
         [("short-lived", 5)],
-        headers=[(names.EXPIRATION, b"1s")],
+        headers=[(wire.EXPIRATION, b"1s")],
         timestamp=now_ms - 5000,
     )
     put(env, "Jobs", "workers", [("last", 6)])
@@ -87,19 +86,19 @@ def test_ack_options_none_cancel_expire_and_expiration(kafka, unique) -> None:
         q.ack(last)
         again = take(q)
         assert (text(again), again.deliveries, again.cancels) == ("retry", 1, 1)
-        assert again.header(names.SOURCE) == retry.header(names.SOURCE)
+        assert again.header(wire.SOURCE) == retry.header(wire.SOURCE)
         q.ack(again)
         assert q.stats.dead_lettered == {"rejected": 1, "expired": 2}
     assert committed(env, "Jobs", "workers") == 7  # 6 records and the cancel's copy
 
-    letters = {m.value(): m for m in read(env, names.dlq_topic(env.prefix, "Jobs"))}
+    letters = {m.value(): m for m in read(env, wire.dlq_topic(env.prefix, "Jobs"))}
     assert set(letters) == {b"unparseable", b"stale", b"short-lived"}
-    assert header(letters[b"unparseable"], names.DLQ_REASON) == "rejected"
-    assert header(letters[b"stale"], names.DLQ_REASON) == "expired"
-    assert header(letters[b"short-lived"], names.DLQ_REASON) == "expired"
+    assert header(letters[b"unparseable"], wire.DLQ_REASON) == "rejected"
+    assert header(letters[b"stale"], wire.DLQ_REASON) == "expired"
+    assert header(letters[b"short-lived"], wire.DLQ_REASON) == "expired"
     # The original value and headers are kept.
-    assert header(letters[b"unparseable"], names.SOURCE) == f"{env.input}/0/3"
-    assert header(letters[b"short-lived"], names.EXPIRATION) == "1s"
+    assert header(letters[b"unparseable"], wire.SOURCE) == f"{env.input}/0/3"
+    assert header(letters[b"short-lived"], wire.EXPIRATION) == "1s"
 
 
 def test_jobs_max_cancels_3_and_max_deliveries_10_go_to_failed_jobs(kafka, unique) -> None:
@@ -123,19 +122,19 @@ def test_jobs_max_cancels_3_and_max_deliveries_10_go_to_failed_jobs(kafka, uniqu
         assert q.stats.dead_lettered == {"max-cancels": 1, "max-deliveries": 1}
     assert seen == {"cancelled-job": 3, "stuck-job": 10}
 
-    failed = {m.value(): m for m in read(env, names.dlq_topic(env.prefix, "Jobs"))}
+    failed = {m.value(): m for m in read(env, wire.dlq_topic(env.prefix, "Jobs"))}
     cancelled, stuck = failed[b"cancelled-job"], failed[b"stuck-job"]
-    assert header(cancelled, names.DLQ_REASON) == "max-cancels"
-    assert header(stuck, names.DLQ_REASON) == "max-deliveries"
-    assert [e["event"] for e in history_of(cancelled.headers())] == [
+    assert header(cancelled, wire.DLQ_REASON) == "max-cancels"
+    assert header(stuck, wire.DLQ_REASON) == "max-deliveries"
+    assert [e["event"] for e in wire.history_of(cancelled.headers())] == [
         "cancel",
         "cancel",
         "cancel",
         "dead-letter",
     ]
-    assert [e["event"] for e in history_of(stuck.headers())] == ["lease-expired"] * 10 + ["dead-letter"]
-    assert header(cancelled, names.SOURCE) == f"{env.input}/0/1"
-    assert header(cancelled, names.GROUP) == "workers"
+    assert [e["event"] for e in wire.history_of(stuck.headers())] == ["lease-expired"] * 10 + ["dead-letter"]
+    assert header(cancelled, wire.SOURCE) == f"{env.input}/0/1"
+    assert header(cancelled, wire.GROUP) == "workers"
 
 
 def test_max_cancels_and_max_deliveries_0_mean_no_maximum(kafka, unique) -> None:
@@ -163,7 +162,7 @@ apps:
         assert (last.cancels, last.deliveries) == (12, 12)
         q.ack(last)
         assert q.stats.dead_lettered == {}
-    assert read(env, names.dlq_topic(env.prefix, "Jobs")) == []
+    assert read(env, wire.dlq_topic(env.prefix, "Jobs")) == []
 
 
 def test_backlog_1_delivers_one_at_a_time_and_2_pipelines(kafka, unique) -> None:

@@ -10,13 +10,13 @@ import pytest
 import yaml
 from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
 
-from subroute import names
+from subroute import wire
 from subroute.cli import main as cli
 from subroute.config.codec import app_key, group_key
 from subroute.config.store import history, read_config, read_state
 from subroute.config.yaml import config_to_document, parse_yaml
-from subroute.kafka import io as kafka_io
-from subroute.kafka.io import TopicSpec, admin_client, ensure_topics, existing_topics
+from subroute.kafka import clients
+from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics, existing_topics
 from subroute.ops.settings import Settings
 
 pytestmark = pytest.mark.kafka
@@ -118,7 +118,7 @@ def test_apply_writes_records_and_creates_topics(corner: Corner, capsys: pytest.
 
     topics = corner.topics()
     p = corner.unique
-    assert topics[names.config_topic(p)] == 1
+    assert topics[wire.config_topic(p)] == 1
     expected = {
         "billing": (3, ["vip", "general", "audit"]),  # the input's partition count
         "sized": (2, ["only"]),  # partitions: says so
@@ -126,12 +126,12 @@ def test_apply_writes_records_and_creates_topics(corner: Corner, capsys: pytest.
         "fresh": (1, ["f"]),  # no input exists yet
     }
     for app, (count, groups) in expected.items():
-        for topic in [names.pending_topic(p, app), names.dlq_topic(p, app)] + [
-            names.group_topic(p, app, g) for g in groups
+        for topic in [wire.pending_topic(p, app), wire.dlq_topic(p, app)] + [
+            wire.group_topic(p, app, g) for g in groups
         ]:
             assert topics.get(topic) == count, topic
 
-    resource = ConfigResource(ConfigResource.Type.TOPIC, names.config_topic(p))
+    resource = ConfigResource(ConfigResource.Type.TOPIC, wire.config_topic(p))
     described = admin.describe_configs([resource])[resource].result(timeout=10)
     assert described["cleanup.policy"].value == "compact"
 
@@ -335,7 +335,7 @@ def test_apply_checks_limits_on_the_file_plus_the_records_it_keeps(
 
 
 def test_apply_creates_band_topics_and_keeps_parked_records(corner: Corner, kafka) -> None:
-    from subroute.kafka.io import topic_settings
+    from subroute.kafka.clients import topic_settings
 
     ranked = "apps:\n  ranked:\n    inputs: [INPUT]\n    priority: '1'\n    groups:\n      g: {}\n"
     assert corner.run("config", "apply", "-f", corner.file(ranked)) == 0
@@ -352,7 +352,7 @@ def test_apply_creates_band_topics_and_keeps_parked_records(corner: Corner, kafk
 def test_group_retention_and_replication_factor_reach_the_topics_apply_creates(
     corner: Corner, kafka, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from subroute.kafka.io import topic_settings
+    from subroute.kafka.clients import topic_settings
 
     plain = "apps:\n  plain:\n    inputs: [INPUT]\n    groups:\n      g: {}\n"
     assert corner.run("config", "apply", "-f", corner.file(plain), "--group-retention-ms", "3600000") == 0
@@ -391,7 +391,7 @@ def test_apply_validates_the_whole_config_it_leaves_in_force(
 
 
 def test_an_unreadable_record_is_named_and_pruned(corner: Corner, capsys: pytest.CaptureFixture[str]) -> None:
-    from subroute.kafka.io import producer
+    from subroute.kafka.clients import producer
 
     assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
     hand = producer(corner.settings)
@@ -420,7 +420,7 @@ def test_apply_refuses_an_input_that_reads_subroutes_own_topics(
     from subroute.config.codec import encode
     from subroute.config.model import AppConfig
     from subroute.config.store import ConfigVersionRefused
-    from subroute.kafka.io import producer
+    from subroute.kafka.clients import producer
 
     key, value, headers = encode(AppConfig(name="thief", inputs=(f"{corner.unique}.billing.vip",)))
     hand = producer(corner.settings)
@@ -454,7 +454,7 @@ def test_explain_reads_a_stored_record_and_answers_at_once_where_there_is_none(
     corner: Corner, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert corner.run("config", "apply", "-f", corner.file(CONFIG)) == 0
-    producer = kafka_io.producer(corner.settings)
+    producer = clients.producer(corner.settings)
     producer.produce(corner.input, value=b"x", headers=[("CustomerId", b"0"), ("OrderType", b"EXPRESS")])
     producer.flush(10)
     capsys.readouterr()
@@ -467,7 +467,7 @@ def test_explain_reads_a_stored_record_and_answers_at_once_where_there_is_none(
         assert corner.run(*argv) == 2
         assert "no record at" in capsys.readouterr().err
     # Past the end, the read gives up at once: with the time it is allowed, a wait would outlast the test's limit.
-    assert kafka_io.read_record(corner.settings, corner.input, 0, 1, timeout=3600) is None
+    assert clients.read_record(corner.settings, corner.input, 0, 1, timeout=3600) is None
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from confluent_kafka import Producer
 
-from subroute.config.codec import SCHEMA_HEADER, Headers, encode
+from subroute.config.codec import SCHEMA_HEADER, encode
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.config.store import (
     ConfigStore,
@@ -23,9 +23,10 @@ from subroute.config.store import (
     read_config,
 )
 from subroute.config.writer import ConcurrentChange, ConfigWriter
-from subroute.kafka.io import admin_client, ensure_topics
+from subroute.kafka.clients import admin_client, ensure_topics
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
+from subroute.wire import Headers
 
 pytestmark = pytest.mark.kafka
 
@@ -277,7 +278,7 @@ import os, signal
 from subroute.config.codec import encode
 from subroute.config.model import GroupConfig
 from subroute.config.writer import writer_id
-from subroute.kafka.io import producer
+from subroute.kafka.clients import producer
 from subroute.ops.settings import Settings
 settings = Settings(bootstrap_servers={settings.bootstrap_servers!r}, topic_prefix={settings.topic_prefix!r})
 p = producer(settings, **{{"transactional.id": writer_id(settings), "linger.ms": 0}})

@@ -8,11 +8,8 @@ from collections import Counter
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.cli import main as cli
-from subroute.client.dead_letters import history_of
-from subroute.client.replace import REPLACED
-from subroute.routing import priority
 from tests.integration.harness import apply, header, make_env, produce, read, run_worker
 
 pytestmark = pytest.mark.kafka
@@ -34,7 +31,7 @@ def _commit(env, group: str, topic: str, offset: int) -> None:
     """The group's consumers processed the first ``offset`` records of ``topic`` (partition 0)."""
     consumer = Consumer(
         env.settings.client_config(
-            {"group.id": names.consumer_group_id(env.prefix, "jobs", group), "enable.auto.commit": False}
+            {"group.id": wire.consumer_group_id(env.prefix, "jobs", group), "enable.auto.commit": False}
         )
     )
     try:
@@ -45,7 +42,7 @@ def _commit(env, group: str, topic: str, offset: int) -> None:
 
 def _committed(env, group: str, topic: str) -> int:
     consumer = Consumer(
-        env.settings.client_config({"group.id": names.consumer_group_id(env.prefix, "jobs", group)})
+        env.settings.client_config({"group.id": wire.consumer_group_id(env.prefix, "jobs", group)})
     )
     try:
         [tp] = consumer.committed([TopicPartition(topic, 0)], timeout=10)
@@ -63,7 +60,7 @@ def test_delete_group_with_drain_reroutes_unconsumed_messages_once(
     produce(env, [{"Seq": i, "Urgency": 5 if i % 4 == 0 else 0} for i in range(20)])
     run_worker(env)
     old_topic = env.topic("jobs", "old")
-    band5 = priority.band_topic(env.prefix, "jobs", "old", 5)
+    band5 = wire.band_topic(env.prefix, "jobs", "old", 5)
     plain = read(env, old_topic)
     banded = read(env, band5)
     assert len(plain) == 15 and len(banded) == 5 and read(env, env.topic("jobs", "new")) == []
@@ -80,30 +77,28 @@ def test_delete_group_with_drain_reroutes_unconsumed_messages_once(
     assert (
         f"would drain 9 record(s) of {old_topic}\n" in out and f"would drain 3 record(s) of {band5}\n" in out
     )
-    pending_topic = names.pending_topic(env.prefix, "jobs")
+    pending_topic = wire.pending_topic(env.prefix, "jobs")
     assert f"and drain its 12 unconsumed record(s) to {pending_topic}; nothing written" in out
-    assert read(env, names.pending_topic(env.prefix, "jobs")) == []
+    assert read(env, wire.pending_topic(env.prefix, "jobs")) == []
     assert cli([*args, *env.common()]) == 0
-    pending = read(env, names.pending_topic(env.prefix, "jobs"))
+    pending = read(env, wire.pending_topic(env.prefix, "jobs"))
     assert {header(m, "Seq") for m in pending} == unconsumed
-    assert all(header(m, names.PENDING_REASON) == REPLACED for m in pending)
-    last_events = [history_of(m.headers())[-1] for m in pending]
-    assert all((e["event"], e["reason"]) == (REPLACED, "group-deleted") for e in last_events)
+    assert all(header(m, wire.PENDING_REASON) == wire.REPLACED for m in pending)
+    last_events = [wire.history_of(m.headers())[-1] for m in pending]
+    assert all((e["event"], e["reason"]) == (wire.REPLACED, wire.GROUP_DELETED) for e in last_events)
     # The group's offsets are at the end: a second drain (of the deleted group) finds nothing.
     assert (_committed(env, "old", old_topic), _committed(env, "old", band5)) == (15, 5)
     assert cli([*args, *env.common()]) == 0
-    assert len(read(env, names.pending_topic(env.prefix, "jobs"))) == 12
+    assert len(read(env, wire.pending_topic(env.prefix, "jobs"))) == 12
 
     # The router routes them under the current configuration: to "new", each once, with its original source.
     run_worker(env)
-    routed = read(env, env.topic("jobs", "new")) + read(
-        env, priority.band_topic(env.prefix, "jobs", "new", 5)
-    )
+    routed = read(env, env.topic("jobs", "new")) + read(env, wire.band_topic(env.prefix, "jobs", "new", 5))
     seqs = Counter(header(m, "Seq") for m in routed)
     assert set(seqs) == unconsumed and set(seqs.values()) == {1}
-    sources = {header(m, "Seq"): header(m, names.SOURCE) for m in routed}
+    sources = {header(m, "Seq"): header(m, wire.SOURCE) for m in routed}
     assert all(sources[s] == f"{env.input}/0/{s}" for s in unconsumed)
-    assert all(header(m, names.REDRIVEN) == "pending" for m in routed)
+    assert all(header(m, wire.REDRIVEN) == "pending" for m in routed)
 
 
 def test_drain_is_refused_while_the_group_has_consumers(kafka, unique) -> None:
@@ -111,7 +106,7 @@ def test_drain_is_refused_while_the_group_has_consumers(kafka, unique) -> None:
     assert apply(env, CONFIG) == 0
     member = Consumer(
         env.settings.client_config(
-            {"group.id": names.consumer_group_id(env.prefix, "jobs", "old"), "session.timeout.ms": 6000}
+            {"group.id": wire.consumer_group_id(env.prefix, "jobs", "old"), "session.timeout.ms": 6000}
         )
     )
     try:

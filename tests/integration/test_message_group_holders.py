@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from subroute import names
+from subroute import wire
 from tests.integration.harness import (
     BackgroundWorker,
     Env,
@@ -62,7 +62,7 @@ def confirm(env: Env, group: str) -> None:
     consumer = Consumer(
         env.settings.client_config(
             {
-                "group.id": names.consumer_group_id(env.prefix, "billing", group),
+                "group.id": wire.consumer_group_id(env.prefix, "billing", group),
                 "enable.auto.commit": False,
             }
         )
@@ -143,10 +143,10 @@ apps:
     produce(env, [{"Cart": f"c{i % 4}", "Seq": i} for i in range(40)], key_by="Seq")
     run_worker(env)  # no consumer of g attached: every record waits (no-consumer)
     where: dict[str, set[int]] = defaultdict(set)
-    parked = read(env, names.pending_topic(env.prefix, "carts"))
+    parked = read(env, wire.pending_topic(env.prefix, "carts"))
     assert len(parked) == 40
     for m in parked:
-        assert header(m, names.PENDING_REASON) == "no-consumer"
+        assert header(m, wire.PENDING_REASON) == "no-consumer"
         where[m.key().decode()].add(m.partition())
     assert set(where) == {"c0", "c1", "c2", "c3"}
     assert all(len(partitions) == 1 for partitions in where.values()), where

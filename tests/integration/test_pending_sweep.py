@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.worker.checkpoint import GUARANTEES
 from tests.integration.harness import (
     BackgroundWorker,
@@ -60,14 +60,14 @@ def wait(condition: Callable[[], bool], what: str, timeout: float = 45.0) -> Non
 
 
 def dead_letters(env: Env) -> list[tuple[bytes, str | None]]:
-    return [(m.value(), header(m, names.DLQ_REASON)) for m in read(env, names.dlq_topic(env.prefix, "a"))]
+    return [(m.value(), header(m, wire.DLQ_REASON)) for m in read(env, wire.dlq_topic(env.prefix, "a"))]
 
 
 def router_position(env: Env, topic: str) -> int:
     """The router group's committed offset of partition 0 of ``topic`` (read, never joined)."""
     reader = Consumer(
         env.settings.client_config(
-            {"group.id": names.worker_group_id(env.prefix), "enable.auto.commit": False}
+            {"group.id": wire.worker_group_id(env.prefix), "enable.auto.commit": False}
         )
     )
     try:
@@ -91,8 +91,8 @@ def test_an_expired_record_behind_one_that_matches_nothing_is_dead_lettered_with
 ) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
     assert apply(env, NOTHING_MATCHES.replace("ON_EXPIRE", "")) == 0
-    pending = names.pending_topic(env.prefix, "a")
-    expiring = {names.EXPIRATION: "1s"}
+    pending = wire.pending_topic(env.prefix, "a")
+    expiring = {wire.EXPIRATION: "1s"}
     # m0 matches nothing and never expires: the head of the pending partition until a config change. m1 and m3
     # expire behind it; m2 waits as m0 does.
     with BackgroundWorker(env, guarantee=guarantee, pending_sweep_seconds=SWEEP) as worker:
@@ -105,7 +105,7 @@ def test_an_expired_record_behind_one_that_matches_nothing_is_dead_lettered_with
     assert [m.value() for m in read(env, pending)] == [b"m0", b"m1", b"m2"]  # nothing copied either
 
     # A new worker learns from the commit what was dead-lettered: m1 is not written again, m3 is.
-    produce_raw(env, [(None, b"m3", [("N", b"4"), (names.EXPIRATION, b"1s")])])
+    produce_raw(env, [(None, b"m3", [("N", b"4"), (wire.EXPIRATION, b"1s")])])
     with BackgroundWorker(env, guarantee=guarantee, pending_sweep_seconds=SWEEP):
         wait(lambda: len(dead_letters(env)) >= 2, "m3 to be dead-lettered")
     assert dead_letters(env) == [(b"m1", "expired"), (b"m3", "expired")]
@@ -126,11 +126,11 @@ def test_with_on_expire_drop_the_expired_record_behind_the_head_is_dropped_withi
     assert apply(env, NOTHING_MATCHES.replace("ON_EXPIRE", "on_expire: drop")) == 0
     with BackgroundWorker(env, pending_sweep_seconds=SWEEP) as worker:
         wait(worker.worker.ready, "the worker to be ready")
-        produce(env, [{"N": 1}, {"N": 2, names.EXPIRATION: "1s"}, {"N": 3}])
+        produce(env, [{"N": 1}, {"N": 2, wire.EXPIRATION: "1s"}, {"N": 3}])
         expired = worker.metrics.expired.labels("a", "drop")
         wait(lambda: expired._value.get() == 1, "m1 to be dropped behind m0")
         assert apply(env, NOW_IT_MATCHES.replace("ON_EXPIRE", "on_expire: drop")) == 0
-        pending = names.pending_topic(env.prefix, "a")
+        pending = wire.pending_topic(env.prefix, "a")
         wait(routed_past_every_pending_record(env, pending), "the router to pass every pending record")
         assert expired._value.get() == 1
     assert [m.value() for m in read(env, env.topic("a", "g"))] == [b"m0", b"m2"]

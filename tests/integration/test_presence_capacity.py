@@ -19,9 +19,9 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.client import QueueMessage
-from subroute.kafka.io import end_offsets
+from subroute.kafka.clients import end_offsets
 from tests.integration.client_support import queue, text
 from tests.integration.harness import BackgroundWorker, Env, apply, header, make_env, produce, read
 
@@ -109,7 +109,7 @@ def values_of(env: Env, app: str, group: str) -> list[str]:
 
 def unconfirmed(env: Env, app: str, group: str) -> int:
     """End offset minus the group's commit on partition 0 of its group topic, as the broker has them now."""
-    group_id = names.consumer_group_id(env.prefix, app, group)
+    group_id = wire.consumer_group_id(env.prefix, app, group)
     # assigned and read here, never joined: it must not commit for the group it looks at
     reader = Consumer(env.settings.client_config({"group.id": group_id, "enable.auto.commit": False}))
     try:
@@ -153,7 +153,7 @@ def test_messages_follow_the_highest_priority_group_that_is_attached(kafka, uniq
             top.stop()
             low.stop()
     assert len(values_of(env, "a", "top")) == 10 and len(values_of(env, "a", "low")) == 5
-    assert read(env, names.pending_topic(env.prefix, "a")) == []
+    assert read(env, wire.pending_topic(env.prefix, "a")) == []
 
 
 def test_with_nobody_attached_messages_wait_and_go_in_order_once_a_consumer_attaches(
@@ -166,15 +166,15 @@ def test_with_nobody_attached_messages_wait_and_go_in_order_once_a_consumer_atta
     with BackgroundWorker(env) as worker:
         wait(worker.worker.ready, "the worker to be ready")
         produce(env, [{"N": i} for i in range(20)])
-        pending = names.pending_topic(env.prefix, "a")
+        pending = wire.pending_topic(env.prefix, "a")
         wait(lambda: len(read(env, pending)) == 20, "twenty records parked")
         parked = read(env, pending)
-        assert {header(m, names.PENDING_REASON) for m in parked} == {"no-consumer"}
+        assert {header(m, wire.PENDING_REASON) for m in parked} == {"no-consumer"}
         time.sleep(REFRESH * 2)  # nothing is written again while they wait (no re-parking loop)
         assert len(read(env, pending)) == 20
         # the worker said once what they wait for: the consumer groups to start, or presence: ignored
         [said] = [r.getMessage() for r in caplog.records if r.name == "subroute.worker.waiting"]
-        groups = f"{names.consumer_group_id(env.prefix, 'a', 'low')}, {names.consumer_group_id(env.prefix, 'a', 'top')}"
+        groups = f"{wire.consumer_group_id(env.prefix, 'a', 'low')}, {wire.consumer_group_id(env.prefix, 'a', 'top')}"
         assert f"no live member in Kafka consumer group(s) {groups}" in said and "presence: ignored" in said
         assert values_of(env, "a", "top") == values_of(env, "a", "low") == []
 
@@ -214,9 +214,9 @@ def test_capacity_holds_and_waiting_messages_flow_in_arrival_order_once_confirme
             time.sleep(3.0)  # several lag refreshes: still nothing past max_unconfirmed, nothing spilled
             assert values_of(env, "a", "top") == [f"m{i}" for i in range(4)]
             assert values_of(env, "a", "low") == []
-            pending = read(env, names.pending_topic(env.prefix, "a"))
+            pending = read(env, wire.pending_topic(env.prefix, "a"))
             assert [m.value().decode() for m in pending] == [f"m{i}" for i in range(4, 30)]
-            assert {header(m, names.PENDING_REASON) for m in pending} == {"capacity"}
+            assert {header(m, wire.PENDING_REASON) for m in pending} == {"capacity"}
 
             top.acking.set()  # the consumer confirms: room frees, the waiting ones follow in arrival order
             highest = 0
@@ -228,7 +228,7 @@ def test_capacity_holds_and_waiting_messages_flow_in_arrival_order_once_confirme
             assert highest <= 4
     assert values_of(env, "a", "top") == [f"m{i}" for i in range(30)]
     assert values_of(env, "a", "low") == []
-    assert len(read(env, names.pending_topic(env.prefix, "a"))) == 26  # each parked once
+    assert len(read(env, wire.pending_topic(env.prefix, "a"))) == 26  # each parked once
 
 
 def test_presence_ignored_routes_to_a_group_with_nobody_attached(kafka, unique) -> None:
@@ -237,7 +237,7 @@ def test_presence_ignored_routes_to_a_group_with_nobody_attached(kafka, unique) 
     produce(env, [{"N": i} for i in range(3)])
     with BackgroundWorker(env):
         wait(lambda: len(values_of(env, "a", "top")) == 3, "routing to the absent top group")
-    assert read(env, names.pending_topic(env.prefix, "a")) == []
+    assert read(env, wire.pending_topic(env.prefix, "a")) == []
 
 
 def test_where_membership_is_not_reported_every_group_counts_as_present(kafka, unique) -> None:
@@ -262,7 +262,7 @@ def test_a_record_that_matches_nothing_does_not_hold_up_waiting_ones(kafka, uniq
         pytest.skip("Tansu lists no members of live groups: presence is not measurable (docs/brokers.md)")
     env = make_env(kafka.bootstrap_servers, unique)
     assert apply(env, TIERS) == 0
-    pending = names.pending_topic(env.prefix, "a")
+    pending = wire.pending_topic(env.prefix, "a")
     with BackgroundWorker(env) as worker:
         wait(worker.worker.ready, "the worker to be ready")
         produce(env, [{"N": -1}, *({"N": i} for i in range(1, 6))])  # m0 matches nothing; m1-m5 wait
@@ -272,7 +272,7 @@ def test_a_record_that_matches_nothing_does_not_hold_up_waiting_ones(kafka, uniq
             assert top.received == [f"m{i}" for i in range(1, 6)]
     parked = read(env, pending)
     # m0 moved behind them once, unchanged: it still waits for a subscription that matches it
-    assert [m.value() for m in parked].count(b"m0") == 2 and header(parked[-1], names.PENDING_REASON) is None
+    assert [m.value() for m in parked].count(b"m0") == 2 and header(parked[-1], wire.PENDING_REASON) is None
 
 
 CONSUMER_PROCESS = """

@@ -7,10 +7,10 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from subroute import names
+from subroute import wire
 from subroute.cli import main as cli
 from subroute.client import QueueMessage
-from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
+from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics
 from tests.integration.client_support import committed, put, queue, take, text
 from tests.integration.harness import apply, header, make_env, produce, read, run_worker
 
@@ -117,12 +117,12 @@ apps:
     now = int(time.time() * 1000)
     producer.produce(env.input, b"old", headers=[("x", b"1")], timestamp=now - 60_000)
     producer.produce(env.input, b"fresh", headers=[("x", b"1")], timestamp=now)
-    producer.produce(env.input, b"short-lived", headers=[(names.EXPIRATION, b"1s")], timestamp=now - 5_000)
+    producer.produce(env.input, b"short-lived", headers=[(wire.EXPIRATION, b"1s")], timestamp=now - 5_000)
     producer.flush(10)
     metrics = run_worker(env)
     assert [m.value() for m in read(env, env.topic("a", "all"))] == [b"fresh"]
-    dead = read(env, names.dlq_topic(env.prefix, "a"))
-    assert [(m.value(), header(m, names.DLQ_REASON)) for m in dead] == [
+    dead = read(env, wire.dlq_topic(env.prefix, "a"))
+    assert [(m.value(), header(m, wire.DLQ_REASON)) for m in dead] == [
         (b"old", "expired"),
         (b"short-lived", "expired"),
     ]
@@ -159,8 +159,8 @@ apps:
     producer.flush(10)
     metrics = run_worker(env)
     assert [m.value() for m in read(env, env.topic("dropper", "all"))] == [b"fresh"]
-    assert read(env, names.dlq_topic(env.prefix, "dropper")) == []
-    assert [m.value() for m in read(env, names.dlq_topic(env.prefix, "keeper"))] == [b"old"]
+    assert read(env, wire.dlq_topic(env.prefix, "dropper")) == []
+    assert [m.value() for m in read(env, wire.dlq_topic(env.prefix, "keeper"))] == [b"old"]
     assert metrics.expired.labels("dropper", "drop")._value.get() == 1
     assert metrics.expired.labels("keeper", "dead-letter")._value.get() == 1
 
@@ -176,7 +176,7 @@ apps:
         assert delivered == ["fresh", "last"]  # "stale" dropped on the way
         assert q.stats.expired == {"drop": 1} and q.stats.dead_lettered == {}
     assert committed(env, "dropper", "all") == 3  # "stale" settled by the drop, between the two acks
-    assert read(env, names.dlq_topic(env.prefix, "dropper")) == []
+    assert read(env, wire.dlq_topic(env.prefix, "dropper")) == []
 
 
 def test_proportional_fairness_on_real_lag_picks_clyde(kafka, unique) -> None:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.cli import main as cli
 from subroute.config.store import read_config
 from tests.integration.harness import ROOT, BackgroundWorker, Env, apply, make_env, produce
@@ -50,7 +50,7 @@ def join_and_commit(env: Env, app: str, group: str, offset: int) -> Consumer:
     """A plain consumer in the group's consumer group, assigned, with ``offset`` committed on partition 0."""
     consumer = Consumer(
         env.settings.client_config(
-            {"group.id": names.consumer_group_id(env.prefix, app, group), "enable.auto.commit": False}
+            {"group.id": wire.consumer_group_id(env.prefix, app, group), "enable.auto.commit": False}
         )
     )
     consumer.subscribe([env.topic(app, group)])
@@ -87,7 +87,7 @@ def test_status_shows_presence_lag_parked_records_and_worker_versions(
     )
     # no worker has run yet: the input lag says what waits for one
     assert status(env, capsys)["router"] == {  # type: ignore[comparison-overlap]
-        "consumer_group": names.worker_group_id(env.prefix),
+        "consumer_group": wire.worker_group_id(env.prefix),
         "state": "dead",
         "workers": [],
         "input_lag": {env.input: 7},
@@ -120,7 +120,7 @@ def test_status_shows_presence_lag_parked_records_and_worker_versions(
     assert (shop["app"], shop["waiting"], shop["dead_letters"]) == ("Shop", 2, 0)
     assert shop["waiting_by_reason"]["no-match"] == 2  # the two "c" records
     fast, slow = shop["groups"]
-    assert fast["consumer_group"] == names.consumer_group_id(env.prefix, "Shop", "fast")
+    assert fast["consumer_group"] == wire.consumer_group_id(env.prefix, "Shop", "fast")
     assert (fast["members"], fast["state"]) == (1, "stable")
     # 2 on the base topic, 1 of them confirmed; 2 on the .p5 band, none confirmed
     assert (fast["lag"], fast["max_unconfirmed"], fast["full"]) == (3, 10, False)

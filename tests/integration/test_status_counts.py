@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.cli import main as cli
 from tests.integration.harness import (
     BackgroundWorker,
@@ -52,7 +52,7 @@ def app_row(document: dict[str, Any], app: str) -> dict[str, Any]:
 
 def router_position(env: Env, topic: str) -> int:
     """The router group's committed offset on partition 0 of ``topic`` (0: none)."""
-    reader = Consumer(env.settings.client_config({"group.id": names.worker_group_id(env.prefix)}))
+    reader = Consumer(env.settings.client_config({"group.id": wire.worker_group_id(env.prefix)}))
     try:
         [committed] = reader.committed([TopicPartition(topic, 0)], timeout=10)
         return max(committed.offset, 0)
@@ -63,10 +63,10 @@ def router_position(env: Env, topic: str) -> int:
 def pending_truth(env: Env, app: str) -> Counter[str]:
     """What reading the pending topic shows: its committed records from the router's position on, by
     ``subroute.pending-reason`` ("-" for none: matched nothing)."""
-    topic = names.pending_topic(env.prefix, app)
+    topic = wire.pending_topic(env.prefix, app)
     position = router_position(env, topic)
     return Counter(
-        header(m, names.PENDING_REASON) or "-"
+        header(m, wire.PENDING_REASON) or "-"
         for m in read(env, topic, **COMMITTED)
         if m.offset() >= position
     )
@@ -149,7 +149,7 @@ def test_after_routing_status_counts_each_waiting_message_once_by_reason(
     capped_row, absent_row = billing["groups"]
     assert (capped_row["lag"], capped_row["max_unconfirmed"], capped_row["full"]) == (3, 3, True)
     assert absent_row["present"] is False and "waiting" not in absent_row
-    assert names.consumer_group_id(env.prefix, "billing", "absent") in (billing["advice"] or "")
+    assert wire.consumer_group_id(env.prefix, "billing", "absent") in (billing["advice"] or "")
     code, out = table
     assert code == 0
     rows = [line.split() for line in out.splitlines() if line.startswith("billing ")]
@@ -207,7 +207,7 @@ def test_after_a_config_change_what_matched_nothing_is_routed_and_no_longer_coun
     assert pending_truth(env, "shop") == Counter()
     assert (delivered(env, "shop", "a"), delivered(env, "shop", "b")) == (5, 10)
     # the pending topic still holds the ten records: offsets were never the count
-    assert len(read(env, names.pending_topic(env.prefix, "shop"))) == 10
+    assert len(read(env, wire.pending_topic(env.prefix, "shop"))) == 10
 
 
 EXPIRING = """
@@ -236,21 +236,21 @@ def test_with_transaction_markers_aborted_records_and_a_redrive_status_counts_me
         produce(
             env,
             [
-                *({"Kind": "work", names.EXPIRATION: "1ms"} for _ in range(4)),
+                *({"Kind": "work", wire.EXPIRATION: "1ms"} for _ in range(4)),
                 *({"Kind": "idle"} for _ in range(3)),
                 *({"Kind": "work"} for _ in range(2)),
             ],
         )
         time.sleep(0.05)  # the expiration runs out before the worker sees them
     run_worker(env, guarantee="exactly-once", batch_size=3)
-    pending = names.pending_topic(env.prefix, "jobs")
-    dlq = names.dlq_topic(env.prefix, "jobs")
+    pending = wire.pending_topic(env.prefix, "jobs")
+    dlq = wire.dlq_topic(env.prefix, "jobs")
     # an aborted transaction on the pending topic (a worker killed mid-batch): records, but no messages
     aborting = Producer(env.settings.client_config({"transactional.id": f"{env.prefix}.aborting"}))
     aborting.init_transactions(30)
     aborting.begin_transaction()
     for _ in range(5):
-        aborting.produce(pending, b"aborted", headers=[(names.CONFIG_VERSION, b"1")])
+        aborting.produce(pending, b"aborted", headers=[(wire.CONFIG_VERSION, b"1")])
     aborting.flush(30)
     aborting.abort_transaction(30)
     # the markers are there: the topics end past their records

@@ -10,9 +10,9 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Message
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import Config
-from subroute.kafka.io import producer
+from subroute.kafka.clients import producer
 from subroute.ops.settings import Settings
 from subroute.routing.decisions import RoutingTable
 from tests.integration.harness import BackgroundWorker, apply, header, make_env, read
@@ -53,15 +53,15 @@ def produce_to_each(settings: Settings, topic: str, partitions: int, per_partiti
 
 
 def source_partition(message: Message) -> int:
-    return int((header(message, names.SOURCE) or "-/-1/-").split("/")[1])
+    return int((header(message, wire.SOURCE) or "-/-1/-").split("/")[1])
 
 
 def test_a_partition_waits_for_the_version_its_previous_owner_routed_it_under(kafka, unique) -> None:
     if kafka.is_tansu:
         pytest.skip("Tansu drops offset commit metadata (docs/brokers.md), which carries the version")
     env = make_env(kafka.bootstrap_servers, unique, partitions=4)
-    old_topic = names.group_topic(env.prefix, "shop", "old")
-    new_topic = names.group_topic(env.prefix, "shop", "new")
+    old_topic = wire.group_topic(env.prefix, "shop", "old")
+    new_topic = wire.group_topic(env.prefix, "shop", "new")
     assert apply(env, BEFORE) == 0
     fast, slow = BackgroundWorker(env), BackgroundWorker(env)
 

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from subroute import wire
 from subroute.worker import progress
-from subroute.worker.checkpoint import AT_LEAST_ONCE, EXACTLY_ONCE, Checkpoint, version_of
+from subroute.worker.checkpoint import AT_LEAST_ONCE, EXACTLY_ONCE, Checkpoint
 from subroute.worker.tally import BatchTally
 from subroute.worker.window import CommitInterval
 from tests.integration.harness import BackgroundWorker, Env, apply, make_env, produce, read
@@ -34,7 +35,7 @@ def _committed(consumer: Consumer, topic: str) -> tuple[int, int | None]:
     while True:
         try:
             (part,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
-            return part.offset, version_of(part.metadata)
+            return part.offset, wire.version_of(part.metadata)
         except KafkaException as exc:  # a new group's coordinator may take a moment to be found
             if not exc.args[0].retriable() or time.monotonic() > deadline:
                 raise

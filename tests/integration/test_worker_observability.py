@@ -200,7 +200,7 @@ def test_health_fails_once_the_config_thread_dies(kafka, unique, caplog: pytest.
 
 
 def test_worker_refuses_a_config_topic_that_is_not_one_compacted_partition(kafka, unique) -> None:
-    from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
+    from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics
 
     env = make_env(kafka.bootstrap_servers, unique)
     ensure_topics(

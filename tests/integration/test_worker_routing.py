@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import pytest
 
-from subroute import names
+from subroute import wire
 from subroute.config.store import read_config
 from subroute.routing.decisions import Action, MessageView, Router, build_table
 from tests.integration.harness import apply, header, make_env, produce, produce_raw, read, run_worker
@@ -55,7 +55,7 @@ def test_seed_routing_rules_end_to_end(kafka, unique) -> None:
 
     vip = read(env, env.topic("billing", "vip"))
     general = read(env, env.topic("billing", "general"))
-    pending = read(env, names.pending_topic(env.prefix, "billing"))
+    pending = read(env, wire.pending_topic(env.prefix, "billing"))
     assert [m.value() for m in vip] == [b"m0"]
     assert [m.value() for m in general] == [b"m1"]
     assert [m.value() for m in pending] == [b"m3"]
@@ -70,12 +70,12 @@ def test_seed_routing_rules_end_to_end(kafka, unique) -> None:
     # Routed records keep value, key and headers and add the routing headers.
     routed = vip[0]
     assert header(routed, "CustomerId") == "0" and header(routed, "OrderType") == "EXPRESS"
-    assert header(routed, names.APP) == "billing"
-    assert header(routed, names.GROUP) == "vip"
-    assert header(routed, names.SUBSCRIPTION) == "CustomerId == 0"
-    assert header(routed, names.SOURCE) == f"{env.input}/0/0"
-    assert int(header(routed, names.CONFIG_VERSION) or "0") == read_config(env.settings).version
-    assert int(header(routed, names.ROUTED_AT) or "0") > 0
+    assert header(routed, wire.APP) == "billing"
+    assert header(routed, wire.GROUP) == "vip"
+    assert header(routed, wire.SUBSCRIPTION) == "CustomerId == 0"
+    assert header(routed, wire.SOURCE) == f"{env.input}/0/0"
+    assert int(header(routed, wire.CONFIG_VERSION) or "0") == read_config(env.settings).version
+    assert int(header(routed, wire.ROUTED_AT) or "0") > 0
 
 
 def test_no_spillover_even_when_the_top_group_is_full(kafka, unique) -> None:
@@ -101,8 +101,8 @@ apps:
     run_worker(env)  # a new worker measures "top" full: nothing more goes there, nor lower (BlazingMQ)
     assert [m.value() for m in read(env, env.topic("a", "top"))] == [b"m0", b"m1"]
     assert read(env, env.topic("a", "low")) == []
-    pending = read(env, names.pending_topic(env.prefix, "a"))
-    assert len(pending) == 8 and {header(m, names.PENDING_REASON) for m in pending} == {"capacity"}
+    pending = read(env, wire.pending_topic(env.prefix, "a"))
+    assert len(pending) == 8 and {header(m, wire.PENDING_REASON) for m in pending} == {"capacity"}
 
 
 def test_spillover_app_spills_when_the_top_group_is_full(kafka, unique) -> None:
@@ -145,20 +145,20 @@ apps:
     produce(env, [{"Kind": "book"}, {"Kind": "toy"}, {"Kind": "game"}, {"Kind": "toy"}])
     run_worker(env)
     assert [m.value() for m in read(env, env.topic("a", "books"))] == [b"m0"]
-    assert [m.value() for m in read(env, names.pending_topic(env.prefix, "a"))] == [b"m1", b"m2", b"m3"]
+    assert [m.value() for m in read(env, wire.pending_topic(env.prefix, "a"))] == [b"m1", b"m2", b"m3"]
 
     second = first + """      toys: {subscriptions: [{expression: 'Kind == "toy"'}]}\n"""
     assert apply(env, second) == 0
     metrics = run_worker(env)
     toys = read(env, env.topic("a", "toys"))
     assert [m.value() for m in toys] == [b"m1", b"m3"]  # in arrival order
-    assert [header(m, names.SOURCE) for m in toys] == [f"{env.input}/0/1", f"{env.input}/0/3"]
-    assert all(header(m, names.REDRIVEN) == "pending" for m in toys)
+    assert [header(m, wire.SOURCE) for m in toys] == [f"{env.input}/0/1", f"{env.input}/0/3"]
+    assert all(header(m, wire.REDRIVEN) == "pending" for m in toys)
     assert metrics.redriven.labels("a")._value.get() == 2
     # The game stays pending: re-parked under the new version, once.
-    pending = read(env, names.pending_topic(env.prefix, "a"))
+    pending = read(env, wire.pending_topic(env.prefix, "a"))
     still = [
-        m for m in pending if int(header(m, names.CONFIG_VERSION) or 0) == read_config(env.settings).version
+        m for m in pending if int(header(m, wire.CONFIG_VERSION) or 0) == read_config(env.settings).version
     ]
     assert [m.value() for m in still] == [b"m2"]
 
@@ -196,12 +196,12 @@ apps:
             cart = m.key().decode()
             where[cart].add((group, m.partition()))
             sequence[cart].append(int(header(m, "Seq") or -1))
-    assert set(where) == {f"cart-{i}" for i in range(12)} | {names.DEFAULT_MESSAGE_GROUP}
+    assert set(where) == {f"cart-{i}" for i in range(12)} | {wire.DEFAULT_MESSAGE_GROUP}
     assert all(len(places) == 1 for places in where.values()), where
     assert len({g for places in where.values() for g, _ in places}) > 1  # groups are spread, not piled up
     for cart, seqs in sequence.items():
         assert seqs == sorted(seqs), cart
-    assert sequence[names.DEFAULT_MESSAGE_GROUP] == [1000, 1001, 1002, 1003, 1004]
+    assert sequence[wire.DEFAULT_MESSAGE_GROUP] == [1000, 1001, 1002, 1003, 1004]
 
 
 def test_an_apps_default_group_keys_messages_without_the_group_header(kafka, unique) -> None:
@@ -266,7 +266,7 @@ apps:
     )
     metrics = run_worker(env)
     assert [m.value() for m in read(env, env.topic("a", "small"))] == [None, b"dup", b"bool", b"fine"]
-    assert [m.value() for m in read(env, names.pending_topic(env.prefix, "a"))] == [
+    assert [m.value() for m in read(env, wire.pending_topic(env.prefix, "a"))] == [
         b"bad-utf8",
         b"not-int",
         b"",
@@ -309,10 +309,10 @@ apps:
     versions = history(env.settings)
     seen_versions = set()
     for m in routed:
-        version = int(header(m, names.CONFIG_VERSION) or -1)
+        version = int(header(m, wire.CONFIG_VERSION) or -1)
         seen_versions.add(version)
         table = build_table(versions[version])
         view = MessageView(env.input, m.headers(), 0)
         (decision,) = Router().route(table, view, {}, 0).decisions
-        assert decision.action is Action.ROUTE and decision.group == header(m, names.GROUP)
+        assert decision.action is Action.ROUTE and decision.group == header(m, wire.GROUP)
     assert len(seen_versions) >= 2

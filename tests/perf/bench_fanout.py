@@ -36,9 +36,9 @@ from dataclasses import dataclass
 import perfkit
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import Config
-from subroute.kafka.io import TopicSpec
+from subroute.kafka.clients import TopicSpec
 from subroute.ops.settings import Settings
 from subroute.worker.producers import Producers
 from subroute.worker.window import CommitInterval
@@ -80,7 +80,7 @@ def fanout_pipe(
                 topic, partition, offset = m.topic(), m.partition(), m.offset()
                 headers = [
                     *(m.headers() or ()),
-                    (names.SOURCE, f"{topic}/{partition}/{offset}".encode()),
+                    (wire.SOURCE, f"{topic}/{partition}/{offset}".encode()),
                     *perfkit.ROUTING_HEADERS_SAMPLE,
                 ]
                 while True:

@@ -23,8 +23,8 @@ import perfkit
 from confluent_kafka import Consumer, Producer
 from perfkit import median, spread
 
-from subroute import names
-from subroute.kafka.io import admin_client, ensure_topics
+from subroute import wire
+from subroute.kafka.clients import admin_client, ensure_topics
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -87,7 +87,7 @@ def latency_run(
                 }
             )
         )
-        consumer.subscribe([names.group_topic(s.topic_prefix, a, g) for a, g in config.groups])
+        consumer.subscribe([wire.group_topic(s.topic_prefix, a, g) for a, g in config.groups])
         while not stop.is_set():
             for m in consumer.consume(1000, timeout=0.1):
                 if m.error() is not None:
@@ -96,7 +96,7 @@ def latency_run(
                 created = m.timestamp()[1]
                 if not started_at or created < started_at[0]:
                     continue  # warm-up
-                routed = next((v for k, v in m.headers() or () if k == names.ROUTED_AT), None)
+                routed = next((v for k, v in m.headers() or () if k == wire.ROUTED_AT), None)
                 if routed is not None:
                     to_stamp.append(int(routed) - created)
                     to_read.append(now - created)

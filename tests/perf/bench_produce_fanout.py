@@ -24,7 +24,7 @@ import perfkit
 from confluent_kafka import Producer
 from perfkit import median, spread
 
-from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
+from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics
 
 TOPICS = 110
 PARTITIONS = 4

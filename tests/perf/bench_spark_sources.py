@@ -25,7 +25,7 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from subroute.dev import jars as dev_jars
-from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
+from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics
 from subroute.ops.settings import Settings
 from subroute.spark.kafka_source import FORMAT
 from subroute.spark.session import build_session

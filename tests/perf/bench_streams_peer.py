@@ -45,7 +45,7 @@ import peer_workload
 import perfkit
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import Config
 from subroute.dev import jars
 from subroute.ops.settings import Settings
@@ -117,7 +117,7 @@ def placements(s: Settings, topics: Sequence[str], partitions: int, expected: in
                 if topic.endswith(".pending"):
                     out.pending += 1
                 if int(key[1:]) % every == 0:
-                    headers = tuple(h for h in m.headers() or () if h[0] != names.ROUTED_AT)
+                    headers = tuple(h for h in m.headers() or () if h[0] != wire.ROUTED_AT)
                     out.placements[key] = (topic, where[1], m.timestamp()[1], hash((m.value(), headers)))
     finally:
         consumer.close()

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import perfkit
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 
 PROPERTIES = {"Region": "string", "CustomerId": "int", "Amount": "int", "OrderType": "string"}
@@ -144,7 +144,7 @@ def config(workload: Sequence[App], topic: str, partitions: int, version: int = 
 
 
 def streams_description(workload: Sequence[App], prefix: str, version: int = 1) -> str:
-    """The Java router's description of ``workload``, its topics under ``prefix`` (router/names.py)."""
+    """The Java router's description of ``workload``, its topics under ``prefix`` (router/wire.py)."""
 
     def tests(when: Conjunction) -> list[str]:
         return [str(field) for test in when for field in (test.name, test.op, test.value)]
@@ -152,10 +152,10 @@ def streams_description(workload: Sequence[App], prefix: str, version: int = 1) 
     lines = [f"version\t{version}"]
     lines += [f"property\t{name}\t{kind}" for name, kind in PROPERTIES.items()]
     for app in workload:
-        lines.append(f"app\t{app.name}\t{names.pending_topic(prefix, app.name)}")
+        lines.append(f"app\t{app.name}\t{wire.pending_topic(prefix, app.name)}")
         lines += ["\t".join(["filter", *tests(alternative)]) for alternative in app.filter]
         for route in app.routes:
-            topic = names.group_topic(prefix, app.name, route.group)
+            topic = wire.group_topic(prefix, app.name, route.group)
             text = render(route.when, app.dialect)  # the subscription header subroute stamps
             lines.append("\t".join(["route", route.group, topic, text, *tests(route.when)]))
     return "\n".join(lines) + "\n"

@@ -26,20 +26,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.config.codec import encode
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.config.store import config_topic_spec
 from subroute.dev.broker import LocalBroker, local_broker
-from subroute.kafka.io import TopicSpec, admin_client, ensure_topics
+from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing import native_routing
 from subroute.routing.decisions import RoutingTable
+from subroute.wire import Headers
 from subroute.worker.loop import Worker, WorkerOptions
 from subroute.worker.tally import BatchTally
 
-Headers = list[tuple[str, bytes | None]]
 ROOT = Path(__file__).resolve().parents[2]
 
 APPS = 10
@@ -224,10 +224,10 @@ def output_topics(s: Settings, config: Config) -> list[TopicSpec]:
     specs = []
     for app in config.apps.values():
         n = app.partitions or 1
-        specs.append(TopicSpec(names.pending_topic(s.topic_prefix, app.name), n))
-        specs.append(TopicSpec(names.dlq_topic(s.topic_prefix, app.name), n))
+        specs.append(TopicSpec(wire.pending_topic(s.topic_prefix, app.name), n))
+        specs.append(TopicSpec(wire.dlq_topic(s.topic_prefix, app.name), n))
     for a, g in config.groups:
-        specs.append(TopicSpec(names.group_topic(s.topic_prefix, a, g), config.apps[a].partitions or 1))
+        specs.append(TopicSpec(wire.group_topic(s.topic_prefix, a, g), config.apps[a].partitions or 1))
     return specs
 
 
@@ -292,11 +292,11 @@ def producer_config(s: Settings) -> dict[str, Any]:
 
 
 ROUTING_HEADERS_SAMPLE: Headers = [
-    (names.APP, b"app3"),
-    (names.GROUP, b"g2"),
-    (names.SUBSCRIPTION, b'Region == "r12" && OrderType != "BULK"'),
-    (names.CONFIG_VERSION, b"61"),
-    (names.ROUTED_AT, b"1795320112822"),
+    (wire.APP, b"app3"),
+    (wire.GROUP, b"g2"),
+    (wire.SUBSCRIPTION, b'Region == "r12" && OrderType != "BULK"'),
+    (wire.CONFIG_VERSION, b"61"),
+    (wire.ROUTED_AT, b"1795320112822"),
 ]
 
 
@@ -332,7 +332,7 @@ def run_pipe(
                 if routing_headers:
                     headers = [
                         *(headers or ()),
-                        (names.SOURCE, f"{topic}/{partition}/{offset}".encode()),
+                        (wire.SOURCE, f"{topic}/{partition}/{offset}".encode()),
                         *ROUTING_HEADERS_SAMPLE,
                     ]
                 while True:

@@ -30,9 +30,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from subroute import expressions, names
+from subroute import expressions, wire
 from subroute.config.model import AppConfig, Config
-from subroute.routing import priority
 from subroute.routing.decisions import Action, MessageView, Router, build_table
 from subroute.routing.expiration import is_expired
 from subroute.routing.properties import decode_headers
@@ -44,14 +43,14 @@ DLQ = "dlq"
 # Headers the router adds when it parks or routes a record (it strips these again when it redrives one).
 ROUTER_HEADERS = frozenset(
     {
-        names.APP,
-        names.GROUP,
-        names.SUBSCRIPTION,
-        names.SOURCE,
-        names.CONFIG_VERSION,
-        names.ROUTED_AT,
-        names.DLQ_REASON,
-        names.REDRIVEN,
+        wire.APP,
+        wire.GROUP,
+        wire.SUBSCRIPTION,
+        wire.SOURCE,
+        wire.CONFIG_VERSION,
+        wire.ROUTED_AT,
+        wire.DLQ_REASON,
+        wire.REDRIVEN,
     }
 )
 
@@ -70,7 +69,7 @@ class Sent:
 
     @property
     def source(self) -> str:
-        return names.source_of(self.topic, self.partition, self.offset)
+        return wire.source_of(self.topic, self.partition, self.offset)
 
 
 @dataclass(frozen=True)
@@ -162,7 +161,7 @@ class Report:
         """Lost input messages per input partition: ``topic/partition`` -> (first offset, last offset, count)."""
         offsets: dict[str, set[int]] = defaultdict(set)
         for problem in self.lost:
-            topic, partition, offset = names.parse_source(problem.source)
+            topic, partition, offset = wire.parse_source(problem.source)
             offsets[f"{topic}/{partition}"].add(offset)
         return {tp: (min(o), max(o), len(o)) for tp, o in sorted(offsets.items())}
 
@@ -238,12 +237,12 @@ class Ledger:
 
     def place_of(self, record: Output, app: str) -> str | None:
         """Where a record sits, judged by its topic (and its group header for group topics)."""
-        if record.topic == names.pending_topic(self.prefix, app):
+        if record.topic == wire.pending_topic(self.prefix, app):
             return PENDING
-        if record.topic == names.dlq_topic(self.prefix, app):
+        if record.topic == wire.dlq_topic(self.prefix, app):
             return DLQ
-        group = record.header(names.GROUP)
-        if group is not None and priority.band_of_topic(self.prefix, app, group, record.topic) is not None:
+        group = record.header(wire.GROUP)
+        if group is not None and wire.band_of_topic(self.prefix, app, group, record.topic) is not None:
             return group_place(group)
         return None
 
@@ -263,9 +262,9 @@ class Ledger:
         seen: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
         for record in outputs:
             report.outputs += 1
-            source = record.header(names.SOURCE)
-            app = record.header(names.APP)
-            version_text = record.header(names.CONFIG_VERSION)
+            source = record.header(wire.SOURCE)
+            app = record.header(wire.APP)
+            version_text = record.header(wire.CONFIG_VERSION)
             if source is None or app is None or version_text is None:
                 report.unexpected.append(
                     Problem(str(source), str(app), f"record without routing headers at {record.topic}")
@@ -285,7 +284,7 @@ class Ledger:
                 )
                 continue
             place = self.place_of(record, app)
-            routed_at = record.header(names.ROUTED_AT)
+            routed_at = record.header(wire.ROUTED_AT)
             now = int(routed_at) if routed_at is not None else verify_now
             expect = self.oracle.expect(sent, app, version, now)
             if expect is None:
@@ -309,7 +308,7 @@ class Ledger:
                 continue
             if place is not None and place.startswith("group:"):
                 group = place[len("group:") :]
-                label = record.header(names.SUBSCRIPTION)
+                label = record.header(wire.SUBSCRIPTION)
                 if label not in expect.labels.get(group, frozenset()):
                     report.misrouted.append(
                         Problem(
@@ -394,8 +393,8 @@ class Ledger:
         problems: list[Problem] = []
         checked: set[tuple[str, int]] = set()
         for record in outputs:
-            source, version_text = record.header(names.SOURCE), record.header(names.CONFIG_VERSION)
-            routed_at = record.header(names.ROUTED_AT)
+            source, version_text = record.header(wire.SOURCE), record.header(wire.CONFIG_VERSION)
+            routed_at = record.header(wire.ROUTED_AT)
             if source is None or version_text is None or routed_at is None or source not in self.sent:
                 continue
             version = int(version_text)

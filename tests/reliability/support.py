@@ -20,9 +20,9 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from subroute import names
+from subroute import wire
 from subroute.config.codec import ConfigValue, encode
-from subroute.kafka.io import admin_client, existing_topics
+from subroute.kafka.clients import admin_client, existing_topics
 from subroute.ops.settings import Settings
 from tests.reliability.ledger import Output, Sent
 
@@ -302,7 +302,7 @@ class ConfigWriter:
     idempotent producer; ``write`` returns once every record is acknowledged."""
 
     def __init__(self, settings: Settings) -> None:
-        self.topic = names.config_topic(settings.topic_prefix)
+        self.topic = wire.config_topic(settings.topic_prefix)
         self.producer = Producer(
             settings.client_config({"linger.ms": 1, "enable.idempotence": True, "acks": "all"})
         )
@@ -353,7 +353,7 @@ def committed_offsets(
     """The router group's committed offsets on the input partitions (fetched without joining the group)."""
     partitions = list(input_ends(sent))
     consumer = Consumer(
-        settings.client_config({"group.id": group or names.worker_group_id(settings.topic_prefix)})
+        settings.client_config({"group.id": group or wire.worker_group_id(settings.topic_prefix)})
     )
     try:
         found = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=10)
@@ -386,7 +386,7 @@ def positions_from_log(settings: Settings, sent: list[Sent]) -> LoggedInput:
     the ledger must too. Values are unique per test stream: read the input back and place each sent record
     where its value is; a value the log holds twice becomes two inputs.
     """
-    from subroute.kafka.io import read_to_end
+    from subroute.kafka.clients import read_to_end
 
     where: dict[bytes, list[tuple[int, int, int]]] = {}
     for topic in {s.topic for s in sent}:

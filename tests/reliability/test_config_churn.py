@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import GroupConfig, SubscriptionConfig
 from subroute.config.store import history
 from tests.integration.harness import apply, make_env
@@ -181,5 +181,5 @@ def test_config_churn_routes_every_message_per_its_stamped_version(kafka, unique
     assert report.duplicates == 0, "one worker, stopped with SIGTERM: nothing may be routed twice"
     assert len(stamped) >= 10, "the changes should have landed while the stream was routed"
     assert report.fates["routed"] > 0 and report.fates["filtered"] > 0
-    pending_seen = sum(1 for o in outputs if o.topic == names.pending_topic(env.prefix, "churn"))
+    pending_seen = sum(1 for o in outputs if o.topic == wire.pending_topic(env.prefix, "churn"))
     assert pending_seen > 0, "some messages should have waited on the pending topic"

@@ -11,8 +11,8 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from subroute import names
-from subroute.kafka.io import admin_client, existing_topics
+from subroute import wire
+from subroute.kafka.clients import admin_client, existing_topics
 from tests.integration.harness import BackgroundWorker, apply, header, make_env, read, run_worker
 from tests.reliability.support import Stream, props_headers
 
@@ -33,7 +33,7 @@ def test_a_destination_that_refuses_records_blocks_nothing_else(kafka, unique) -
     if kafka.is_tansu:
         pytest.skip("Tansu stores a topic's max.message.bytes but does not enforce it (docs/brokers.md)")
     env = make_env(kafka.bootstrap_servers, unique, partitions=1)
-    narrow = names.group_topic(env.prefix, "shop", "narrow")
+    narrow = wire.group_topic(env.prefix, "shop", "narrow")
     # The broker refuses any record over 2 kB on this group's topic: a permanent failure, not retried by the
     # client. (apply leaves a topic that exists alone.)
     admin = admin_client(env.settings)
@@ -51,13 +51,13 @@ def test_a_destination_that_refuses_records_blocks_nothing_else(kafka, unique) -
     thread.start()
     thread.join(120)
     assert not thread.is_alive(), "the worker did not finish: it keeps re-reading the batch"
-    wide = read(env, names.group_topic(env.prefix, "shop", "wide"))
+    wide = read(env, wire.group_topic(env.prefix, "shop", "wide"))
     assert sorted(m.value() for m in wide) == sorted(f"small{i}".encode() for i in range(30) if i % 3)
-    dead = read(env, names.dlq_topic(env.prefix, "shop"))
-    assert sorted(header(m, names.SOURCE) or "" for m in dead) == sorted(
+    dead = read(env, wire.dlq_topic(env.prefix, "shop"))
+    assert sorted(header(m, wire.SOURCE) or "" for m in dead) == sorted(
         f"{env.input}/0/{i}" for i in range(0, 30, 3)
     )
-    assert all(m.value() is None and header(m, names.DLQ_REASON) == "too-large" for m in dead)
+    assert all(m.value() is None and header(m, wire.DLQ_REASON) == "too-large" for m in dead)
     assert read(env, narrow) == []
 
 
@@ -68,7 +68,7 @@ def test_a_destination_topic_deleted_under_the_worker_is_created_again_with_its_
             "seen by a producer there (docs/brokers.md)"
         )
     env = make_env(kafka.bootstrap_servers, unique, partitions=3)
-    wide = names.group_topic(env.prefix, "shop", "wide")
+    wide = wire.group_topic(env.prefix, "shop", "wide")
     assert apply(env, CONFIG) == 0
     assert existing_topics(admin_client(env.settings))[wide] == 3  # sized like the input
 
@@ -100,7 +100,7 @@ def test_a_destination_topic_deleted_under_the_worker_is_created_again_with_its_
             time.sleep(0.5)
     # Created again by the worker with its layout, not by the broker's defaults (one partition).
     assert existing_topics(admin_client(env.settings))[wide] == 3
-    assert read(env, names.dlq_topic(env.prefix, "shop")) == []
+    assert read(env, wire.dlq_topic(env.prefix, "shop")) == []
 
 
 def test_a_version_whose_topics_cannot_be_created_is_not_taken_and_the_worker_keeps_routing(
@@ -125,7 +125,7 @@ def test_a_version_whose_topics_cannot_be_created_is_not_taken_and_the_worker_ke
         assert len(Stream(env.settings, env.input, batch).start().join()) == 5
 
     def routed(group: str) -> list[bytes]:
-        return sorted(m.value() for m in read(env, names.group_topic(env.prefix, "shop", group)))
+        return sorted(m.value() for m in read(env, wire.group_topic(env.prefix, "shop", group)))
 
     def wait(condition: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + 90
@@ -144,7 +144,7 @@ def test_a_version_whose_topics_cannot_be_created_is_not_taken_and_the_worker_ke
         send("second")
         wait(lambda: len(routed("a")) == 10, "records routed under the version in force")
         admin.delete_topics([blocker])[blocker].result(30)
-        wait(lambda: names.group_topic(env.prefix, "shop", "b") in existing_topics(admin), "topic b created")
+        wait(lambda: wire.group_topic(env.prefix, "shop", "b") in existing_topics(admin), "topic b created")
         send("third")
         wait(lambda: len(routed("b")) == 5, "records routed under the new version")
     assert routed("b") == sorted(f"third{i}".encode() for i in range(5))

@@ -3,7 +3,7 @@ message, a duplicate, an altered value, a message stuck pending. No broker: synt
 
 from __future__ import annotations
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.yaml import parse_yaml
 from tests.reliability.ledger import Ledger, Output, Sent
@@ -34,10 +34,10 @@ def sent(n: int) -> Sent:
 
 
 def routed(s: Sent, topic: str, group: str | None, label: str | None, value: bytes | None = None) -> Output:
-    headers = [*s.headers, (names.SOURCE, s.source.encode()), (names.APP, b"a")]
+    headers = [*s.headers, (wire.SOURCE, s.source.encode()), (wire.APP, b"a")]
     if group:
-        headers += [(names.GROUP, group.encode()), (names.SUBSCRIPTION, (label or "").encode())]
-    headers += [(names.CONFIG_VERSION, b"1"), (names.ROUTED_AT, b"2000")]
+        headers += [(wire.GROUP, group.encode()), (wire.SUBSCRIPTION, (label or "").encode())]
+    headers += [(wire.CONFIG_VERSION, b"1"), (wire.ROUTED_AT, b"2000")]
     return Output(topic, 0, 0, s.key, s.value if value is None else value, tuple(headers))
 
 

@@ -45,7 +45,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings, target
 from hypothesis import strategies as st
 
-from subroute import expressions, names
+from subroute import expressions, wire
 from subroute.config import yaml as config_yaml
 from subroute.durations import parse_duration_ms
 from subroute.expressions.interpreter import interpret
@@ -564,12 +564,12 @@ def test_long_header_values_decode_within_budget(soak: bool) -> None:
 def _expiration_property(text: str, junk: bytes) -> None:
     raw = text.encode()
     where = f"subroute.expiration {show(raw)}"
-    headers: list[tuple[str, bytes | None]] = [(names.EXPIRATION, junk), (names.EXPIRATION, raw)]
+    headers: list[tuple[str, bytes | None]] = [(wire.EXPIRATION, junk), (wire.EXPIRATION, raw)]
     own = timed(where, BUDGET_DECODE, lambda: message_expiration(headers))
     assert own is None or (type(own) is int and own >= 0), f"{where}: gave {own!r}"
     parsed = timed(f"duration {show(text)}", BUDGET_DECODE, lambda: parse_duration_ms(text))
     assert parsed is None or (type(parsed) is int and parsed >= 0)
-    if parsed is not None and message_expiration([(names.EXPIRATION, junk)]) is None:
+    if parsed is not None and message_expiration([(wire.EXPIRATION, junk)]) is None:
         assert own == parsed, where
 
     def yaml_duration() -> int | None:

@@ -30,7 +30,7 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from subroute import names
+from subroute import wire
 from subroute.config.store import history
 from subroute.ops.settings import Settings
 from tests.integration.harness import apply, make_env
@@ -234,7 +234,7 @@ def test_sigkill_at_random_points_loses_nothing(kafka, unique, soak, fast_sessio
     victim = next(o for o in outputs if o.topic == f"{env.prefix}.audit.all")
     without = [o for o in outputs if not _same_message(o, victim)]
     assert [str(p) for p in ledger.verify(without).lost] == [
-        f"{victim.header(names.SOURCE)} app=audit: no record at all; version {max(ledger.history)} "
+        f"{victim.header(wire.SOURCE)} app=audit: no record at all; version {max(ledger.history)} "
         "dictates ['group:all']"
     ], "the ledger did not notice a dropped record"
 
@@ -251,4 +251,4 @@ def test_sigkill_at_random_points_loses_nothing(kafka, unique, soak, fast_sessio
 
 
 def _same_message(a: Output, b: Output) -> bool:
-    return a.topic == b.topic and a.header(names.SOURCE) == b.header(names.SOURCE)
+    return a.topic == b.topic and a.header(wire.SOURCE) == b.header(wire.SOURCE)

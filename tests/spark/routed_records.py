@@ -20,13 +20,13 @@ class Produced:
 
 
 def create_topics(bootstrap: str, partitions: dict[str, int]) -> None:
-    from subroute.kafka import io as kafka_io
+    from subroute.kafka import clients
     from subroute.ops.settings import Settings
 
     settings = Settings(bootstrap_servers=bootstrap)
-    kafka_io.ensure_topics(
-        kafka_io.admin_client(settings),
-        [kafka_io.TopicSpec(name, count) for name, count in partitions.items()],
+    clients.ensure_topics(
+        clients.admin_client(settings),
+        [clients.TopicSpec(name, count) for name, count in partitions.items()],
     )
 
 
@@ -44,8 +44,8 @@ def produce_routed(
     """Records as the router writes them to a group topic: routing headers, producer timestamp kept."""
     from confluent_kafka import Producer
 
-    from subroute import names
-    from subroute.kafka.io import close_producer
+    from subroute import wire
+    from subroute.kafka.clients import close_producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     delivered: dict[int, tuple[int, int]] = {}
@@ -54,12 +54,12 @@ def produce_routed(
         timestamp = base_timestamp_ms + i
         headers: list[tuple[str, bytes | None]] = [
             ("Region", b"EU"),
-            (names.APP, app.encode()),
-            (names.GROUP, group.encode()),
-            (names.SUBSCRIPTION, f"{app}/{group}/0".encode()),
-            (names.SOURCE, names.source_of("orders", 0, i).encode()),
-            (names.CONFIG_VERSION, b"7"),
-            (names.ROUTED_AT, str(timestamp + latency_ms(i)).encode()),
+            (wire.APP, app.encode()),
+            (wire.GROUP, group.encode()),
+            (wire.SUBSCRIPTION, f"{app}/{group}/0".encode()),
+            (wire.SOURCE, wire.source_of("orders", 0, i).encode()),
+            (wire.CONFIG_VERSION, b"7"),
+            (wire.ROUTED_AT, str(timestamp + latency_ms(i)).encode()),
         ]
 
         def on_delivery(err: object, msg: object, i: int = i) -> None:

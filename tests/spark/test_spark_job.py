@@ -18,8 +18,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from routed_records import Produced, create_topics, produce_routed, sample_orders
 
+from subroute.cli import spark as cli
 from subroute.ops.settings import Settings
-from subroute.spark import cli, commits, job
+from subroute.spark import commits, job
 from subroute.spark.job import (
     BatchSink,
     JobConfig,

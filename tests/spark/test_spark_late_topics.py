@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 from routed_records import create_topics, produce_routed
 
-from subroute import names
+from subroute import wire
 from subroute.ops.settings import Settings
 from subroute.spark.job import JobConfig, run
 
@@ -38,11 +38,11 @@ def _produce_redriven(bootstrap: str, topic: str, app: str, group: str, count: i
             partition=i % partitions,
             timestamp=original,
             headers=[
-                (names.APP, app.encode()),
-                (names.GROUP, group.encode()),
-                (names.SUBSCRIPTION, f"{app}/{group}/0".encode()),
-                (names.ROUTED_AT, str(NOW_MS + 60_000 + i).encode()),
-                (names.REDRIVEN, b"pending"),
+                (wire.APP, app.encode()),
+                (wire.GROUP, group.encode()),
+                (wire.SUBSCRIPTION, f"{app}/{group}/0".encode()),
+                (wire.ROUTED_AT, str(NOW_MS + 60_000 + i).encode()),
+                (wire.REDRIVEN, b"pending"),
             ],
         )
     assert producer.flush(30) == 0

@@ -7,13 +7,11 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import AppConfig
 from subroute.kafka.groups import Commit
 from subroute.routing.backlog import (
-    CAPACITY,
     EXPIRING,
-    NO_CONSUMER,
     NO_MATCH,
     REASONS,
     REROUTE,
@@ -22,7 +20,7 @@ from subroute.routing.backlog import (
     reason_of,
 )
 from subroute.routing.sweep import SweepMark, finish, pass_mark
-from subroute.worker.checkpoint import version_metadata
+from subroute.wire import CAPACITY, NO_CONSUMER, version_metadata
 
 NOW = 1_800_000_000_000
 MINUTE = 60_000
@@ -47,11 +45,11 @@ def parked(
     age_ms: int = MINUTE,
     own: str | None = None,
 ) -> Record:
-    headers: list[tuple[str, bytes | None]] = [(names.CONFIG_VERSION, str(version).encode())]
+    headers: list[tuple[str, bytes | None]] = [(wire.CONFIG_VERSION, str(version).encode())]
     if reason is not None:
-        headers.append((names.PENDING_REASON, reason.encode()))
+        headers.append((wire.PENDING_REASON, reason.encode()))
     if own is not None:
-        headers.append((names.EXPIRATION, own.encode()))
+        headers.append((wire.EXPIRATION, own.encode()))
     return Record(partition, offset, NOW - age_ms, headers)
 
 
@@ -77,7 +75,7 @@ def test_each_record_is_counted_in_one_reason() -> None:
     assert of(parked(age_ms=90 * MINUTE, own="2h")) == NO_MATCH  # its own expiration wins over the app's
     assert of(parked(age_ms=2 * MINUTE, own="5m")) == EXPIRING
     assert of(parked(age_ms=10_000 * MINUTE), AppConfig("b", ("orders",))) == NO_MATCH  # never expires
-    assert of(Record(0, 0, 0, [(names.CONFIG_VERSION, b"7")])) == NO_MATCH  # no timestamp: never expires
+    assert of(Record(0, 0, 0, [(wire.CONFIG_VERSION, b"7")])) == NO_MATCH  # no timestamp: never expires
 
 
 def test_below_the_routers_position_everything_has_gone() -> None:
@@ -89,7 +87,7 @@ def test_below_the_routers_position_everything_has_gone() -> None:
 
 def test_what_a_sweep_took_from_behind_the_head_has_gone() -> None:
     mark = finish(pass_mark(None, NOW, app_limit_ms=60 * MINUTE), reached=50)
-    commit = Commit(10, version_metadata(7, mark))
+    commit = Commit(10, version_metadata(7, mark.text()))
     assert already_routed(20, parked(age_ms=61 * MINUTE), commit)  # expired when the pass ran: taken
     assert not already_routed(20, parked(age_ms=59 * MINUTE), commit)
     assert not already_routed(50, parked(age_ms=61 * MINUTE), commit)  # beyond what the pass read
@@ -100,7 +98,7 @@ def test_what_a_sweep_took_from_behind_the_head_has_gone() -> None:
 
 def test_count_skips_what_has_gone_and_splits_the_rest_by_reason() -> None:
     mark = SweepMark(own_until=100, at_ms=NOW, app_until=100, cutoff_ms=NOW - 60 * MINUTE)
-    commits = {0: Commit(3, version_metadata(7, mark)), 1: Commit(0, version_metadata(7))}
+    commits = {0: Commit(3, version_metadata(7, mark.text())), 1: Commit(0, version_metadata(7))}
     records = [
         parked(partition=0, offset=2),  # below the position: a record read before it moved (never counted)
         parked(partition=0, offset=3, reason="no-consumer"),  # the head

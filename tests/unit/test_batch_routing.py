@@ -12,13 +12,13 @@ import pytest
 from confluent_kafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.ops.metrics import RouterMetrics
 from subroute.routing.decisions import Action, Router, RoutingTable
 from subroute.routing.native_routing import build_table
+from subroute.routing.sweep import mark_of
 from subroute.worker.batch import BatchRouter
-from subroute.worker.checkpoint import mark_of, version_metadata
 from subroute.worker.sweeps import Sweeps
 from subroute.worker.tally import BatchTally
 
@@ -192,17 +192,17 @@ def test_a_failing_batch_path_routes_record_by_record(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(Router, "route", failing_on_offset_103)
     tally, _ = _route(table, _batch())
-    rejected = [r for r in tally.sent if dict(r[3]).get(names.DLQ_REASON) == b"rejected"]
-    assert sorted(dict(r[3])[names.APP] for r in rejected) == [b"audit", b"billing"]
+    rejected = [r for r in tally.sent if dict(r[3]).get(wire.DLQ_REASON) == b"rejected"]
+    assert sorted(dict(r[3])[wire.APP] for r in rejected) == [b"audit", b"billing"]
     assert {r[1] for r in rejected} == {b"v103"}
     assert tally.offsets == reference.offsets
 
 
 def test_parked_partition_resumes_where_it_stopped() -> None:
     table = build_table(_config())
-    pending = names.pending_topic(PREFIX, "billing")
-    current = [(names.CONFIG_VERSION, str(table.version).encode()), ("a", b"1")]  # parked under this version
-    older = [(names.CONFIG_VERSION, b"1"), ("a", b"1")]
+    pending = wire.pending_topic(PREFIX, "billing")
+    current = [(wire.CONFIG_VERSION, str(table.version).encode()), ("a", b"1")]  # parked under this version
+    older = [(wire.CONFIG_VERSION, b"1"), ("a", b"1")]
     batch = [
         _Record(pending, 0, 5, older),  # due: routed again
         _Record(pending, 0, 6, current),  # not due: the partition stops here
@@ -214,17 +214,17 @@ def test_parked_partition_resumes_where_it_stopped() -> None:
         assert sink.parked == [((pending, 0), 6)]
         assert tally.offsets == {(pending, 0): 6, ("orders", 0): 41}
         assert tally.messages_in == 2
-        redriven = [r for r in tally.sent if r[0] != names.dlq_topic(PREFIX, "billing")]
+        redriven = [r for r in tally.sent if r[0] != wire.dlq_topic(PREFIX, "billing")]
         # the redriven record for billing alone; the input record for billing (audit filters it out)
-        assert [dict(r[3]).get(names.REDRIVEN) is not None for r in redriven] == [True, False]
+        assert [dict(r[3]).get(wire.REDRIVEN) is not None for r in redriven] == [True, False]
 
 
 def test_a_sweep_takes_expired_records_behind_the_head_once_and_keeps_the_position_at_the_head() -> None:
     table = build_table(_config())  # billing has no expiration: only records' own expire
-    pending = names.pending_topic(PREFIX, "billing")
-    dlq = names.dlq_topic(PREFIX, "billing")
-    parked = [(names.CONFIG_VERSION, str(table.version).encode()), ("a", b"1")]
-    expiring = [*parked, (names.EXPIRATION, b"1s")]
+    pending = wire.pending_topic(PREFIX, "billing")
+    dlq = wire.dlq_topic(PREFIX, "billing")
+    parked = [(wire.CONFIG_VERSION, str(table.version).encode()), ("a", b"1")]
+    expiring = [*parked, (wire.EXPIRATION, b"1s")]
     batch = [
         _Record(pending, 0, 5, parked),  # matches nothing under this version: the head
         _Record(pending, 0, 6, expiring, timestamp_ms=NOW_MS - 5_000),  # expired behind it
@@ -234,16 +234,18 @@ def test_a_sweep_takes_expired_records_behind_the_head_once_and_keeps_the_positi
     router = BatchRouter(PREFIX, RouterMetrics(CollectorRegistry(), runtime=False), Sweeps(PREFIX, 0.0))
     tally, sink = _route(table, batch, router)
     assert [(topic, kw["value"]) for topic, kw in sink.produced] == [(dlq, b"v6")]
-    assert dict(sink.produced[0][1]["headers"])[names.DLQ_REASON] == b"expired"
+    assert dict(sink.produced[0][1]["headers"])[wire.DLQ_REASON] == b"expired"
     assert sink.parked == [((pending, 0), 5)]  # parked at the head once the pass read to the end
     assert tally.offsets == {(pending, 0): 5} and tally.first_offsets == {(pending, 0): 5}
     mark = tally.marks[(pending, 0)]
-    assert mark is not None and mark_of(version_metadata(table.version, mark)) == mark
+    assert mark is not None and mark_of(wire.version_metadata(table.version, mark.text())) == mark
 
     # The next pass (a new worker: the mark from the commit) passes over m6 and takes m8 once it has expired;
     # when the head goes at last, routing passes over both.
     again = BatchRouter(PREFIX, RouterMetrics(CollectorRegistry(), runtime=False), Sweeps(PREFIX, 0.0))
-    again.sweeps.assigned([TopicPartition(pending, 0, 5, metadata=version_metadata(table.version, mark))])
+    again.sweeps.assigned(
+        [TopicPartition(pending, 0, 5, metadata=wire.version_metadata(table.version, mark.text()))]
+    )
     tally, sink = _route(table, batch, again, now_ms=NOW_MS + 2_000)
     assert [kw["value"] for _, kw in sink.produced] == [b"v8"] and tally.offsets == {(pending, 0): 5}
     newer = dataclasses.replace(table, version=table.version + 1)  # the head is due under a newer version
@@ -257,8 +259,8 @@ def test_a_record_waiting_for_room_holds_up_the_others_but_not_the_expired_ones(
     jobs = AppConfig("jobs", ("orders",), "bmq", {"a": "int"}, expiration_ms=60_000)
     full = GroupConfig("jobs", "w", (SubscriptionConfig("a >= 0", max_unconfirmed=1),))
     table = build_table(Config(version=3, apps={"jobs": jobs}, groups={("jobs", "w"): full}))
-    pending = names.pending_topic(PREFIX, "jobs")
-    waits = [(names.CONFIG_VERSION, b"3"), (names.PENDING_REASON, b"capacity"), ("a", b"1")]
+    pending = wire.pending_topic(PREFIX, "jobs")
+    waits = [(wire.CONFIG_VERSION, b"3"), (wire.PENDING_REASON, b"capacity"), ("a", b"1")]
     batch = [
         _Record(pending, 0, 0, waits),
         _Record(pending, 0, 1, waits, timestamp_ms=NOW_MS - 61_000),  # expired behind it
@@ -266,7 +268,7 @@ def test_a_record_waiting_for_room_holds_up_the_others_but_not_the_expired_ones(
     ]
     router = BatchRouter(PREFIX, RouterMetrics(CollectorRegistry(), runtime=False), Sweeps(PREFIX, 0.0))
     tally, sink = _route(table, batch, router, lag={("jobs", "w"): 1})
-    assert [(topic, kw["value"]) for topic, kw in sink.produced] == [(names.dlq_topic(PREFIX, "jobs"), b"v1")]
+    assert [(topic, kw["value"]) for topic, kw in sink.produced] == [(wire.dlq_topic(PREFIX, "jobs"), b"v1")]
     assert sink.parked == [((pending, 0), 0)] and tally.offsets == {(pending, 0): 0}
     # room (a measurement of 0 that routing does not raise here): the waiting ones go in order, the one
     # dead-lettered is passed over

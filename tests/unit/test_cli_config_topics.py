@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from subroute.cli.main import main
-from subroute.kafka.topics import kubernetes_name
+from subroute.config.topics import kubernetes_name
 
 CONFIG = """
 apps:

@@ -1,11 +1,11 @@
-"""Progress bars (router/cli/progress.py, spark/progress.py): tqdm on a terminal, nothing in a pipe."""
+"""Progress bars (router/ops/progress.py, spark/progress.py): tqdm on a terminal, nothing in a pipe."""
 
 from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
 
-from subroute.cli.progress import Bar
+from subroute.ops.progress import Bar
 from subroute.spark.progress import SparkProgress, tasks
 
 

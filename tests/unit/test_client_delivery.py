@@ -6,9 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from subroute import names
+from subroute import wire
 from subroute.client.delivery import (
-    CANCELS,
     AckTracker,
     BandBuffer,
     DuplicateFilter,
@@ -18,11 +17,8 @@ from subroute.client.delivery import (
     Outstanding,
     Settling,
     after_failure,
-    is_resent,
     redelivery_partition,
-    replace_headers,
     retry_delay,
-    source_position,
 )
 
 TP = ("jobs", 0)
@@ -160,16 +156,16 @@ def test_a_hole_the_partition_no_longer_holds_is_dropped_and_reported() -> None:
     "offsets", [(), (5,), (3, 4, 5, 9), (0, 2, 4), tuple(range(100, 1100)), (2**62, 2**62 + 1)]
 )
 def test_unsettled_offsets_round_trip_through_commit_metadata(offsets: tuple[int, ...]) -> None:
-    metadata = names.unsettled_metadata(offsets)
-    assert metadata is not None and names.unsettled_of(metadata) == offsets
-    assert len(names.unsettled_metadata(tuple(range(100, 1100))) or "") < 40  # runs are written as ranges
+    metadata = wire.unsettled_metadata(offsets)
+    assert metadata is not None and wire.unsettled_of(metadata) == offsets
+    assert len(wire.unsettled_metadata(tuple(range(100, 1100))) or "") < 40  # runs are written as ranges
 
 
 def test_commit_metadata_that_would_not_fit_is_refused_and_other_metadata_has_no_holes() -> None:
-    assert names.unsettled_metadata(tuple(range(0, 4000, 2))) is None  # over the broker's 4096 bytes
+    assert wire.unsettled_metadata(tuple(range(0, 4000, 2))) is None  # over the broker's 4096 bytes
     others = (None, "", "subroute.config-version=7", "subroute.unsettled=x", "subroute.unsettled=5-3")
     for other in (*others, f"subroute.unsettled=0-{10**12}"):
-        assert names.unsettled_of(other) == ()
+        assert wire.unsettled_of(other) == ()
 
 
 def test_router_redelivery_is_a_duplicate_but_new_sources_are_not() -> None:
@@ -194,14 +190,14 @@ def test_the_window_forgets_old_sources_and_then_prefers_a_duplicate_to_a_loss()
 
 
 def test_records_resent_on_purpose_are_recognised() -> None:
-    routed = [(names.SOURCE, b"orders/0/5")]
-    assert source_position(routed) == ("orders", 0, 5)
-    assert not is_resent(routed)
-    assert is_resent([*routed, (names.DELIVERIES, b"1")])  # a cancel copy
-    assert is_resent([*routed, (names.REDRIVEN, b"pending")])
-    assert is_resent([*routed, (names.REDRIVEN, b"dlq")])
-    assert not is_resent([*routed, (names.DELIVERIES, b"0")])  # a dlq redrive resets the count
-    assert source_position([(names.SOURCE, b"garbage")]) is None
+    routed = [(wire.SOURCE, b"orders/0/5")]
+    assert wire.source_position(routed) == ("orders", 0, 5)
+    assert not wire.is_resent(routed)
+    assert wire.is_resent([*routed, (wire.DELIVERIES, b"1")])  # a cancel copy
+    assert wire.is_resent([*routed, (wire.REDRIVEN, b"pending")])
+    assert wire.is_resent([*routed, (wire.REDRIVEN, b"dlq")])
+    assert not wire.is_resent([*routed, (wire.DELIVERIES, b"0")])  # a dlq redrive resets the count
+    assert wire.source_position([(wire.SOURCE, b"garbage")]) is None
 
 
 def test_a_cancelled_grouped_message_is_not_overtaken_by_its_group() -> None:
@@ -368,11 +364,11 @@ def test_no_maximum_means_no_dead_letter() -> None:
 
 
 def test_replace_headers_keeps_the_rest_in_order() -> None:
-    headers = [("a", b"1"), (names.DELIVERIES, b"1"), ("b", None), (names.DELIVERIES, b"2")]
-    assert replace_headers(headers, {names.DELIVERIES: b"3", CANCELS: None}) == [
+    headers = [("a", b"1"), (wire.DELIVERIES, b"1"), ("b", None), (wire.DELIVERIES, b"2")]
+    assert wire.replace_headers(headers, {wire.DELIVERIES: b"3", wire.CANCELS: None}) == [
         ("a", b"1"),
         ("b", None),
-        (names.DELIVERIES, b"3"),
+        (wire.DELIVERIES, b"3"),
     ]
 
 

@@ -1,4 +1,4 @@
-"""Priority bands (router.routing.priority) and dead-letter formats (router.client.dead_letters)."""
+"""Priority bands (router/routing/priority.py, and their topics in router/wire.py) and the dead-letter formats (router/wire.py, router/admin/redrive.py)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,8 @@ import re
 
 import pytest
 
-from subroute import names
-from subroute.client.dead_letters import (
-    dead_letter_headers,
-    event,
-    history_of,
-    redrive_headers,
-    redrive_target,
-)
-from subroute.client.delivery import CANCELS, header_value
+from subroute import wire
+from subroute.admin.redrive import redrive_headers, redrive_target
 from subroute.routing import priority
 
 
@@ -41,20 +34,20 @@ def test_band_of(value: object, band: int) -> None:
 
 
 def test_band_topics_and_back() -> None:
-    assert priority.band_topic("subroute", "orders", "risk", 0) == "subroute.orders.risk"
-    assert priority.band_topic("subroute", "orders", "risk", 7) == "subroute.orders.risk.p7"
-    assert len(priority.band_topics("subroute", "orders", "risk")) == 10
-    for band, topic in enumerate(priority.band_topics("my.prefix", "orders", "risk")):
-        assert priority.band_of_topic("my.prefix", "orders", "risk", topic) == band
-    assert priority.band_of_topic("subroute", "orders", "risk", "subroute.orders.risk.p0") is None
-    assert priority.band_of_topic("subroute", "orders", "risk", "subroute.orders.riskier") is None
+    assert wire.band_topic("subroute", "orders", "risk", 0) == "subroute.orders.risk"
+    assert wire.band_topic("subroute", "orders", "risk", 7) == "subroute.orders.risk.p7"
+    assert len(wire.band_topics("subroute", "orders", "risk")) == 10
+    for band, topic in enumerate(wire.band_topics("my.prefix", "orders", "risk")):
+        assert wire.band_of_topic("my.prefix", "orders", "risk", topic) == band
+    assert wire.band_of_topic("subroute", "orders", "risk", "subroute.orders.risk.p0") is None
+    assert wire.band_of_topic("subroute", "orders", "risk", "subroute.orders.riskier") is None
     with pytest.raises(ValueError):
-        priority.band_topic("subroute", "orders", "risk", 10)
+        wire.band_topic("subroute", "orders", "risk", 10)
 
 
 def test_topic_regex_matches_exactly_the_bands() -> None:
-    pattern = re.compile(priority.topic_regex("my.pre-fix", "orders", "risk"))
-    for topic in priority.band_topics("my.pre-fix", "orders", "risk"):
+    pattern = re.compile(wire.topic_regex("my.pre-fix", "orders", "risk"))
+    for topic in wire.band_topics("my.pre-fix", "orders", "risk"):
         assert pattern.match(topic), topic
     for other in [
         "my.pre-fix.orders.risk.p0",
@@ -68,35 +61,37 @@ def test_topic_regex_matches_exactly_the_bands() -> None:
 
 
 def test_dead_letter_keeps_headers_and_adds_reason_and_history() -> None:
-    original = [(names.SOURCE, b"Jobs/0/3"), (names.GROUP, b"workers"), ("Customer", b"7")]
-    cancelled = dead_letter_headers(original, "max-cancels", event("dead-letter", 5, reason="max-cancels"))
+    original = [(wire.SOURCE, b"Jobs/0/3"), (wire.GROUP, b"workers"), ("Customer", b"7")]
+    cancelled = wire.dead_letter_headers(
+        original, "max-cancels", wire.event("dead-letter", 5, reason="max-cancels")
+    )
     assert cancelled[:3] == original
-    assert header_value(cancelled, names.DLQ_REASON) == "max-cancels"
-    assert history_of(cancelled) == [{"event": "dead-letter", "at": 5, "reason": "max-cancels"}]
+    assert wire.header_value(cancelled, wire.DLQ_REASON) == "max-cancels"
+    assert wire.history_of(cancelled) == [{"event": "dead-letter", "at": 5, "reason": "max-cancels"}]
 
 
 def test_redrive_resets_counts_and_marks_the_record() -> None:
     letter = [
-        (names.GROUP, b"workers"),
-        (names.DELIVERIES, b"3"),
-        (CANCELS, b"3"),
-        (names.DLQ_REASON, b"max-cancels"),
-        (names.HISTORY, b'[{"event":"cancel","at":1}]'),
+        (wire.GROUP, b"workers"),
+        (wire.DELIVERIES, b"3"),
+        (wire.CANCELS, b"3"),
+        (wire.DLQ_REASON, b"max-cancels"),
+        (wire.HISTORY, b'[{"event":"cancel","at":1}]'),
     ]
     back = redrive_headers(letter, 9, "p.Jobs.workers")
-    assert header_value(back, names.DELIVERIES) is None
-    assert header_value(back, CANCELS) is None
-    assert header_value(back, names.DLQ_REASON) is None
-    assert header_value(back, names.REDRIVEN) == "dlq"
-    assert [e["event"] for e in history_of(back)] == ["cancel", "redrive"]
+    assert wire.header_value(back, wire.DELIVERIES) is None
+    assert wire.header_value(back, wire.CANCELS) is None
+    assert wire.header_value(back, wire.DLQ_REASON) is None
+    assert wire.header_value(back, wire.REDRIVEN) == "dlq"
+    assert [e["event"] for e in wire.history_of(back)] == ["cancel", "redrive"]
 
 
 def test_redrive_target() -> None:
     in_band = [
-        (names.GROUP, b"workers"),
-        (names.HISTORY, b'[{"event":"cancel","topic":"p.Jobs.workers.p4"}]'),
+        (wire.GROUP, b"workers"),
+        (wire.HISTORY, b'[{"event":"cancel","topic":"p.Jobs.workers.p4"}]'),
     ]
     assert redrive_target("p", "Jobs", in_band, ["workers"]) == "p.Jobs.workers.p4"
-    assert redrive_target("p", "Jobs", [(names.GROUP, b"workers")], ["workers"]) == "p.Jobs.workers"
-    assert redrive_target("p", "Jobs", [(names.GROUP, b"gone")], ["workers"]) == "p.Jobs.pending"
+    assert redrive_target("p", "Jobs", [(wire.GROUP, b"workers")], ["workers"]) == "p.Jobs.workers"
+    assert redrive_target("p", "Jobs", [(wire.GROUP, b"gone")], ["workers"]) == "p.Jobs.pending"
     assert redrive_target("p", "Jobs", [], ["workers"]) == "p.Jobs.pending"

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from subroute import names
+from subroute import wire
 from subroute.durations import MAX_DURATION_TEXT, format_duration_ms, parse_duration_ms
 from subroute.routing.expiration import message_expiration
 
@@ -40,7 +40,7 @@ def test_a_unit_can_be_required() -> None:
     ],
 )
 def test_hostile_expiration_headers_are_ignored_in_bounded_time(value: bytes) -> None:
-    headers = [(names.EXPIRATION, value), (names.EXPIRATION, b"30s")]
+    headers = [(wire.EXPIRATION, value), (wire.EXPIRATION, b"30s")]
     began = time.perf_counter()
     for _ in range(100):
         assert message_expiration(headers) == 30_000  # the hostile one is skipped, the next one counts

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.routing.decisions import Action, Decision, build_table
 from subroute.routing.envelope import Envelopes, InputRecord, destination_topic, records_for
@@ -29,12 +29,12 @@ def test_a_routed_record_keeps_the_input_and_adds_the_routing_headers_in_order()
     assert headers == [
         ("Region", b"EU"),
         ("Empty", None),
-        (names.SOURCE, b"orders/2/41"),
-        (names.APP, b"billing"),
-        (names.GROUP, b"vip"),
-        (names.SUBSCRIPTION, b"billing/vip/0"),
-        (names.CONFIG_VERSION, b"7"),
-        (names.ROUTED_AT, b"5000"),
+        (wire.SOURCE, b"orders/2/41"),
+        (wire.APP, b"billing"),
+        (wire.GROUP, b"vip"),
+        (wire.SUBSCRIPTION, b"billing/vip/0"),
+        (wire.CONFIG_VERSION, b"7"),
+        (wire.ROUTED_AT, b"5000"),
     ]
 
 
@@ -49,20 +49,20 @@ def test_filtered_decisions_write_nothing_and_message_groups_set_the_key() -> No
 def test_a_redriven_record_sheds_its_parking_headers_and_dead_letters_say_why() -> None:
     parked = [
         ("Region", b"EU"),
-        (names.APP, b"billing"),
-        (names.CONFIG_VERSION, b"3"),
-        (names.ROUTED_AT, b"1"),
+        (wire.APP, b"billing"),
+        (wire.CONFIG_VERSION, b"3"),
+        (wire.ROUTED_AT, b"1"),
     ]
     dead = Decision("billing", Action.DEAD_LETTER, reason="expired")
     [(topic, _, _, headers, _)] = records_for(_input(parked), [dead], 5_000, True, Envelopes("p", TABLE))
     assert topic == "p.billing.dlq"
     assert headers == [
         ("Region", b"EU"),
-        (names.REDRIVEN, b"pending"),
-        (names.APP, b"billing"),
-        (names.CONFIG_VERSION, b"7"),
-        (names.ROUTED_AT, b"5000"),
-        (names.DLQ_REASON, b"expired"),
+        (wire.REDRIVEN, b"pending"),
+        (wire.APP, b"billing"),
+        (wire.CONFIG_VERSION, b"7"),
+        (wire.ROUTED_AT, b"5000"),
+        (wire.DLQ_REASON, b"expired"),
     ]
 
 
@@ -77,23 +77,23 @@ def test_forged_router_headers_are_dropped_and_counted() -> None:
 
     headers = [
         ("Region", b"EU"),
-        (names.CONFIG_VERSION, b"999"),
-        (names.EXPIRATION, b"30s"),  # producers may set this one
-        (names.DELIVERIES, b"0"),
+        (wire.CONFIG_VERSION, b"999"),
+        (wire.EXPIRATION, b"30s"),  # producers may set this one
+        (wire.DELIVERIES, b"0"),
         ("subroutex", b"not ours"),
     ]
     kept, dropped = without_forged_headers(headers)
-    assert kept == [("Region", b"EU"), (names.EXPIRATION, b"30s"), ("subroutex", b"not ours")]
+    assert kept == [("Region", b"EU"), (wire.EXPIRATION, b"30s"), ("subroutex", b"not ours")]
     assert dropped == 2
 
 
 def test_a_waiting_record_says_why_and_loses_the_reason_when_redriven() -> None:
     waits = Decision("billing", Action.PENDING, reason="capacity")
     [(topic, _, _, headers, _)] = records_for(_input([]), [waits], 5_000, False, Envelopes("p", TABLE))
-    assert topic == "p.billing.pending" and headers[-1] == (names.PENDING_REASON, b"capacity")
+    assert topic == "p.billing.pending" and headers[-1] == (wire.PENDING_REASON, b"capacity")
     routed = Decision("billing", Action.ROUTE, group="vip")
     [(_, _, _, again, _)] = records_for(_input(headers), [routed], 6_000, True, Envelopes("p", TABLE))
-    assert names.PENDING_REASON not in dict(again) and (names.REDRIVEN, b"pending") in again
+    assert wire.PENDING_REASON not in dict(again) and (wire.REDRIVEN, b"pending") in again
 
 
 def test_a_dropped_record_is_written_nowhere() -> None:

@@ -10,8 +10,9 @@ from prometheus_client import CollectorRegistry
 from subroute.config.model import AppConfig
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
-from subroute.routing.capacity import CapacityMonitor, group_limits
+from subroute.routing.capacity import group_limits
 from subroute.worker.assignment import Assignment
+from subroute.worker.capacity import CapacityMonitor
 from tests.unit.test_routing import config, group, sub
 
 
@@ -79,7 +80,7 @@ def test_a_member_given_no_partition_has_joined_and_one_that_lost_all_has_not() 
 
 
 def test_the_lag_of_a_group_no_longer_measured_goes_with_it(monkeypatch: Any) -> None:
-    from subroute.routing import capacity
+    from subroute.worker import capacity
 
     lags = {("a", "g1"): 5, ("a", "g2"): 9}
     monkeypatch.setattr(

@@ -10,7 +10,8 @@ from confluent_kafka import ConsumerGroupState
 
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.ops.settings import Settings
-from subroute.routing.capacity import CapacityMonitor, groups_needing_presence, measure_presence
+from subroute.routing.capacity import groups_needing_presence
+from subroute.worker.capacity import CapacityMonitor, measure_presence
 
 
 @dataclass

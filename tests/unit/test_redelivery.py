@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError
 
-from subroute import names
+from subroute import wire
 from subroute.routing.envelope import OutRecord
 from subroute.worker.redelivery import MAX_ATTEMPTS, Failure, backoff, plan, resolve
 
@@ -12,7 +12,7 @@ PREFIX = "sr"
 
 
 def record(topic: str, app: str = "shop", value: bytes | None = b"v") -> OutRecord:
-    headers = [(names.SOURCE, b"in/0/7"), (names.APP, app.encode()), (names.GROUP, b"g")]
+    headers = [(wire.SOURCE, b"in/0/7"), (wire.APP, app.encode()), (wire.GROUP, b"g")]
     return (topic, value, b"k", headers, 1234)
 
 
@@ -30,8 +30,8 @@ def test_a_retriable_failure_is_retried_alone_then_dead_lettered_once_attempts_r
     [(stub, why)] = step.dead_letter
     assert why.record == lost
     topic, value, key, headers, timestamp = stub
-    assert (topic, value, key, timestamp) == (names.dlq_topic(PREFIX, "shop"), None, b"k", 1234)
-    assert (names.DLQ_REASON, b"undeliverable") in headers and (names.SOURCE, b"in/0/7") in headers
+    assert (topic, value, key, timestamp) == (wire.dlq_topic(PREFIX, "shop"), None, b"k", 1234)
+    assert (wire.DLQ_REASON, b"undeliverable") in headers and (wire.SOURCE, b"in/0/7") in headers
 
 
 def test_a_missing_topic_is_recreated_once_and_retried() -> None:
@@ -50,7 +50,7 @@ def test_a_record_too_large_for_its_topic_becomes_a_stub_at_once() -> None:
     big = record("sr.shop.g", value=b"x" * 10_000)
     step = plan([failure(big, KafkaError.MSG_SIZE_TOO_LARGE)], 0, PREFIX)
     [(stub, _)] = step.dead_letter
-    assert stub[1] is None and (names.DLQ_REASON, b"too-large") in stub[3]
+    assert stub[1] is None and (wire.DLQ_REASON, b"too-large") in stub[3]
 
 
 def test_a_permanent_failure_of_one_destination_dead_letters_only_its_records() -> None:
@@ -60,7 +60,7 @@ def test_a_permanent_failure_of_one_destination_dead_letters_only_its_records() 
 
 
 def test_only_a_failed_dead_letter_rewinds_the_batch() -> None:
-    stub = record(names.dlq_topic(PREFIX, "shop"), value=None)
+    stub = record(wire.dlq_topic(PREFIX, "shop"), value=None)
     assert plan([failure(stub, KafkaError.TOPIC_AUTHORIZATION_FAILED)], 0, PREFIX).rewind
     assert not plan([failure(record("sr.shop.g"), KafkaError.TOPIC_AUTHORIZATION_FAILED)], 0, PREFIX).rewind
 
@@ -73,7 +73,7 @@ def test_backoff_grows_and_is_bounded() -> None:
 def test_a_failure_takes_the_headers_of_the_record_it_was() -> None:
     # A delivery report has topic, key and value, not the headers: each failure is matched to a sent record.
     first, second = record("sr.shop.g"), record("sr.shop.g")
-    second = (second[0], second[1], second[2], [(names.SOURCE, b"in/0/8"), (names.APP, b"shop")], 99)
+    second = (second[0], second[1], second[2], [(wire.SOURCE, b"in/0/8"), (wire.APP, b"shop")], 99)
     reported = [failure(("sr.shop.g", b"v", b"k", [], 1), KafkaError._MSG_TIMED_OUT) for _ in range(2)]
     resolved = resolve(reported, [first, record("sr.shop.other"), second])
     assert sorted(f.record[3][0][1] or b"" for f in resolved) == [b"in/0/7", b"in/0/8"]

@@ -3,7 +3,7 @@ only messages that match the new subscription will be delivered"."""
 
 from __future__ import annotations
 
-from subroute import names
+from subroute import wire
 from subroute.client.replace import Resubscription, routed_version
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 
@@ -20,9 +20,9 @@ def routed(version: int | None, subscription: str | None, size: int | None) -> l
     if size is not None:
         headers.append(("Size", str(size).encode()))
     if version is not None:
-        headers.append((names.CONFIG_VERSION, str(version).encode()))
+        headers.append((wire.CONFIG_VERSION, str(version).encode()))
     if subscription is not None:
-        headers.append((names.SUBSCRIPTION, subscription.encode()))
+        headers.append((wire.SUBSCRIPTION, subscription.encode()))
     return headers
 
 
@@ -56,7 +56,7 @@ def test_the_app_filter_in_force_applies_and_a_deleted_group_takes_nothing() -> 
 
 
 def test_routed_version_reads_only_plain_numbers() -> None:
-    assert routed_version([(names.CONFIG_VERSION, b"12")]) == 12
-    assert routed_version([(names.CONFIG_VERSION, b"-1")]) is None
-    assert routed_version([(names.CONFIG_VERSION, b"9" * 30)]) is None
+    assert routed_version([(wire.CONFIG_VERSION, b"12")]) == 12
+    assert routed_version([(wire.CONFIG_VERSION, b"-1")]) is None
+    assert routed_version([(wire.CONFIG_VERSION, b"9" * 30)]) is None
     assert routed_version([]) is None

@@ -7,8 +7,6 @@ from collections.abc import Mapping
 
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.routing.decisions import (
-    CAPACITY,
-    NO_CONSUMER,
     Action,
     MessageView,
     Router,
@@ -16,6 +14,7 @@ from subroute.routing.decisions import (
     rendezvous,
 )
 from subroute.routing.snapshot import OVERLAP_SECONDS, Snapshot
+from subroute.wire import CAPACITY, NO_CONSUMER
 
 TYPES = {"CustomerId": "int", "Amount": "int", "OrderType": "string"}
 

@@ -9,15 +9,15 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from subroute import names
+from subroute import wire
+from subroute.admin.status import build as status_document
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
-from subroute.ops.status import build as status_document
 from subroute.routing.capacity import group_limits
-from subroute.routing.decisions import CAPACITY, Action, MessageView, Router, RouteResult
+from subroute.routing.decisions import Action, MessageView, Router, RouteResult
 from subroute.routing.native_routing import build_table
 from subroute.routing.snapshot import Snapshot
+from subroute.wire import CAPACITY, Headers
 
-Headers = list[tuple[str, bytes | None]]
 Lag = Mapping[tuple[str, str], int]
 
 
@@ -75,7 +75,7 @@ def test_a_message_the_app_does_not_subscribe_to_is_filtered_whatever_its_age() 
     only what matches its filter): an old BULK record is not the express app's, not even as a dead letter."""
     cfg = config(EXPRESS, OTHERS, groups=[GroupConfig("express", "g"), GroupConfig("others", "g")])
     bulk, express = (MessageView("orders", [("t", t)], 1_000) for t in (b"BULK", b"EXPRESS"))
-    own = MessageView("orders", [("t", b"BULK"), (names.EXPIRATION, b"1s")], 1_000)  # its own expiration
+    own = MessageView("orders", [("t", b"BULK"), (wire.EXPIRATION, b"1s")], 1_000)  # its own expiration
     results = both(cfg, [bulk, express, own], now_ms=ROUTED_AT)
     for result in (results[0], results[2]):
         decisions = {d.app: (d.action, d.reason) for d in result.decisions}

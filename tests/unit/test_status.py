@@ -1,13 +1,13 @@
-"""``subroute status``'s document from what Kafka said (router/ops/status.py): pure, no broker."""
+"""``subroute status``'s document from what Kafka said (router/admin/status.py): pure, no broker."""
 
 from __future__ import annotations
 
+from subroute.admin.status import build
 from subroute.cli.status import _table
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.kafka.groups import Commit, GroupDescription, Member
-from subroute.ops.status import build
-from subroute.routing.backlog import CAPACITY, NO_CONSUMER, NO_MATCH, Waiting
-from subroute.worker.checkpoint import version_metadata
+from subroute.routing.backlog import NO_MATCH, Waiting
+from subroute.wire import CAPACITY, NO_CONSUMER, version_metadata
 
 
 def test_status_document() -> None:

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from subroute.config.model import AppConfig, Config, GroupConfig
-from subroute.kafka.topics import TopicPolicy, app_topics
+from subroute.config.topics import TopicPolicy, app_topics
 from subroute.ops.settings import Settings, SettingsError
 
 

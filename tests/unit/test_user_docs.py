@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from subroute import names
+from subroute import wire
 from subroute.cli.main import build_parser
-from subroute.client.delivery import CANCELS, MOVED_FROM
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -33,11 +32,10 @@ def _record_headers() -> set[str]:
     """Every header name the router or the client can put on a record a consumer reads."""
     constants = {
         value
-        for name, value in vars(names).items()
+        for name, value in vars(wire).items()
         if name.isupper() and isinstance(value, str) and re.fullmatch(r"subroute\.[a-z-]+", value)
     }
-    # a key, not a header
-    return (constants - {names.DEFAULT_MESSAGE_GROUP}) | {CANCELS, MOVED_FROM}  # the client's own
+    return constants - {wire.DEFAULT_MESSAGE_GROUP}  # a key, not a header
 
 
 def test_the_header_contract_names_every_header_and_only_those() -> None:
@@ -55,7 +53,7 @@ def test_the_kcat_example_reads_a_group_topic_of_the_example_config_with_its_hea
     assert "%h" in argv[argv.index("-f") + 1]  # the headers are printed
     example = yaml.safe_load((ROOT / "examples" / "subscriptions.yaml").read_text())
     topics = {
-        names.group_topic(names.DEFAULT_TOPIC_PREFIX, app, group)
+        wire.group_topic(wire.DEFAULT_TOPIC_PREFIX, app, group)
         for app, spec in example["apps"].items()
         for group in spec["groups"]
     }
@@ -94,7 +92,7 @@ TOP_LEVEL = {
     "jars",
     ".ci",
 }
-ROUTER_ROOMS = {"cli", "client", "config", "dev", "kafka", "ops", "routing", "worker"}
+ROUTER_ROOMS = {"admin", "cli", "client", "config", "dev", "kafka", "ops", "routing", "worker"}
 FILE_SUFFIXES = r"py|pyi|rs|md|yaml|yml|json|avsc|lark|toml|xml|lock"
 BARE_FILE = re.compile(rf"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.(?:{FILE_SUFFIXES})")
 CODE_BLOCK = re.compile(r"^```.*?^```", flags=re.MULTILINE | re.DOTALL)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from subroute.routing.sweep import SweepMark
+from subroute.routing.sweep import SweepMark, mark_of
+from subroute.wire import version_metadata, version_of
 from subroute.worker.assignment import releasable
-from subroute.worker.checkpoint import mark_of, version_metadata, version_of
 
 
 def test_commit_metadata_round_trips_the_version_and_ignores_anything_else() -> None:
@@ -24,7 +24,7 @@ def test_commit_metadata_round_trips_the_version_and_ignores_anything_else() -> 
 
 def test_a_pending_partitions_commit_carries_its_sweep_mark_beside_the_version() -> None:
     mark = SweepMark(own_until=40, at_ms=1_800_000_000_000, app_until=30, cutoff_ms=1_799_999_000_000)
-    metadata = version_metadata(7, mark)
+    metadata = version_metadata(7, mark.text())
     assert version_of(metadata) == 7 and mark_of(metadata) == mark
     assert mark_of(version_metadata(7)) is None
     for other in (None, "", "subroute.sweep=1,2,3,4", metadata + "x", metadata.replace("40,", "x,")):

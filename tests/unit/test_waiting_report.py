@@ -7,7 +7,8 @@ import logging
 
 import pytest
 
-from subroute.routing.decisions import CAPACITY, NO_CONSUMER, Action, Decision
+from subroute.routing.decisions import Action, Decision
+from subroute.wire import CAPACITY, NO_CONSUMER
 from subroute.worker.waiting import WaitingReport
 
 WAITING = Decision("billing", Action.PENDING, reason=NO_CONSUMER)

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "expressions"))
 from expr_strategies import bmq_expressions, plan_bmq, plan_sql, sql_expressions
 
-from subroute import expressions, names
+from subroute import expressions, wire
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.expressions.expression import check
 from subroute.routing import native_decisions
@@ -103,7 +103,7 @@ raw_values: st.SearchStrategy[bytes | None] = st.one_of(
     st.none(),
 )
 # Header names: the properties, the message-group header, an undeclared one and the message's own expiration.
-header_names = st.sampled_from((*NAMES, "g", "other", names.EXPIRATION))
+header_names = st.sampled_from((*NAMES, "g", "other", wire.EXPIRATION))
 headers_strategy: st.SearchStrategy[Headers] = st.lists(
     st.tuples(header_names, st.one_of(raw_values, st.sampled_from((b"1", b"2")))), max_size=8
 )
@@ -222,7 +222,7 @@ def configs(draw: st.DrawFn) -> Config:
 def records(draw: st.DrawFn, apps: Sequence[str]) -> tuple[MessageView, str | None]:
     headers = draw(headers_strategy)
     if draw(st.integers(0, 3)) == 0:  # now 10,000: the apps' 1 s expiration, or the record's own
-        headers.append((names.EXPIRATION, draw(expirations)))
+        headers.append((wire.EXPIRATION, draw(expirations)))
     timestamp = draw(st.sampled_from((0, 9_500, 5_000)))
     only_app = draw(st.one_of(st.none(), st.none(), st.sampled_from((*apps, "missing"))))
     return MessageView(draw(st.sampled_from(TOPICS)), headers, timestamp), only_app
@@ -306,7 +306,7 @@ def lag_specs(draw: st.DrawFn, config: Config) -> LagSpec:
 
 # Message-group keys records carry (values of the group_by headers "g" and "s", the default groups) and some no
 # record carries.
-GROUP_KEYS = (b"1", b"2", b"a", b"b", b"ab", b"dg", names.DEFAULT_MESSAGE_GROUP.encode(), b"\xff\xfe", b"x")
+GROUP_KEYS = (b"1", b"2", b"a", b"b", b"ab", b"dg", wire.DEFAULT_MESSAGE_GROUP.encode(), b"\xff\xfe", b"x")
 
 
 @st.composite

@@ -16,7 +16,7 @@ import org.apache.kafka.streams.processor.api.RecordMetadata;
  * headers (minus any forged {@code subroute.*} one) and gets subroute's routing headers, in subroute's order.
  */
 final class RouteProcessor implements FixedKeyProcessor<byte[], byte[], Routed> {
-    // router/names.py
+    // router/wire.py
     private static final String PREFIX = "subroute.";
     private static final String EXPIRATION = "subroute.expiration";
     private static final String SOURCE = "subroute.source";

@@ -1,4 +1,4 @@
-"""``subroute spark run``, ``subroute spark report`` and ``subroute plan``. pyspark is imported only when a
+"""``subroute spark run`` and ``subroute spark report`` (the work is in spark/). pyspark is imported only when a
 command runs, so the rest of the CLI works without the ``spark`` extra."""
 
 from __future__ import annotations
@@ -36,17 +36,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     report.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     report.set_defaults(func=_report)
 
-    from subroute.spark import plan as plan_module  # pyspark-free at import: Spark is loaded when a plan runs
-
-    plan = subparsers.add_parser(
-        "plan",
-        help="backtest a proposed config over the input history: where each app's messages would go",
-        description="Replay the input topics with Spark under the configuration in force and a proposed one, "
-        "and print per app 'old destination -> new destination: count'. Nothing is written.",
-    )
-    plan_module.add_arguments(plan)
-    plan.set_defaults(func=_plan)
-
 
 def _has_pyspark() -> bool:
     import importlib.util
@@ -82,12 +71,6 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         spark.stop()
     return 0
-
-
-def _plan(args: argparse.Namespace) -> int:
-    from subroute.spark import plan
-
-    return plan.plan_from_args(args)
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -7,16 +7,15 @@ commits ``<prefix>.<app>.dlq-redrive``, a redrive with a reason R commits ``<pre
 
 The topic is read in bounded batches (``BATCH_RECORDS`` records or ``BATCH_BYTES`` of keys and values, with a
 small fetch queue), so memory does not grow with the topic. Each batch is one Kafka transaction: its copies and
-the redrive group's new position are committed together (transactional id = the redrive group's id). A redrive
+the redrive group's new position are committed together (admin/transfer.py; transactional id = the redrive group's id). A redrive
 killed at any point leaves whole batches done and the rest to do; the next run aborts the killed one's open
 transaction and goes on from the committed position, so a ``read_committed`` reader sees each dead letter once.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -27,25 +26,19 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     Message,
+    Producer,
     TopicPartition,
 )
 
-from subroute import names
-from subroute.client.dead_letters import REASON_PATTERN, reason_of, redrive_headers, redrive_target
-from subroute.client.delivery import Headers
-from subroute.client.messages import QueueError
-from subroute.kafka import io as kafka_io
+from subroute import wire
+from subroute.admin.transfer import Copy, copy_in_transaction, transactional_producer
+from subroute.client import QueueError
 from subroute.ops.settings import Settings
 
 BATCH_RECORDS = 1000  # dead letters per batch (one transaction, one progress line)
 BATCH_BYTES = 4 * 1024 * 1024  # keys and values per batch: large dead letters make smaller batches
 FETCH_QUEUE_KB = 4 * 1024  # what the reader fetches ahead (librdkafka's default is 64 MB)
 TRANSACTION_TIMEOUT = 60.0  # seconds for one batch's commit
-
-
-def redrive_group_id(prefix: str, app: str, reason: str | None = None) -> str:
-    base = f"{prefix}.{app}.dlq-redrive"
-    return base if reason is None else f"{base}.{reason}"
 
 
 # --- reading the dead-letter topic --------------------------------------------------------------------------------
@@ -57,7 +50,7 @@ class DeadLetter:
     offset: int
     key: bytes | None
     value: bytes | None
-    headers: Headers
+    headers: wire.Headers
     timestamp: int
 
     @classmethod
@@ -67,13 +60,13 @@ class DeadLetter:
             cast(int, message.offset()),
             message.key(),
             message.value(),
-            cast(Headers, message.headers() or []),
+            cast(wire.Headers, message.headers() or []),
             message.timestamp()[1],
         )
 
     @property
     def reason(self) -> str:
-        return reason_of(self.headers)
+        return wire.reason_of(self.headers)
 
 
 @dataclass
@@ -92,7 +85,7 @@ def _reader(settings: Settings, app: str, reason: str | None = None) -> Consumer
     return Consumer(
         settings.client_config(
             {
-                "group.id": redrive_group_id(settings.topic_prefix, app, reason),
+                "group.id": wire.redrive_group_id(settings.topic_prefix, app, reason),
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "enable.partition.eof": True,
@@ -121,7 +114,7 @@ class DeadLetterTopic:
     def __init__(self, settings: Settings, app: str, reason: str | None = None) -> None:
         self.settings = settings
         self.app = app
-        self.topic = names.dlq_topic(settings.topic_prefix, app)
+        self.topic = wire.dlq_topic(settings.topic_prefix, app)
         self.consumer = _reader(settings, app, reason)
         info = self.consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
         self.partitions = [] if info is None or info.error is not None else sorted(info.partitions)
@@ -141,7 +134,7 @@ class DeadLetterTopic:
     def note_reasons(self, reasons: set[str]) -> None:
         """Read the positions of the per-reason redrive groups for the reasons not known yet."""
         for reason in sorted(reasons - set(self.state.by_reason)):
-            if not REASON_PATTERN.match(reason):
+            if not wire.REASON_PATTERN.match(reason):
                 self.state.by_reason[reason] = {}
                 continue
             consumer = _reader(self.settings, self.app, reason)
@@ -260,71 +253,104 @@ def redrive(
             if reason is not None:
                 position = max(position, state.by_reason[reason].get(partition, 0))
             starts[partition] = position or OFFSET_BEGINNING
-        if dry_run:
-            for batch in dead_letters.batches(starts):
-                for letter in batch:
-                    if state.redriven(letter) or (reason is not None and letter.reason != reason):
-                        done.skipped += 1
-                        continue
-                    target = redrive_target(prefix, app, letter.headers, list(groups))
-                    sent[target] = sent.get(target, 0) + 1
-                    done.redriven += 1
-                done.read += len(batch)
-                if progress is not None:
-                    progress(done)
-            return sent
-        producer = kafka_io.producer(
-            settings,
-            **{
-                "transactional.id": redrive_group_id(prefix, app, reason),
-                "transaction.timeout.ms": int(TRANSACTION_TIMEOUT * 1000),
-            },
-        )
-        try:
-            # Fences a killed redrive of the same group and aborts its open transaction.
-            producer.init_transactions(TRANSACTION_TIMEOUT)
-        except KafkaException as exc:
-            raise QueueError(f"redrive could not start its transactions: {exc}") from exc
-        for batch in dead_letters.batches(starts):
-            now_ms = int(time.time() * 1000)
-            ends: dict[int, int] = {}
-            counts: dict[str, int] = {}
-            producer.begin_transaction()
+
+        def target(letter: DeadLetter) -> str | None:
+            """Where ``letter`` goes; None when it is skipped (already redriven, or of another reason)."""
+            if state.redriven(letter) or (reason is not None and letter.reason != reason):
+                done.skipped += 1
+                return None
+            return redrive_target(prefix, app, letter.headers, groups)
+
+        producer = None
+        if not dry_run:
             try:
-                for letter in batch:
-                    ends[letter.partition] = letter.offset + 1
-                    if state.redriven(letter) or (reason is not None and letter.reason != reason):
-                        done.skipped += 1
-                        continue
-                    target = redrive_target(prefix, app, letter.headers, list(groups))
-                    # A new timestamp: the message re-enters the queue now (an expired one would expire again).
-                    producer.produce(
-                        target,
-                        value=letter.value,
-                        key=letter.key,
-                        headers=cast(
-                            list[tuple[str, str | bytes | None]],
-                            redrive_headers(letter.headers, now_ms, target),
-                        ),
-                    )
-                    counts[target] = counts.get(target, 0) + 1
-                offsets = [TopicPartition(dead_letters.topic, p, o) for p, o in sorted(ends.items())]
-                producer.send_offsets_to_transaction(
-                    offsets, dead_letters.consumer.consumer_group_metadata(), TRANSACTION_TIMEOUT
+                producer = transactional_producer(
+                    settings, wire.redrive_group_id(prefix, app, reason), TRANSACTION_TIMEOUT
                 )
-                producer.commit_transaction(TRANSACTION_TIMEOUT)
-            except (KafkaException, BufferError) as exc:
-                # If the abort fails too, the broker aborts it when its timeout passes, or the next run fences it.
-                with contextlib.suppress(KafkaException):
-                    producer.abort_transaction(TRANSACTION_TIMEOUT)
-                raise QueueError(
-                    f"redrive failed ({exc}); {done.redriven} dead letter(s) redriven before it are committed, "
-                    "the rest are not: run it again to go on"
-                ) from exc
+            except KafkaException as exc:
+                raise QueueError(f"redrive could not start its transactions: {exc}") from exc
+        for batch in dead_letters.batches(starts):
+            if producer is None:
+                counts: dict[str, int] = {}
+                for letter in batch:
+                    if (to := target(letter)) is not None:
+                        counts[to] = counts.get(to, 0) + 1
+            else:
+                counts = _redrive_batch(producer, dead_letters, batch, target, done)
             done.read += len(batch)
             done.redriven += sum(counts.values())
-            for target, count in counts.items():
-                sent[target] = sent.get(target, 0) + count
+            for to, count in counts.items():
+                sent[to] = sent.get(to, 0) + count
             if progress is not None:
                 progress(done)
     return sent
+
+
+def _redrive_batch(
+    producer: Producer,
+    dead_letters: DeadLetterTopic,
+    batch: list[DeadLetter],
+    target: Callable[[DeadLetter], str | None],
+    done: RedriveProgress,
+) -> dict[str, int]:
+    """One batch, one transaction: its copies and the redrive group's position past it; the copies per target
+    topic. Raises QueueError when Kafka fails (the batch is then not committed)."""
+    now_ms = int(time.time() * 1000)
+    ends: dict[int, int] = {}
+    copied: dict[str, int] = {}
+
+    def copies() -> Iterator[Copy]:
+        for letter in batch:
+            ends[letter.partition] = letter.offset + 1
+            to = target(letter)
+            if to is not None:
+                copied[to] = copied.get(to, 0) + 1
+                # A new timestamp: the message re-enters the queue now (an expired one would expire again).
+                yield Copy(to, letter.key, letter.value, redrive_headers(letter.headers, now_ms, to))
+
+    def positions() -> list[TopicPartition]:
+        return [TopicPartition(dead_letters.topic, p, o) for p, o in sorted(ends.items())]
+
+    try:
+        copy_in_transaction(producer, dead_letters.consumer, copies(), positions, TRANSACTION_TIMEOUT)
+    except (KafkaException, BufferError) as exc:
+        # If the abort failed too, the broker aborts it when its timeout passes, or the next run fences it.
+        raise QueueError(
+            f"redrive failed ({exc}); {done.redriven} dead letter(s) redriven before it are committed, "
+            "the rest are not: run it again to go on"
+        ) from exc
+    return copied
+
+
+# --- where a dead letter goes back to ----------------------------------------------------------------------------
+
+
+def redrive_headers(headers: wire.HeadersIn | None, at_ms: int, topic: str) -> wire.Headers:
+    """Back to a group: delivery and cancel counts reset, reason and move mark dropped, marked
+    ``subroute.redriven: dlq``."""
+    reason = wire.header_value(headers, wire.DLQ_REASON)
+    return wire.with_event(
+        headers,
+        wire.event(wire.REDRIVE, at_ms, to=topic, reason=reason),
+        {
+            wire.DLQ_REASON: None,
+            wire.DELIVERIES: None,
+            wire.CANCELS: None,
+            wire.MOVED_FROM: None,
+            wire.REDRIVEN: wire.REDRIVEN_FROM_DLQ,
+        },
+    )
+
+
+def redrive_target(prefix: str, app: str, headers: wire.HeadersIn | None, groups: Iterable[str]) -> str:
+    """Where a dead letter goes back to: the band topic it was last delivered from when that is a band of the
+    group named in ``subroute.group``, else that group's topic; the app's pending topic when the group is
+    unknown (the router routed it nowhere, or the group was deleted) so that the router decides again."""
+    group = wire.header_value(headers, wire.GROUP)
+    if group is None or group not in set(groups):
+        return wire.pending_topic(prefix, app)
+    for past in reversed(wire.history_of(headers)):
+        topic = past.get("topic")
+        if isinstance(topic, str) and wire.band_of_topic(prefix, app, group, topic) is not None:
+            return topic
+    return wire.group_topic(prefix, app, group)

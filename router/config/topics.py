@@ -1,6 +1,7 @@
-"""The topics a config needs: per app its pending and dead-letter topics, and per group its group topic (or its
-ten priority-band topics). One function, used by ``config apply`` (which creates them before any worker runs),
-the worker (on every config change) and the consumer client, so they never disagree.
+"""The topics a config needs, as plain specs (pure: kafka/clients.py creates them): per app its pending and
+dead-letter topics, and per group its group topic (or its ten priority-band topics). One function, used by
+``config apply`` and ``config topics`` (which create or list them before any worker runs) and the worker (on every
+config change), so they never disagree.
 
 Sizes: an app's ``partitions``, else as many partitions as its largest existing input. Retention: pending and
 dead-letter topics hold records that nobody has consumed yet, so they keep them for ``parked_retention_ms``
@@ -15,11 +16,10 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from subroute import names
+from subroute import wire
 from subroute.config.model import Config
-from subroute.kafka.io import AdminClient, TopicSpec, ensure_topics, existing_topics
+from subroute.kafka.clients import TopicSpec
 from subroute.ops.settings import Settings
-from subroute.routing import priority
 from subroute.topic_patterns import input_matches
 
 UNLIMITED = -1
@@ -47,8 +47,8 @@ def parked_topic_config(retention_ms: int = UNLIMITED) -> Mapping[str, str]:
 def group_topics(config: Config, prefix: str, app: str, group: str) -> list[str]:
     """The topics one group reads: its group topic, or its band topics when the app sets ``priority``."""
     if config.apps[app].priority is not None:
-        return priority.band_topics(prefix, app, group)
-    return [names.group_topic(prefix, app, group)]
+        return wire.band_topics(prefix, app, group)
+    return [wire.group_topic(prefix, app, group)]
 
 
 def app_topics(
@@ -64,8 +64,8 @@ def app_topics(
     specs: list[TopicSpec] = []
     for app in config.apps.values():
         count = app.partitions or partitions_of(app.inputs)
-        specs.append(TopicSpec(names.pending_topic(prefix, app.name), count, parked, replicas))
-        specs.append(TopicSpec(names.dlq_topic(prefix, app.name), count, parked, replicas))
+        specs.append(TopicSpec(wire.pending_topic(prefix, app.name), count, parked, replicas))
+        specs.append(TopicSpec(wire.dlq_topic(prefix, app.name), count, parked, replicas))
         for group in config.groups_of(app.name):
             specs.extend(
                 TopicSpec(topic, count, grouped, replicas)
@@ -74,23 +74,16 @@ def app_topics(
     return specs
 
 
-def largest_input(
-    inputs: Sequence[str], existing: Mapping[str, int], matches: Callable[[str, str], bool]
-) -> int:
+def largest_input(inputs: Sequence[str], existing: Mapping[str, int]) -> int:
     """Partitions of the largest existing topic that ``inputs`` select; 1 when none exists yet."""
-    counts = [count for topic, count in existing.items() if any(matches(i, topic) for i in inputs)]
+    counts = [count for topic, count in existing.items() if any(input_matches(i, topic) for i in inputs)]
     return max(counts, default=1)
 
 
-def ensure_app_topics(
-    admin: AdminClient, config: Config, prefix: str, policy: TopicPolicy = TopicPolicy()
-) -> None:
-    """Create the topics ``config`` needs that do not exist yet, sized from the inputs that exist now."""
-
-    def partitions_of(inputs: Sequence[str]) -> int:
-        return largest_input(inputs, existing_topics(admin), input_matches)
-
-    ensure_topics(admin, app_topics(config, prefix, partitions_of, policy))
+def sized_by(existing: Mapping[str, int]) -> Callable[[Sequence[str]], int]:
+    """``app_topics``'s ``partitions_of`` for the topics that exist now (topic -> partitions): an app's topics
+    get as many partitions as its largest existing input."""
+    return lambda inputs: largest_input(inputs, existing)
 
 
 def kubernetes_name(topic: str) -> str:

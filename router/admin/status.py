@@ -6,7 +6,7 @@ the ``subroute_group_max_unconfirmed`` gauge); per app, the messages waiting on 
 the config version in force.
 
 A worker's config version is read from its offset commits: each commit's metadata carries the version the
-committed records were routed under (``worker.checkpoint.version_metadata``). A worker's version is the newest
+committed records were routed under (``wire.version_metadata``). A worker's version is the newest
 one among the commits of the input partitions assigned to it (a partition idle since an older version keeps
 that version's commit); ``None`` until it has committed (or on a broker that drops commit metadata).
 """
@@ -17,10 +17,10 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from subroute import names
-from subroute.client.redrive import waiting as dead_letters_waiting
+from subroute import wire
+from subroute.admin.redrive import waiting as dead_letters_waiting
 from subroute.config.model import Config
-from subroute.kafka import io as kafka_io
+from subroute.kafka import clients
 from subroute.kafka.groups import (
     Commit,
     GroupDescription,
@@ -33,11 +33,9 @@ from subroute.kafka.scan import Scan
 from subroute.ops.settings import Settings
 from subroute.routing.backlog import DEFAULT_SOON_MS, Waiting, count
 from subroute.routing.capacity import group_limits
-from subroute.routing.decisions import NO_CONSUMER
 from subroute.routing.explain import waiting_advice
-from subroute.routing.priority import band_topics
 from subroute.topic_patterns import input_matches
-from subroute.worker.checkpoint import version_of
+from subroute.wire import NO_CONSUMER
 
 Offsets = Mapping[Partition, tuple[int, int]]  # (log start, end)
 
@@ -77,8 +75,8 @@ def build(
     for app in apps:
         group_rows = []
         for group in config.groups_of(app):
-            group_id = names.consumer_group_id(prefix, app, group.name)
-            topics = band_topics(prefix, app, group.name)
+            group_id = wire.consumer_group_id(prefix, app, group.name)
+            topics = wire.band_topics(prefix, app, group.name)
             description = groups.get(group_id, GroupDescription(group_id, "dead", ()))
             unconfirmed = lag(topics, commits.get(group_id, {}), offsets)
             limit = limits.get((app, group.name))
@@ -124,18 +122,18 @@ def build(
                 "advice": waiting_advice(prefix, app, absent) if waits_for_consumers else None,
             }
         )
-    router_id = names.worker_group_id(prefix)
+    router_id = wire.worker_group_id(prefix)
     router = groups.get(router_id, GroupDescription(router_id, "dead", ()))
     router_commits = commits.get(router_id, {})
     workers = []
     for member in router.members:
         versions = sorted(
-            {v for p in member.partitions if (v := version_of(_metadata(router_commits, p))) is not None}
+            {v for p in member.partitions if (v := wire.version_of(_metadata(router_commits, p))) is not None}
         )
         backlog = sum(  # input records not routed yet (the pending topics it also reads are counted per app)
             max(0, offsets[p][1] - (router_commits[p].offset if p in router_commits else offsets[p][0]))
             for p in member.partitions
-            if p in offsets and not names.app_of_pending(prefix, p[0])
+            if p in offsets and not wire.app_of_pending(prefix, p[0])
         )
         workers.append(
             {
@@ -153,7 +151,7 @@ def build(
     return {
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "config_version": config.version,
-        "config_topic": names.config_topic(prefix),
+        "config_topic": wire.config_topic(prefix),
         "expiring_within_ms": soon_ms,
         "router": {
             "consumer_group": router_id,
@@ -184,21 +182,26 @@ def collect(
     and dead-letter topics read past the router's and the redrives' positions, at most ``max_read`` records
     each), then build."""
     prefix = settings.topic_prefix
-    admin = kafka_io.admin_client(settings)
+    admin = clients.admin_client(settings)
     group_ids = [
-        names.consumer_group_id(prefix, app, group.name) for app in apps for group in config.groups_of(app)
+        wire.consumer_group_id(prefix, app, group.name) for app in apps for group in config.groups_of(app)
     ]
-    router_id = names.worker_group_id(prefix)
+    router_id = wire.worker_group_id(prefix)
     groups = describe_groups(admin, [*group_ids, router_id])
     commits = {group_id: committed_offsets(admin, group_id) for group_id in [*group_ids, router_id]}
     topics = [
-        *(t for app in apps for group in config.groups_of(app) for t in band_topics(prefix, app, group.name)),
-        *(names.pending_topic(prefix, app) for app in apps),
-        *(names.dlq_topic(prefix, app) for app in apps),
+        *(
+            t
+            for app in apps
+            for group in config.groups_of(app)
+            for t in wire.band_topics(prefix, app, group.name)
+        ),
+        *(wire.pending_topic(prefix, app) for app in apps),
+        *(wire.dlq_topic(prefix, app) for app in apps),
     ]
     router_partitions = {p for member in groups[router_id].members for p in member.partitions}
     topics += sorted({topic for topic, _ in router_partitions})
-    existing = kafka_io.existing_topics(admin)
+    existing = clients.existing_topics(admin)
     inputs = sorted(
         {t for app in apps for entry in config.apps[app].inputs for t in existing if input_matches(entry, t)}
     )
@@ -210,7 +213,7 @@ def collect(
         app: dead_letters_waiting(
             settings,
             app,
-            {p: end for (t, p), (_, end) in offsets.items() if t == names.dlq_topic(prefix, app)},
+            {p: end for (t, p), (_, end) in offsets.items() if t == wire.dlq_topic(prefix, app)},
             max_read,
         )
         for app in apps
@@ -231,7 +234,7 @@ def _waiting(
     max_read: int | None,
 ) -> dict[str, Waiting]:
     """Each app's pending topic read from the router's position to its end, in one bounded read, counted."""
-    app_of = {names.pending_topic(settings.topic_prefix, app): app for app in apps}
+    app_of = {wire.pending_topic(settings.topic_prefix, app): app for app in apps}
     spans = {
         where: (max(commit.offset, start) if (commit := router_commits.get(where)) else start, end)
         for where, (start, end) in offsets.items()

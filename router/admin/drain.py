@@ -16,9 +16,8 @@ repeats passes, ``settle`` seconds apart, until a pass finds nothing.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -34,15 +33,12 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from subroute import names
-from subroute.client.dead_letters import event, with_event
-from subroute.client.replace import REPLACED
-from subroute.kafka import io as kafka_io
+from subroute import wire
+from subroute.admin.transfer import Copy, copy_in_transaction, transactional_producer
+from subroute.errors import SubrouteError
+from subroute.kafka import clients
 from subroute.ops.settings import Settings
-from subroute.routing import priority
 
-Headers = list[tuple[str, str | bytes | None]]
-TRANSACTION_TIMEOUT_MS = 60_000
 # The group's reader: committed records only (an aborted routing transaction is nothing to drain), and an EOF
 # event per partition, which says where its end was.
 _READER = {"isolation.level": "read_committed", "enable.partition.eof": True, "auto.offset.reset": "earliest"}
@@ -60,7 +56,7 @@ class DrainResult:
         return sum(self.republished.values())
 
 
-class GroupInUse(RuntimeError):
+class GroupInUse(SubrouteError, RuntimeError):
     """The group's consumer group has live members: they may still process what a drain would re-publish."""
 
 
@@ -68,7 +64,7 @@ def live_members(settings: Settings, group_id: str, timeout: float = 10.0) -> in
     """Members of the consumer group ``group_id`` now (0 when it does not exist or is empty); None when the
     broker calls the group live (STABLE) but lists no member: membership is not reported (docs/brokers.md), so
     whether consumers are attached cannot be told, and a drain must not assume they are not."""
-    admin: AdminClient = kafka_io.admin_client(settings)
+    admin: AdminClient = clients.admin_client(settings)
     future = admin.describe_consumer_groups([group_id], request_timeout=timeout)[group_id]
     try:
         description = future.result(timeout)
@@ -110,21 +106,13 @@ def drain_group(
     Raises ``GroupInUse`` when the group has live consumers (they would process the records a second time), and
     ``KafkaException`` / ``TimeoutError`` when Kafka fails (then nothing of the failed pass is visible and the
     drain can be run again)."""
-    group_id = names.consumer_group_id(settings.topic_prefix, app, group)
+    group_id = wire.consumer_group_id(settings.topic_prefix, app, group)
     members = live_members(settings, group_id)
     if members is None or members:
         raise GroupInUse(in_use_reason(group_id, members))
-    producer = kafka_io.producer(
-        settings,
-        **{
-            "linger.ms": 5,
-            # One id per group: a second drain of the same group fences the first (and aborts its open pass).
-            "transactional.id": f"{group_id}.drain",
-            "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
-        },
-    )
-    producer.init_transactions(timeout)
-    consumer = kafka_io.reader(settings, group_id, **_READER)
+    # One id per group: a second drain of the same group fences the first (and aborts its open pass).
+    producer = transactional_producer(settings, f"{group_id}.drain", timeout)
+    consumer = clients.reader(settings, group_id, **_READER)
     result = DrainResult()
     try:
         while result.passes < max_passes:
@@ -141,8 +129,8 @@ def drain_group(
 def count_drainable(settings: Settings, app: str, group: str, timeout: float = 60.0) -> dict[str, int]:
     """What a drain would re-publish now, by source topic: the group's committed records past its committed
     offsets (transaction markers and aborted records are not messages). Reads only (``--drain --dry-run``)."""
-    group_id = names.consumer_group_id(settings.topic_prefix, app, group)
-    consumer = kafka_io.reader(settings, group_id, **_READER)
+    group_id = wire.consumer_group_id(settings.topic_prefix, app, group)
+    consumer = clients.reader(settings, group_id, **_READER)
     counted: dict[str, int] = {}
     try:
         for message in _unconsumed(settings, app, group, consumer, {}, timeout):
@@ -164,7 +152,7 @@ def _unconsumed(
     """The records of the group topic and its bands from the group's committed offsets to their end; ``ends``
     gets each partition's end position (read or not)."""
     metadata = consumer.list_topics(timeout=10)
-    topics = [t for t in priority.band_topics(settings.topic_prefix, app, group) if t in metadata.topics]
+    topics = [t for t in wire.band_topics(settings.topic_prefix, app, group) if t in metadata.topics]
     partitions = [TopicPartition(t, p) for t in topics for p in metadata.topics[t].partitions]
     if not partitions:
         return
@@ -204,70 +192,42 @@ def _drain_pass(
     timeout: float,
 ) -> int:
     """One transaction: every record from the committed offsets to the end, then the commit of that end."""
-    pending = names.pending_topic(settings.topic_prefix, app)
-    failures: list[str] = []
-
-    def delivered(error: KafkaError | None, _message: Message) -> None:
-        if error is not None:
-            failures.append(str(error))
-
+    pending = wire.pending_topic(settings.topic_prefix, app)
     ends: dict[tuple[str, int], int] = {}
     copied: dict[str, int] = {}
-    producer.begin_transaction()
-    try:
+
+    def copies() -> Iterator[Copy]:
         for message in _unconsumed(settings, app, group, consumer, ends, timeout):
-            _republish(producer, pending, message, delivered)
             topic = cast(str, message.topic())
             copied[topic] = copied.get(topic, 0) + 1
-        if not ends:  # no group topic yet: nothing to drain, nothing to commit
-            producer.abort_transaction(timeout)
-            return 0
+            yield _replaced(pending, message)
+
+    def positions() -> list[TopicPartition]:
         # Every partition's end, read or not, committed with the copies: a later pass (or drain) starts there.
-        positions = [TopicPartition(t, p, offset) for (t, p), offset in sorted(ends.items()) if offset >= 0]
-        producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), timeout)
-        producer.commit_transaction(timeout)
-    except BaseException:
-        with contextlib.suppress(KafkaException):  # fatal or fenced: the broker aborts it anyway
-            producer.abort_transaction(timeout)
-        raise
-    if failures:  # a committed transaction holds every record; this is belt and braces
-        raise RuntimeError("drained records not written: " + "; ".join(failures))
+        return [TopicPartition(t, p, offset) for (t, p), offset in sorted(ends.items()) if offset >= 0]
+
+    if not copy_in_transaction(producer, consumer, copies(), positions, timeout):
+        return 0  # no group topic yet: nothing to drain, nothing to commit
     for topic, count in copied.items():
         result.republished[topic] = result.republished.get(topic, 0) + count
     return sum(copied.values())
 
 
-def _republish(
-    producer: Producer,
-    pending: str,
-    message: Message,
-    delivered: Callable[[KafkaError | None, Message], None],
-) -> None:
-    """The record as it was (key, value, headers with its subroute.source, timestamp), marked ``replaced`` and
-    with a ``replaced`` event in its history, as the consumer client's replace writes it."""
-    drained = event(
-        REPLACED,
+def _replaced(pending: str, message: Message) -> Copy:
+    """The record as it was (key, value, headers with its subroute.source, timestamp: expiration keeps counting
+    from the original time), marked ``replaced`` and with a ``replaced`` event in its history, as the consumer
+    client's replace writes it."""
+    drained = wire.event(
+        wire.REPLACED,
         int(time.time() * 1000),
         topic=message.topic(),
         partition=message.partition(),
         offset=message.offset(),
-        reason="group-deleted",
+        reason=wire.GROUP_DELETED,
     )
-    updates: dict[str, bytes | None] = {names.PENDING_REASON: REPLACED.encode(), names.DLQ_REASON: None}
-    consumed = cast(list[tuple[str, bytes | None]], message.headers() or [])  # consumed headers are bytes
-    headers = cast(Headers, with_event(consumed, drained, updates))
+    updates: dict[str, bytes | None] = {wire.PENDING_REASON: wire.REPLACED.encode(), wire.DLQ_REASON: None}
+    consumed = cast(wire.Headers, message.headers() or [])  # consumed headers are bytes
     _kind, timestamp = message.timestamp()
-    if timestamp > 0:  # expiration keeps counting from the original time
-        producer.produce(
-            pending,
-            value=message.value(),
-            key=message.key(),
-            headers=headers,
-            timestamp=timestamp,
-            on_delivery=delivered,
-        )
-    else:
-        producer.produce(
-            pending, value=message.value(), key=message.key(), headers=headers, on_delivery=delivered
-        )
-    producer.poll(0)
+    return Copy(
+        pending, message.key(), message.value(), wire.with_event(consumed, drained, updates), timestamp
+    )

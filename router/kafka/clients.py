@@ -1,6 +1,6 @@
-"""The Kafka edge: clients built from Settings, topic creation, reading a topic (or one record) back.
+"""The Kafka edge's clients: built from Settings, topic creation, reading a topic (or one record) back.
 
-With the worker, the config store, the consumer client and capacity, this is the only code that imports
+With the worker, the config store and the consumer client, this is the only code that imports
 confluent-kafka (tests/unit/test_import_rules.py holds that); the CLI and the dev tools come through here.
 """
 
@@ -26,8 +26,6 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # NewTopic, C
 )
 
 from subroute.ops.settings import Settings
-
-Headers = list[tuple[str, bytes | None]]
 
 
 @dataclass(frozen=True)
