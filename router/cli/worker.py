@@ -22,7 +22,7 @@ from subroute.worker.loop import (
     WorkerOptions,
 )
 from subroute.worker.options import DEFAULT_STARTUP_TIMEOUT
-from subroute.worker.sweeps import DEFAULT_SWEEP_SECONDS
+from subroute.worker.pending import DEFAULT_SWEEP_SECONDS
 from subroute.worker.window import DEFAULT_COMMIT_MS, DEFAULT_COMMIT_RECORDS, CommitInterval
 
 log = logging.getLogger(__name__)

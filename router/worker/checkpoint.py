@@ -40,6 +40,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing.envelope import Headers, OutRecord, app_of
+from subroute.routing.routed_past import RoutedPast
 from subroute.routing.sweep import SweepMark
 from subroute.worker import redelivery
 from subroute.worker.producers import DEFAULT_PRODUCERS, Producers
@@ -73,15 +74,24 @@ _MEMBERSHIP_LOST = frozenset(
 
 # Offset commit metadata: the config version the committed records were routed under. A worker newly assigned
 # the partition routes it only under that version or a later one (``Assignment``), so a rebalance never moves a
-# partition back to an older config (message groups would flip between consumer groups). A parked pending
-# partition's commit also carries its sweep mark (routing/sweep.py): what has left from behind the position.
+# partition back to an older config (message groups would flip between consumer groups). A pending partition's
+# commit also carries its sweep mark (routing/sweep.py: what has left from behind the position by expiry) and the
+# offsets routed past its position (routing/routed_past.py), at most 4,000 characters in all.
 _VERSION_METADATA = "subroute.config-version="
 _SWEEP_METADATA = ";subroute.sweep="
+_PAST_METADATA = ";subroute.past="
 
 
-def version_metadata(version: int, mark: SweepMark | None = None) -> str:
-    text = f"{_VERSION_METADATA}{version}"
-    return text if mark is None else f"{text}{_SWEEP_METADATA}{mark.text()}"
+def pending_metadata(mark: SweepMark | None, past: str = "") -> str:
+    """What a pending partition's commit says besides the version: its sweep mark and its routed-past offsets
+    (``RoutedPast.text``)."""
+    text = "" if mark is None else f"{_SWEEP_METADATA}{mark.text()}"
+    return f"{text}{_PAST_METADATA}{past}" if past else text
+
+
+def version_metadata(version: int, pending: str = "") -> str:
+    """A commit's metadata: the version, then ``pending_metadata`` for a pending partition."""
+    return f"{_VERSION_METADATA}{version}{pending}"
 
 
 def version_of(metadata: str | None) -> int | None:
@@ -93,12 +103,24 @@ def version_of(metadata: str | None) -> int | None:
     return int(digits) if digits.isdigit() and len(digits) < 20 else None
 
 
-def mark_of(metadata: str | None) -> SweepMark | None:
-    """The sweep mark in a commit's metadata; None when there is none."""
+def _field(metadata: str | None, name: str) -> str | None:
     if not metadata or not metadata.startswith(_VERSION_METADATA):
         return None
-    _, found, text = metadata.partition(_SWEEP_METADATA)
-    return SweepMark.parse(text) if found else None
+    _, found, text = metadata.partition(name)
+    return text.partition(";")[0] if found else None
+
+
+def mark_of(metadata: str | None) -> SweepMark | None:
+    """The sweep mark in a commit's metadata; None when there is none."""
+    text = _field(metadata, _SWEEP_METADATA)
+    return SweepMark.parse(text) if text is not None else None
+
+
+def past_of(metadata: str | None, position: int) -> RoutedPast | None:
+    """The offsets routed past ``position`` (the committed offset) in a commit's metadata; None when there are
+    none."""
+    text = _field(metadata, _PAST_METADATA)
+    return RoutedPast.parse(text, position) if text is not None else None
 
 
 class Checkpoint:
@@ -271,7 +293,7 @@ class Checkpoint:
         if self.exactly_once:
             if self._in_transaction:
                 self._in_transaction = False
-                offsets = _positions(window.offsets, window.marks, window.version)
+                offsets = _positions(window.offsets, window.metadata, window.version)
                 self._commit_transaction(offsets, window)
             return
         if all(w.empty and not w.failures for w in windows):
@@ -301,13 +323,13 @@ class Checkpoint:
         if windows:  # acknowledged and repaired, whatever becomes of the commit
             self.settled_through = max(self.settled_through, windows[-1].number)
         positions: dict[tuple[str, int], int] = {}
-        marks: dict[tuple[str, int], SweepMark | None] = {}
+        metadata: dict[tuple[str, int], str] = {}
         for window in windows:
             positions.update(window.offsets)
-            marks.update(window.marks)
+            metadata.update(window.metadata)
         if not positions:
             return
-        offsets = _positions(positions, marks, max(window.version for window in windows))
+        offsets = _positions(positions, metadata, max(window.version for window in windows))
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
@@ -437,16 +459,10 @@ class Checkpoint:
 
 
 def _positions(
-    offsets: dict[tuple[str, int], int], marks: dict[tuple[str, int], SweepMark | None], version: int
+    offsets: dict[tuple[str, int], int], metadata: dict[tuple[str, int], str], version: int
 ) -> list[TopicPartition]:
-    """The offsets to commit, each with its metadata: the version, and a pending partition's sweep mark."""
-    plain = version_metadata(version)
+    """The offsets to commit, each with its metadata: the version, and what a pending partition's says."""
     return [
-        TopicPartition(
-            t,
-            p,
-            o,
-            metadata=plain if (mark := marks.get((t, p))) is None else version_metadata(version, mark),
-        )
+        TopicPartition(t, p, o, metadata=version_metadata(version, metadata.get((t, p), "")))
         for (t, p), o in offsets.items()
     ]

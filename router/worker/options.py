@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from subroute import names
 from subroute.ops.settings import Settings
 from subroute.worker.checkpoint import AT_LEAST_ONCE
-from subroute.worker.sweeps import DEFAULT_SWEEP_SECONDS
+from subroute.worker.pending import DEFAULT_SWEEP_SECONDS
 from subroute.worker.window import CommitInterval
 
 DEFAULT_STARTUP_TIMEOUT = 60.0

@@ -15,6 +15,7 @@ from subroute.routing.decisions import (
     build_table,
     rendezvous,
 )
+from subroute.routing.passes import WOKEN_BY_PRESENCE, WOKEN_BY_ROOM, wakes
 from subroute.routing.snapshot import OVERLAP_SECONDS, Snapshot
 
 TYPES = {"CustomerId": "int", "Amount": "int", "OrderType": "string"}
@@ -465,8 +466,11 @@ def test_a_new_measurement_keeps_what_was_routed_after_it_began() -> None:
     # measured from 105 - OVERLAP_SECONDS / 2: the records of 105 may not be in it yet, those of 100 are
     newer = snapshot.renewed({key: 1}, frozenset(), 105.0 - OVERLAP_SECONDS / 2)
     assert newer[key] == 1 + 2
-    assert snapshot.attached(Snapshot({key: 2})) and not snapshot.attached(Snapshot({key: 3}))
-    assert Snapshot(absent=frozenset({key})).attached(Snapshot()) and not Snapshot().attached(newer)
+    # a count that fell below what was counted wakes records waiting for room; one that caught up does not
+    assert wakes(snapshot, Snapshot({key: 2})) == {"billing": WOKEN_BY_ROOM}
+    assert wakes(snapshot, Snapshot({key: 3})) == {}
+    assert wakes(Snapshot(absent=frozenset({key})), Snapshot()) == {"billing": WOKEN_BY_PRESENCE}
+    assert wakes(Snapshot(), newer) == {}
 
 
 def test_groups_without_max_unconfirmed_are_not_counted() -> None:
