@@ -45,6 +45,7 @@ EXPIRED = "expired"  # a record that expired since the pass began: the next swee
 # Records that stay for FULL or KEYED go only once the record before them goes, whose own reason wakes the pass.
 WOKEN_BY_PRESENCE = frozenset({NO_CONSUMER, CAPACITY})
 WOKEN_BY_ROOM = frozenset({CAPACITY})
+_GROUP_WAITS = frozenset({NO_CONSUMER, CAPACITY})
 
 
 @dataclass
@@ -131,6 +132,12 @@ class Ledger:
     def waiting(self) -> bool:
         """Whether some record stays."""
         return self.head is not None
+
+    @property
+    def holds_groups(self) -> bool:
+        """Whether some record stays for a group (a consumer, room): from then on the pass's view holds, so that
+        no later record takes that group before it (records that match nothing wait for no group)."""
+        return not self.reasons.isdisjoint(_GROUP_WAITS)
 
 
 class PassView(Snapshot):

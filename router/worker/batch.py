@@ -188,8 +188,8 @@ class BatchRouter:
             return True
         key = group_key_of(app.config, headers) if app.config.group_by is not None else None
         if not ledger.admits(offset, key):
-            if ledger.full:
-                self.pending.said_full(state, (message.topic, message.partition))
+            if ledger.full and self.pending.said_full(state, (message.topic, message.partition)):
+                self.metrics.pending_head_stops.labels(state.app).inc()
             return True
         view = self.pending.view(state)
         envelopes = self._envelopes_of(table)
@@ -210,8 +210,10 @@ class BatchRouter:
             ledger.went(offset)
             return False
         if not ledger.waiting:
-            state.table = table  # the first record that stays: the pass's table and view hold from here on
-        ledger.stayed(offset, stays, key)
+            state.table = table  # the first record that stays: the pass's table holds from here on
+        # a record waiting for a group holds up the later records of its message group (not one that matches
+        # nothing, nor an expired one the sweep takes)
+        ledger.stayed(offset, stays, key if stays in WAITING_REASONS else None)
         return True
 
     def _take(

@@ -8,8 +8,9 @@ Per pending partition the worker keeps:
   (``RoutedPast``), the message groups with a record staying, why records stay;
 * its sweep mark (what has left from behind the position by expiry) and what its last pass learned of when
   records will expire (``Stretches``, memory only);
-* the view of the consumers and the config table its records are decided with: the newest ones while nothing
-  stays; frozen when the first record stays (one view per pass: routing/passes.py), until the next pass;
+* the view of the consumers its records are decided with: the newest one until a record stays for a group (a
+  consumer, room), then frozen (one view per pass: routing/passes.py) until the next pass; and the config table:
+  the newest until a record stays, then the one it was decided under, until the next pass;
 * the pass under way, if any.
 
 A partition is read from its committed position when it is assigned (or read again after a rewind): that first
@@ -166,11 +167,12 @@ class PendingPartitions:
         return state.ledger
 
     def view(self, state: PendingPartition) -> PassView:
-        """What the partition's decisions see: the newest snapshot while nothing stays, else the frozen view."""
+        """What the partition's decisions see: the newest snapshot until a record stays for a group, then the view
+        as it was then (until the next pass)."""
         live = self.live()
         view = state.view
         ledger = state.ledger
-        if view is None or (ledger is not None and not ledger.waiting and view.start is not live):
+        if view is None or (ledger is not None and not ledger.holds_groups and view.start is not live):
             view = state.view = PassView(live, self.live)
         return view
 
@@ -257,10 +259,11 @@ class PendingPartitions:
             if state.ledger is not None
         }
 
-    def said_full(self, state: PendingPartition, partition: Partition) -> None:
-        """Log, once per head, that the partition stops at its head: the routed-past set is at its bound."""
+    def said_full(self, state: PendingPartition, partition: Partition) -> bool:
+        """Log, once per head, that the partition stops at its head: the routed-past set is at its bound. Whether
+        it said so now."""
         if state.full_said:
-            return
+            return False
         state.full_said = True
         ledger = state.ledger
         log.warning(
@@ -274,6 +277,7 @@ class PendingPartitions:
                 }
             },
         )
+        return True
 
     def _wanted(
         self,

@@ -18,9 +18,9 @@ from subroute import names
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.ops.metrics import RouterMetrics
 from subroute.routing.decisions import Action, Router, RoutingTable, build_table
-from subroute.worker.batch import BatchRouter
 from subroute.routing.passes import WOKEN_BY_PRESENCE, WOKEN_BY_ROOM
 from subroute.routing.snapshot import Snapshot
+from subroute.worker.batch import BatchRouter
 from subroute.worker.checkpoint import mark_of, past_of, version_metadata
 from subroute.worker.pending import PendingPartitions
 from subroute.worker.tally import BatchTally

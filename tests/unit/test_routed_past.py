@@ -42,7 +42,9 @@ _operations = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 10**12), _operations)
-def test_the_set_and_its_written_form_follow_a_plain_set(base: int, operations: list[tuple[str, int]]) -> None:
+def test_the_set_and_its_written_form_follow_a_plain_set(
+    base: int, operations: list[tuple[str, int]]
+) -> None:
     past = RoutedPast(base)
     model: set[int] = set()
     for kind, amount in operations:
@@ -97,7 +99,9 @@ def test_the_budget_holds_900_scattered_records_or_any_pattern_within_23_000_off
 
 
 @given(st.text(max_size=60), st.integers(0, 10**6))
-def test_anything_else_in_the_metadata_is_no_set_or_a_set_at_or_beyond_the_position(text: str, base: int) -> None:
+def test_anything_else_in_the_metadata_is_no_set_or_a_set_at_or_beyond_the_position(
+    text: str, base: int
+) -> None:
     found = RoutedPast.parse(text, base)
     if found is not None:
         assert found and found.ranges()[0][0] >= base
