@@ -48,6 +48,54 @@ WOKEN_BY_ROOM = frozenset({CAPACITY})
 _GROUP_WAITS = frozenset({NO_CONSUMER, CAPACITY})
 
 
+# Why each record stayed, as a byte per offset (``Reasons``): 0 is "not known".
+_CODES = (None, NO_MATCH, NO_CONSUMER, CAPACITY, KEYED, FULL, EXPIRED)
+_CODE_OF = {reason: code for code, reason in enumerate(_CODES) if reason is not None}
+# Records that stayed for one of these need not be decided again by a pass that a change concerning other reasons
+# woke (``Reasons.unchanged``); the others stay behind something a pass decides again, so they are decided too.
+_SETTLED_WAITS = frozenset({NO_MATCH, NO_CONSUMER, CAPACITY})
+
+
+class Reasons:
+    """Why each record of a pending partition stayed when it was last decided, one byte per offset from ``base``
+    (the worker's memory: a worker that takes the partition over decides every record once). At most ``limit``
+    offsets are remembered; beyond, nothing is (every record is decided again)."""
+
+    __slots__ = ("_codes", "base", "limit")
+
+    def __init__(self, base: int = 0, limit: int = 20_000_000) -> None:
+        self.base, self.limit = base, limit
+        self._codes = bytearray()
+
+    def note(self, offset: int, reason: str) -> None:
+        index = offset - self.base
+        if index < 0 or index >= self.limit:
+            return
+        codes = self._codes
+        if index >= len(codes):
+            codes.extend(bytes(index + 1 - len(codes)))
+        codes[index] = _CODE_OF.get(reason, 0)
+
+    def get(self, offset: int) -> str | None:
+        index = offset - self.base
+        codes = self._codes
+        return _CODES[codes[index]] if 0 <= index < len(codes) else None
+
+    def unchanged(self, offset: int, woken: frozenset[str] | None) -> str | None:
+        """The reason the record at ``offset`` stayed, when a pass that ``woken`` started (None: every reason)
+        need not decide it again: it waits for something no change since concerned. None otherwise."""
+        if woken is None:
+            return None
+        reason = self.get(offset)
+        return reason if reason in _SETTLED_WAITS and reason not in woken else None
+
+    def rebase(self, base: int) -> None:
+        """Forget the offsets below ``base`` (the position moved past them)."""
+        if base > self.base:
+            del self._codes[: base - self.base]
+            self.base = base
+
+
 @dataclass
 class Ledger:
     """What one pass over a pending partition has done, record by record in offset order, and the records that
@@ -62,12 +110,18 @@ class Ledger:
     )  # why records stay: a waiting reason, NO_MATCH, FULL, KEYED
     full: bool = False  # the routed-past set reached its bound: nothing more goes past the head
     budget: int = BUDGET_BYTES
+    memory: Reasons = field(default_factory=Reasons)  # why each record stayed, across passes
 
     @classmethod
-    def start(cls, position: int, past: RoutedPast, budget: int = BUDGET_BYTES) -> Ledger:
-        """A pass from the committed ``position``, with what earlier passes routed past it."""
+    def start(
+        cls, position: int, past: RoutedPast, budget: int = BUDGET_BYTES, memory: Reasons | None = None
+    ) -> Ledger:
+        """A pass from the committed ``position``, with what earlier passes routed past it (and remembered of
+        the records that stayed)."""
         past.rebase(position)
-        return cls(position, past, budget=budget)
+        memory = memory or Reasons(position)
+        memory.rebase(position)
+        return cls(position, past, budget=budget, memory=memory)
 
     def reach(self, offset: int) -> None:
         """The next record read is at ``offset`` (or the partition ends there): with nothing staying yet, the
@@ -121,6 +175,7 @@ class Ledger:
             self.head = self.position = offset
             self.past.rebase(offset)
         self.reasons.add(reason)
+        self.memory.note(offset, reason)
         if key is not None:
             self.keys.add(key)
 

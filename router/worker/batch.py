@@ -154,7 +154,15 @@ class BatchRouter:
             # expired by the pass's clock: taken (its mark says so once the pass ends), whatever else it waits for
             self._take(state, ledger, message, table, current.clock.at_ms, tally, checkpoint)
             return
-        if current is None or current.routing or offset >= state.frontier:
+        settled = (
+            state.memory.unchanged(offset, current.decides)
+            if current is not None and current.routing
+            else None
+        )
+        if settled is not None:  # it waits for what no change since concerned: it stays, undecided
+            self._stays_again(state, ledger, message, table, settled)
+            stays = True
+        elif current is None or current.routing or offset >= state.frontier:
             stays = self._redrive(state, ledger, message, table, now_ms, tally, checkpoint)
             state.frontier = max(state.frontier, offset + 1)
         else:
@@ -214,7 +222,24 @@ class BatchRouter:
         # a record waiting for a group holds up the later records of its message group (not one that matches
         # nothing, nor an expired one the sweep takes)
         ledger.stayed(offset, stays, key if stays in WAITING_REASONS else None)
+        if stays in WAITING_REASONS:
+            self.pending.concerns(state, stays)
         return True
+
+    def _stays_again(
+        self, state: PendingPartition, ledger: Ledger, message: InputRecord, table: RoutingTable, reason: str
+    ) -> None:
+        """A record that stays for the ``reason`` it stayed for last time, without being decided again."""
+        if not ledger.waiting:
+            state.table = table
+        app = table.app(state.app)
+        key = None
+        if reason in WAITING_REASONS and app is not None and app.config.group_by is not None:
+            key = group_key_of(app.config, message.headers_list)
+        self.pending.view(state)  # the view holds from the first record that waits for a group
+        ledger.stayed(message.offset, reason, key)
+        if reason in WAITING_REASONS:
+            self.pending.concerns(state, reason)
 
     def _take(
         self,

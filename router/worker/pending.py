@@ -40,7 +40,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from subroute import names
 from subroute.routing.decisions import Lag, RoutingTable
-from subroute.routing.passes import Ledger, PassView
+from subroute.routing.passes import Ledger, PassView, Reasons
 from subroute.routing.routed_past import BUDGET_BYTES, RoutedPast
 from subroute.routing.snapshot import Snapshot
 from subroute.routing.sweep import Cursor, Stretches, SweepMark, finish, pass_mark, plan
@@ -64,6 +64,9 @@ class Pass:
     clock: SweepMark  # the pass's mark while it reads: what has left once it has read a record
     cursor: Cursor
     stretches: Stretches  # what it learns as it reads
+    # a routing pass: the reasons for which records are decided again (None: every record); a record that
+    # stayed for another reason, which nothing since concerned, stays without being decided (``Reasons``)
+    decides: frozenset[str] | None = None
 
 
 @dataclass
@@ -80,6 +83,10 @@ class PendingPartition:
     table: RoutingTable | None = None  # the table of the staying records' decisions
     frontier: int = -1  # records below it have been decided since the last routing pass began
     again: bool = False  # a routing pass is wanted once the one under way ends
+    woken: frozenset[str] | None = (
+        None  # why, since the pass under way began (None: a new config: everything)
+    )
+    memory: Reasons = field(default_factory=Reasons)  # why each record stayed (routing/passes.py)
     parked: bool = False
     full_said: bool = False  # the bound was logged for the current head
 
@@ -177,11 +184,15 @@ class PendingPartitions:
         return view
 
     def tick(self, consumer: Consumer, assignment: Assignment, table: RoutingTable, now_ms: int) -> None:
-        """Between batches: sweep the partitions whose sweep is due (every ``every`` seconds, while records stay)."""
+        """Between batches: the routing passes wanted since the last pass ended (``concerns``), and the sweeps due
+        (every ``every`` seconds, while records stay)."""
         now = time.monotonic()
         for partition, state in self.partitions.items():
             ledger = state.ledger
             if ledger is None or not ledger.waiting or state.current is not None:
+                continue
+            if state.again:  # a record stayed after a change that concerned it: a routing pass first
+                self._wanted(consumer, assignment, partition, state, table, now_ms)
                 continue
             if state.swept_at is not None and now - state.swept_at < self.every:
                 continue
@@ -196,17 +207,31 @@ class PendingPartitions:
         now_ms: int,
     ) -> None:
         """The consumers changed (``routing.passes.wakes``): a routing pass over every partition whose staying
-        records may go now."""
+        records may go now. What concerns no record yet is remembered (``woken``): a record that stays for it
+        later in the pass under way, or as it arrives, was decided with a view older than the change, and wants
+        the next pass (``concerns``)."""
         for partition, state in self.partitions.items():
             reasons = woken.get(state.app)
             ledger = state.ledger
-            if reasons is not None and ledger is not None and ledger.woken_by(reasons):
+            if reasons is None or ledger is None:
+                continue
+            if state.woken is not None:
+                state.woken |= reasons
+            if ledger.woken_by(reasons):
                 self._wanted(consumer, assignment, partition, state, table, now_ms)
+
+    def concerns(self, state: PendingPartition, reason: str) -> None:
+        """A record stayed for ``reason``: if a change since the pass began concerned it, the next pass decides
+        it again (the view it was decided with may be older than the change)."""
+        woken = state.woken
+        if woken is None or reason in woken:
+            state.again = True
 
     def renew(self, consumer: Consumer, assignment: Assignment, table: RoutingTable, now_ms: int) -> None:
         """A new config table: a routing pass over every partition with staying records."""
         for partition, state in self.partitions.items():
             if state.ledger is not None and state.ledger.waiting:
+                state.woken = None  # every record may go under it
                 self._wanted(consumer, assignment, partition, state, table, now_ms)
 
     def settle(
@@ -295,23 +320,32 @@ class PendingPartitions:
         ledger = state.ledger
         if ledger is None:  # not read yet: its first reading is a routing pass
             return
-        self._routing_pass(state, ledger.position, now_ms, table)
+        self._routing_pass(state, ledger.position, now_ms, table, state.woken)
         consumer.seek(TopicPartition(partition[0], partition[1], ledger.position))
         if state.parked:
             assignment.resume(consumer, [partition])
             state.parked = False
 
-    def _routing_pass(self, state: PendingPartition, start: int, now_ms: int, table: RoutingTable) -> None:
+    def _routing_pass(
+        self,
+        state: PendingPartition,
+        start: int,
+        now_ms: int,
+        table: RoutingTable,
+        decides: frozenset[str] | None = None,
+    ) -> None:
         previous = state.ledger
         past = previous.past if previous is not None else state.past
-        ledger = Ledger.start(start, past, self.budget)
+        ledger = Ledger.start(start, past, self.budget, state.memory)
         if previous is None or previous.position != ledger.position:
             state.full_said = False
         state.ledger, state.past = ledger, past
         state.view, state.table, state.again, state.frontier = None, None, False, start
+        state.woken = frozenset()  # what wakes it from here on concerns the next pass
         limit = _expiration(table, state.app)
         clock = pass_mark(state.mark, now_ms, limit)
-        state.current = Pass(True, clock, Cursor([(start, None)], start - 1), Stretches(limit, start))
+        cursor = Cursor([(start, None)], start - 1)
+        state.current = Pass(True, clock, cursor, Stretches(limit, start), decides)
         state.swept_at = time.monotonic()  # it reads everything: the next sweep is an interval later
 
     def _sweep_pass(

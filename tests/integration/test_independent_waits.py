@@ -197,3 +197,30 @@ def test_the_sweep_dead_letters_expired_waiting_records_but_not_those_routed_pas
     assert [m.value().decode() for m in letters] == ["m2", "m4"]
     assert {header(m, names.DLQ_REASON) for m in letters} == {"expired"}
     assert values(env, "vip") == ["m1", "m3"] and values(env, "general") == ["m0"]
+
+
+CAPPED = BILLING.replace(
+    """vip: {subscriptions: [{expression: 'tier == "vip"'}]}""",
+    """vip: {subscriptions: [{expression: 'tier == "vip"', max_unconfirmed: 3}]}""",
+)
+
+
+def test_a_group_at_its_limit_gets_its_waiting_records_in_order_as_it_confirms_past_those_of_an_absent_group(
+    kafka, unique
+) -> None:
+    if kafka.is_tansu:
+        pytest.skip("Tansu lists no members of live groups: presence is not measurable (docs/brokers.md)")
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert apply(env, CAPPED) == 0
+    with BackgroundWorker(env, capacity_refresh_seconds=1.0) as worker:
+        wait(worker.worker.ready, "the worker to be ready")
+        produce(env, interleaved())  # the general ones wait for a consumer, the vip ones too at first
+        wait(lambda: len(parked(env)) == COUNT, "every record parked (nobody attached)")
+        with Attached(env, "billing", "vip", acking=False) as vip:
+            wait(lambda: len(vip.received) == 3, "vip to fill up")
+            assert vip.received == VIP[:3]
+            vip.acking.set()  # it confirms: the rest follow in order, three at a time, past the general ones
+            wait(lambda: len(vip.received) == len(VIP), "vip to receive every record waiting for it")
+            assert vip.received == VIP
+    assert values(env, "vip") == VIP and values(env, "general") == []
+    assert len(parked(env)) == COUNT

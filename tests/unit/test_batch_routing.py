@@ -390,3 +390,56 @@ def test_a_partition_whose_routed_past_set_is_full_stops_at_its_head_until_the_h
     tally, sink = _route(table, batch, router, lag=live)
     assert [v for _, v in _values(sink)] == [b"v0", b"v2", b"v4", b"v6", b"v8", b"v9", b"v10", b"v11"]
     assert tally.offsets == {(PENDING_JOBS, 0): 12} and sink.parked == []
+
+
+def test_a_pass_decides_again_only_the_records_whose_wait_the_change_concerns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = build_table(TIERS)
+    general, vip = ("jobs", "general"), ("jobs", "vip")
+    decided: list[int] = []
+    route = Router.route
+
+    def counting(self: Router, table: RoutingTable, message: Any, *args: Any, **kw: Any) -> Any:
+        decided.append(message.offset)
+        return route(self, table, message, *args, **kw)
+
+    monkeypatch.setattr(Router, "route", counting)
+    router = _pending_router()
+    batch = [_waiting(0, "general"), _waiting(1, "vip"), _waiting(2, "general"), _waiting(3, "vip")]
+    _, sink = _route(table, batch, router, lag=Snapshot({vip: 2}, absent=frozenset({general})))
+    assert _values(sink) == [] and decided == [0, 1, 2, 3]  # the first reading decides every record
+    # vip confirms: the pass decides the records waiting for room, not those waiting for a consumer
+    decided.clear()
+    roomy = Snapshot({vip: 0}, absent=frozenset({general}), started_at=5.0)
+    router.pending.wake(sink, sink, {"jobs": WOKEN_BY_ROOM}, table, NOW_MS)  # type: ignore[arg-type]
+    tally, sink = _route(table, batch, router, lag=roomy)
+    assert decided == [1, 3] and _values(sink) == [("subroute.jobs.vip", b"v1"), ("subroute.jobs.vip", b"v3")]
+    # general attaches: its records are decided again, and go
+    decided.clear()
+    present = Snapshot({vip: 2}, started_at=6.0)
+    router.pending.wake(sink, sink, {"jobs": WOKEN_BY_PRESENCE}, table, NOW_MS)  # type: ignore[arg-type]
+    tally, sink = _route(table, batch, router, lag=present)
+    assert decided == [0, 2] and [v for _, v in _values(sink)] == [b"v0", b"v2"]
+    assert tally.offsets == {(PENDING_JOBS, 0): 4}
+
+
+def test_a_record_that_waits_after_a_change_that_concerned_it_is_decided_again_by_the_next_pass() -> None:
+    table = build_table(TIERS)
+    general, vip = ("jobs", "general"), ("jobs", "vip")
+    router = _pending_router()
+    _, sink = _route(
+        table, [_waiting(0, "general")], router, lag=Snapshot({vip: 2}, absent=frozenset({general}))
+    )
+    # vip confirms: nothing waits for room yet, so no pass starts...
+    roomy = Snapshot({vip: 0}, absent=frozenset({general}), started_at=5.0)
+    router.pending.wake(sink, sink, {"jobs": WOKEN_BY_ROOM}, table, NOW_MS)  # type: ignore[arg-type]
+    assert sink.sought == []
+    # ...but a vip record parked before the confirms arrives now and is decided with the pass's older view
+    tally, sink = _route(table, [_waiting(1, "vip")], router, lag=roomy)
+    assert _values(sink) == []
+    # so the next pass decides it again (between batches), with the consumers as they are now
+    router.pending.tick(sink, sink, table, NOW_MS)  # type: ignore[arg-type]
+    assert sink.sought == [((PENDING_JOBS, 0), 0)]
+    tally, sink = _route(table, [_waiting(0, "general"), _waiting(1, "vip")], router, lag=roomy)
+    assert _values(sink) == [("subroute.jobs.vip", b"v1")]

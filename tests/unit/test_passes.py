@@ -16,8 +16,10 @@ from subroute.routing.passes import (
     KEYED,
     WOKEN_BY_PRESENCE,
     WOKEN_BY_ROOM,
+    NO_MATCH,
     Ledger,
     PassView,
+    Reasons,
     wakes,
 )
 from subroute.routing.routed_past import RoutedPast
@@ -100,6 +102,30 @@ def test_what_wakes_a_partition() -> None:
     ledger = Ledger.start(0, RoutedPast(0))
     ledger.stayed(0, NO_CONSUMER)
     assert ledger.woken_by(WOKEN_BY_PRESENCE) and not ledger.woken_by(WOKEN_BY_ROOM)
+
+
+def test_a_pass_need_not_decide_again_a_record_whose_wait_no_change_since_concerned() -> None:
+    memory = Reasons(100, limit=50)
+    for offset, reason in ((100, NO_CONSUMER), (101, CAPACITY), (102, NO_MATCH), (103, KEYED), (104, FULL)):
+        memory.note(offset, reason)
+    memory.note(150, NO_CONSUMER)  # beyond what it remembers
+    woke_room = [memory.unchanged(o, WOKEN_BY_ROOM) for o in range(100, 106)]
+    assert woke_room == [
+        NO_CONSUMER,
+        None,
+        NO_MATCH,
+        None,
+        None,
+        None,
+    ]  # decided again: room, keyed, full, unknown
+    assert [memory.unchanged(o, WOKEN_BY_PRESENCE) for o in range(100, 103)] == [None, None, NO_MATCH]
+    assert memory.unchanged(100, None) is None  # a new config version: every record is decided again
+    assert memory.get(150) is None
+    memory.rebase(102)
+    assert memory.get(101) is None and memory.get(102) == NO_MATCH
+    ledger = Ledger.start(102, RoutedPast(102), memory=memory)
+    ledger.stayed(105, CAPACITY)
+    assert memory.get(105) == CAPACITY
 
 
 # A simulated pending partition: each record is for one group (or for none: it matches nothing), some with a
