@@ -14,9 +14,9 @@ from subroute.routing.decisions import CAPACITY, NO_CONSUMER
 from subroute.routing.passes import (
     FULL,
     KEYED,
+    NO_MATCH,
     WOKEN_BY_PRESENCE,
     WOKEN_BY_ROOM,
-    NO_MATCH,
     Ledger,
     PassView,
     Reasons,
