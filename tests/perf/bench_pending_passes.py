@@ -112,6 +112,17 @@ def main() -> None:
                 reads.append((began, time.perf_counter() - began))
 
         worker.batches._pending = counted  # type: ignore[method-assign]
+        decisions: list[
+            float
+        ] = []  # when each backlog record was decided (Router.route on the pending topic)
+        decide = worker.batches.router.route
+
+        def deciding(table: Any, message: Any, *rest: Any, **kw: Any) -> Any:
+            if message.topic == pending and message.offset < args.backlog:
+                decisions.append(time.perf_counter())
+            return decide(table, message, *rest, **kw)
+
+        worker.batches.router.route = deciding  # type: ignore[method-assign]
         starts: list[float] = []  # when each routing pass began
         begin = worker.pending._routing_pass
 
@@ -135,8 +146,12 @@ def main() -> None:
             return time.monotonic() - began
 
         def since(mark: float) -> tuple[int, float]:
+            """Backlog records read since ``mark``, and the seconds spent on them."""
             mine = [d for t, d in reads if t >= mark]
             return len(mine), sum(mine)
+
+        def decided(mark: float) -> int:
+            return sum(1 for t in decisions if t >= mark)
 
         def quiet_until_reads_stop() -> float:
             last = -1
@@ -171,7 +186,7 @@ def main() -> None:
         count, spent = since(mark)
         print(
             f"3. vip attached: {vip_count:,} records routed past the general ones, the last {took:.2f} s after "
-            f"the worker saw vip; the pass decided {count:,} records in {spent:.2f} s"
+            f"the worker saw vip; the pass read {count:,} records, decided {decided(mark):,}, in {spent:.2f} s"
         )
 
         producer = Producer(s.client_config({"linger.ms": 5}))
@@ -196,7 +211,9 @@ def main() -> None:
         wait(lambda: since(mark)[0] >= args.backlog - vip_count, "the pass")
         quiet_until_reads_stop()
         count, spent = since(mark)
-        print(f"5. a new config version: the pass decided {count:,} records in {spent:.2f} s")
+        print(
+            f"5. a new config version: the pass read {count:,} records, decided {decided(mark):,}, in {spent:.2f} s"
+        )
 
         mark = time.perf_counter()
         version = worker.metrics.plan_version._value.get()
@@ -215,8 +232,8 @@ def main() -> None:
         quiet_until_reads_stop()
         count, spent = since(mark)
         print(
-            f"6. vip at its limit: 500 records through it in {took:.1f} s, {len(starts) - passes_before} passes "
-            f"decided {count:,} backlog records in {spent:.2f} s"
+            f"6. vip at its limit: 500 records through it in {took:.1f} s; {len(starts) - passes_before} passes "
+            f"read {count:,} backlog records, decided {decided(mark):,}, in {spent:.2f} s"
         )
 
         vip.close()
