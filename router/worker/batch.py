@@ -164,9 +164,9 @@ class BatchRouter:
             stays = True
         elif current is None or current.routing or offset >= state.frontier:
             stays = self._redrive(state, ledger, message, table, now_ms, tally, checkpoint)
-            state.frontier = max(state.frontier, offset + 1)
         else:
             stays = True  # a sweep over records decided already: they stay unless expired (above)
+        state.frontier = max(state.frontier, offset + 1)
         if stays and current is not None:  # when it will have expired: where the next sweep reads
             due_at = deadline(timestamp, own, current.stretches.limit_ms)
             if due_at is not None:
