@@ -111,8 +111,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=env_checked("SUBROUTE_PENDING_SWEEP_SECONDS", convert=float, minimum=1),
         default=os.environ.get("SUBROUTE_PENDING_SWEEP_SECONDS", str(DEFAULT_SWEEP_SECONDS)),
         metavar="SECONDS",
-        help="how often each parked pending partition is read past the record it stopped at, for expired records "
-        "to leave (dead letter or drop) whatever waits in front of them (env SUBROUTE_PENDING_SWEEP_SECONDS)",
+        help="how often each pending partition with waiting records is swept for expired ones, which leave (dead "
+        "letter or drop) whatever waits in front of them (env SUBROUTE_PENDING_SWEEP_SECONDS)",
     )
     worker.set_defaults(func=_run)
 

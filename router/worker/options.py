@@ -19,7 +19,7 @@ class WorkerOptions:
     batch_size: int = 2000
     poll_timeout: float = 0.2
     exit_on_idle: float | None = None
-    # how often a parked pending partition is read past its head for expired records (worker/sweeps.py)
+    # how often a pending partition with waiting records is swept for expired ones (worker/pending.py)
     pending_sweep_seconds: float = DEFAULT_SWEEP_SECONDS
     capacity_refresh_seconds: float = 3.0
     # how often the consumer groups' membership is read (presence: required apps); 0: every group counts as
