@@ -36,7 +36,7 @@ from subroute.routing.envelope import (
     records_for,
     without_forged_headers,
 )
-from subroute.routing.expiration import EXPIRED, message_expiration
+from subroute.routing.expiration import EXPIRED, is_expired, message_expiration
 from subroute.routing.parking import is_due, pending_topics
 from subroute.routing.passes import EXPIRED as STAYS_EXPIRED
 from subroute.routing.passes import NO_MATCH, Ledger
@@ -47,6 +47,8 @@ from subroute.worker.pending import DEFAULT_SWEEP_SECONDS, PendingPartition, Pen
 from subroute.worker.tally import BatchTally, add_counts, count_decision
 
 log = logging.getLogger(__name__)
+
+_WAITS_REMEMBERED = 10_000  # distinct header sets remembered per pass as waiting (PendingPartition.waits)
 
 
 class BatchRouter:
@@ -200,6 +202,15 @@ class BatchRouter:
                 self.metrics.pending_head_stops.labels(state.app).inc()
             return True
         view = self.pending.view(state)
+        probe = None
+        if key is None and ledger.holds_groups:  # the view holds: a record like one that stayed stays too
+            reads = table.environments[app.environment].decoders
+            probe = tuple(pair for pair in headers if pair[0] in reads)
+            known = state.waits.get(probe)
+            if known is not None and not is_expired(app.config, headers, message.timestamp_ms, now_ms):
+                ledger.stayed(offset, known)
+                self.pending.concerns(state, known)
+                return True
         envelopes = self._envelopes_of(table)
         try:
             result: RouteResult | None = self.router.route(table, message, view, now_ms, only_app=state.app)
@@ -224,6 +235,8 @@ class BatchRouter:
         ledger.stayed(offset, stays, key if stays in WAITING_REASONS else None)
         if stays in WAITING_REASONS:
             self.pending.concerns(state, stays)
+            if probe is not None and len(state.waits) < _WAITS_REMEMBERED:
+                state.waits[probe] = stays
         return True
 
     def _stays_again(

@@ -181,6 +181,7 @@ class PendingPartitions:
         ledger = state.ledger
         if view is None or (ledger is not None and not ledger.holds_groups and view.start is not live):
             view = state.view = PassView(live, self.live)
+            state.waits.clear()
         return view
 
     def tick(self, consumer: Consumer, assignment: Assignment, table: RoutingTable, now_ms: int) -> None:
@@ -341,6 +342,7 @@ class PendingPartitions:
             state.full_said = False
         state.ledger, state.past = ledger, past
         state.view, state.table, state.again, state.frontier = None, None, False, start
+        state.waits = {}
         state.woken = frozenset()  # what wakes it from here on concerns the next pass
         limit = _expiration(table, state.app)
         clock = pass_mark(state.mark, now_ms, limit)

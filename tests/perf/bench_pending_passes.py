@@ -165,7 +165,8 @@ def main() -> None:
         quiet_until_reads_stop()
         count, spent = since(mark)
         print(
-            f"1. first pass: {count:,} records decided, {spent:.2f} s routing them ({1e6 * spent / count:.1f} us each)"
+            f"1. first reading: {count:,} records read, {decided(mark):,} decided, {spent:.2f} s on them "
+            f"({1e6 * spent / count:.1f} us a record read), {len(starts)} routing pass(es)"
         )
 
         mark = time.perf_counter()

@@ -408,7 +408,9 @@ def test_a_pass_decides_again_only_the_records_whose_wait_the_change_concerns(
     router = _pending_router()
     batch = [_waiting(0, "general"), _waiting(1, "vip"), _waiting(2, "general"), _waiting(3, "vip")]
     _, sink = _route(table, batch, router, lag=Snapshot({vip: 2}, absent=frozenset({general})))
-    assert _values(sink) == [] and decided == [0, 1, 2, 3]  # the first reading decides every record
+    # The first reading decides every record, but one whose headers are those of a record that stayed before it
+    # in the pass (m3, as m1): the view never improves within a pass, so it stays for the same reason.
+    assert _values(sink) == [] and decided == [0, 1, 2]
     # vip confirms: the pass decides the records waiting for room, not those waiting for a consumer
     decided.clear()
     roomy = Snapshot({vip: 0}, absent=frozenset({general}), started_at=5.0)
