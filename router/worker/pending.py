@@ -83,10 +83,13 @@ class PendingPartition:
     table: RoutingTable | None = None  # the table of the staying records' decisions
     frontier: int = -1  # records below it have been decided since the last routing pass began
     again: bool = False  # a routing pass is wanted once the one under way ends
-    woken: frozenset[str] | None = (
-        None  # why, since the pass under way began (None: a new config: everything)
-    )
+    # why it was woken since the pass under way began (None: a new config version: everything)
+    woken: frozenset[str] | None = None
     memory: Reasons = field(default_factory=Reasons)  # why each record stayed (routing/passes.py)
+    # Within a pass whose view holds: the headers an app reads (those its expressions read, and the declared
+    # ones), as found on a record that stayed, and why it stayed. A record with the same ones stays for the same
+    # reason until the next pass, as the view never improves: it need not be decided (``BatchRouter``).
+    waits: dict[tuple[tuple[str, bytes | None], ...], str] = field(default_factory=dict)
     parked: bool = False
     full_said: bool = False  # the bound was logged for the current head
 
