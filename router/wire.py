@@ -275,16 +275,24 @@ def dead_letter_headers(headers: HeadersIn | None, reason: str, new: Event) -> H
 
 # The router's commits on its inputs: the config version the committed records were routed under. A worker newly
 # assigned the partition routes it only under that version or a later one, so a rebalance never moves a partition
-# back to an older config (message groups would flip between consumer groups). A parked pending partition's
-# commit also carries its sweep mark (routing/sweep.py): what has left from behind the position.
+# back to an older config (message groups would flip between consumer groups). A pending partition's commit also
+# carries its sweep mark (routing/sweep.py: what has left from behind the position by expiry) and the offsets
+# routed past its position (routing/routed_past.py), at most MAX_COMMIT_METADATA characters in all.
 _VERSION_METADATA = "subroute.config-version="
 _SWEEP_METADATA = ";subroute.sweep="
+_PAST_METADATA = ";subroute.past="
 
 
-def version_metadata(version: int, sweep: str | None = None) -> str:
-    """The metadata of a commit routed under ``version``, with a sweep mark's text when there is one."""
-    text = f"{_VERSION_METADATA}{version}"
-    return text if sweep is None else f"{text}{_SWEEP_METADATA}{sweep}"
+def pending_metadata(sweep: str | None, past: str = "") -> str:
+    """What a pending partition's commit says besides the version: its sweep mark's text and its routed-past
+    offsets' text (``RoutedPast.text``), each when there is one."""
+    text = "" if sweep is None else f"{_SWEEP_METADATA}{sweep}"
+    return f"{text}{_PAST_METADATA}{past}" if past else text
+
+
+def version_metadata(version: int, pending: str = "") -> str:
+    """The metadata of a commit routed under ``version``, then ``pending_metadata`` for a pending partition."""
+    return f"{_VERSION_METADATA}{version}{pending}"
 
 
 def version_of(metadata: str | None) -> int | None:
@@ -296,12 +304,21 @@ def version_of(metadata: str | None) -> int | None:
     return int(digits) if digits.isdigit() and len(digits) < 20 else None
 
 
-def sweep_of(metadata: str | None) -> str | None:
-    """The sweep mark's text in a commit's metadata; None when there is none."""
+def _metadata_field(metadata: str | None, name: str) -> str | None:
     if not metadata or not metadata.startswith(_VERSION_METADATA):
         return None
-    _, found, text = metadata.partition(_SWEEP_METADATA)
-    return text if found else None
+    _, found, text = metadata.partition(name)
+    return text.partition(";")[0] if found else None
+
+
+def sweep_of(metadata: str | None) -> str | None:
+    """The sweep mark's text in a commit's metadata; None when there is none."""
+    return _metadata_field(metadata, _SWEEP_METADATA)
+
+
+def past_text_of(metadata: str | None) -> str | None:
+    """The routed-past offsets' text in a commit's metadata; None when there are none."""
+    return _metadata_field(metadata, _PAST_METADATA)
 
 
 # A consumer group's commits on its group topic: the offsets below the committed one that are not settled yet.

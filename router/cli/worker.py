@@ -22,7 +22,7 @@ from subroute.worker.loop import (
     WorkerOptions,
 )
 from subroute.worker.options import DEFAULT_STARTUP_TIMEOUT
-from subroute.worker.sweeps import DEFAULT_SWEEP_SECONDS
+from subroute.worker.pending import DEFAULT_SWEEP_SECONDS
 from subroute.worker.window import DEFAULT_COMMIT_MS, DEFAULT_COMMIT_RECORDS, CommitInterval
 
 log = logging.getLogger(__name__)
@@ -111,8 +111,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=env_checked("SUBROUTE_PENDING_SWEEP_SECONDS", convert=float, minimum=1),
         default=os.environ.get("SUBROUTE_PENDING_SWEEP_SECONDS", str(DEFAULT_SWEEP_SECONDS)),
         metavar="SECONDS",
-        help="how often each parked pending partition is read past the record it stopped at, for expired records "
-        "to leave (dead letter or drop) whatever waits in front of them (env SUBROUTE_PENDING_SWEEP_SECONDS)",
+        help="how often each pending partition with waiting records is swept for expired ones, which leave (dead "
+        "letter or drop) whatever waits in front of them (env SUBROUTE_PENDING_SWEEP_SECONDS)",
     )
     worker.set_defaults(func=_run)
 

@@ -65,6 +65,13 @@ class RouterMetrics:
             ["app"],
             registry=r,
         )
+        self.pending_head_stops = Counter(
+            "subroute_pending_head_stops_total",
+            "Times a pending partition stopped at its head because the offsets routed past it filled the commit "
+            "metadata (once per head).",
+            ["app"],
+            registry=r,
+        )
         self.dead_lettered = Counter(
             "subroute_dead_lettered_total",
             "Records sent to an app's dead-letter topic.",

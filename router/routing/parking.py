@@ -1,15 +1,13 @@
 """Parking: records that match nothing yet, or that match but have nowhere to go now (no consumer attached, every
-candidate at capacity), wait on their app's pending topic, stamped with the config version they were parked
-under and, for the latter, the reason (``subroute.pending-reason``). Pure.
+candidate at capacity), wait on their app's pending topic, stamped with the config version they were parked under
+and, for the latter, the reason (``subroute.pending-reason``). Pure.
 
-A record that matched nothing is re-evaluated only under a newer config version, or once it has expired (then it
-goes to the dead-letter topic). A record that waits for a consumer or for room is re-evaluated whenever the
-worker wakes its partition: on a new config version, when a group attaches or a group's unconfirmed count falls
-(a new measurement), and on the sweep timer. The worker routes the partition's records in order and stops at the
-first that still has to wait (it is not written again), so waiting records leave in arrival order. A record
-that matched nothing and sits before waiting records in the same batch is written again behind them, unchanged,
-so it does not hold them up (router/worker/batch.py). Between wake-ups the partition stays paused, so nothing
-spins. Whatever stops a partition, the expired records behind it leave at the next sweep (routing/sweep.py).
+A record that matched nothing is evaluated again only under a newer config version, or once it has expired (then
+it goes to the dead-letter topic). A record that waits for a consumer or for room is evaluated again by every pass
+over its partition (routing/passes.py): when a new config version is in force, when a group of its app attaches or
+leaves, when a group's unconfirmed count falls. What can go then is routed, even past records that still wait;
+what still waits stays where it is, never written again. Whatever waits, the expired records leave at the next
+sweep (routing/sweep.py).
 """
 
 from __future__ import annotations

@@ -103,13 +103,3 @@ class Snapshot(Mapping[GroupId, int]):
                 fresh._log[key] = kept
                 fresh._routed[key] = int(sum(e[1] for e in kept))
         return fresh
-
-    def attached(self, newer: Snapshot) -> bool:
-        """Whether ``newer`` may route what this one could not: a group came back, or some group's count fell."""
-        if self.absent - newer.absent:
-            return True
-        if newer.started_at == self.started_at:
-            return False  # the same lag measurement (a presence refresh): no count can have fallen
-        # against what this snapshot counted (measured + routed since): a count that fell below it means
-        # confirms freed room; one that only caught up with what was routed frees nothing
-        return any(newer.measured.get(key, 0) < self.get(key, 0) for key in self.measured)  # type: ignore[operator]

@@ -1,12 +1,13 @@
-"""The expiry sweep of a parked pending partition: what leaves from behind its held head, and what is remembered of
-it. Pure: the worker's ``sweeps`` carries it out.
+"""The expiry sweep of a pending partition: what leaves from behind its head, and what is remembered of it. Pure:
+the worker's ``pending`` carries it out.
 
-A pending partition is routed in order and stops at its first record that cannot go yet (its **head**: it matches
-nothing under the version it was parked under, or it still waits for a consumer or for room). The router's
-committed position stays at the head, so nothing still waiting is ever skipped. Expired records behind the head
-must leave all the same (dead letter, or nothing with ``on_expire: drop``) within the sweep interval, so once per
-interval a **pass** reads past the head and takes the records that have expired, leaving every other one where it
-is (nothing is copied, nothing reordered).
+The router's committed position on a pending partition stays at its first record that still waits (its **head**:
+it matches nothing under the version in force, or it waits for a consumer or for room), so nothing still waiting
+is ever skipped; records behind it that could go were routed past it (routing/passes.py). Expired records that
+still wait must leave all the same (dead letter, or nothing with ``on_expire: drop``) within the sweep interval,
+so once per interval a **pass** reads from the head and takes the records that have expired, leaving every other
+one where it is (nothing is copied, nothing reordered) and passing over those routed past the head. A routing
+pass, which reads the whole partition, is a sweep too.
 
 What a pass took lies beyond the committed position, so the position cannot say it. A ``SweepMark``, committed
 with the position as offset-commit metadata, says it as a rule: *below offset S, every record that had expired at

@@ -60,7 +60,7 @@ class Assignment:
         # The group has given this member its share since it (re)joined, possibly none: with more workers than
         # partitions some get nothing, and an empty ``assigned`` then means idle, not stuck joining.
         self.joined = False
-        self.paused: set[Partition] = set()  # parked pending partitions (routing/parking.py)
+        self.paused: set[Partition] = set()  # parked pending partitions (worker/pending.py)
         self.subscribed: tuple[str, ...] = ()
         self.version = 0  # the config version in force (the worker sets it when it takes a table)
         # partition -> the config version it was last routed under, newer than ours: not read until we have it
@@ -68,7 +68,7 @@ class Assignment:
         self.gated_at = 0.0
 
     def follow(self, consumer: Consumer | None, config: Config, prefix: str) -> None:
-        """Subscribe to what ``config`` reads (when that changed), and give parked records a new look."""
+        """Subscribe to what ``config`` reads (when that changed)."""
         wanted = subscription_topics(config, prefix)
         if wanted != self.subscribed and consumer is not None:
             if wanted:
@@ -77,10 +77,9 @@ class Assignment:
                 consumer.unsubscribe()
                 self.joined = False
             self.subscribed = wanted
-        self.resume_parked(consumer)
 
     def resume(self, consumer: Consumer, partitions: Sequence[Partition]) -> None:
-        """Resume these parked partitions (their sweep is due: worker/sweeps.py)."""
+        """Resume these parked partitions (a pass reads them again: worker/pending.py)."""
         if partitions:
             consumer.resume([TopicPartition(t, p) for t, p in partitions])
             self.paused.difference_update(partitions)
@@ -138,15 +137,10 @@ class Assignment:
             self.on_change()
 
     def park(self, consumer: Consumer, partition: Partition, offset: int) -> None:
-        """Stop reading a pending partition at ``offset`` until ``resume_parked``."""
+        """Stop reading a pending partition at ``offset`` until ``resume``."""
         consumer.seek(TopicPartition(partition[0], partition[1], offset))
         consumer.pause([TopicPartition(*partition)])
         self.paused.add(partition)
-
-    def resume_parked(self, consumer: Consumer | None) -> None:
-        if self.paused and consumer is not None:
-            consumer.resume([TopicPartition(t, p) for t, p in self.paused])
-            self.paused.clear()
 
     @staticmethod
     def _committed(consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:

@@ -1,20 +1,19 @@
 """One batch, routed: every record decided, wrapped in its envelopes and produced; its positions tallied.
 
-Runs on the poll-loop thread. A pending record that is not due yet stops its partition for the rest of the
-batch (the partition is parked until the config changes); so does a waiting record (no consumer, no room) that
-still has to wait: it is not written again, so waiting records leave in arrival order (routing/parking.py).
-When the partition's sweep is due, the records behind the one it stopped at are read on instead, and those that
-have expired leave (worker/sweeps.py); records an earlier pass took are passed over when routing reaches them.
-Input records are decided together, in one native evaluation of the batch (``Router.route_batch``), after the
-pending records, which are decided one by one as they come (each may stop its partition). Anything unexpected
-while routing a record dead-letters it with reason ``rejected`` instead of stopping the worker.
+Runs on the poll-loop thread. Input records are decided together, in one native evaluation of the batch
+(``Router.route_batch``); records of pending topics are decided one by one as they come, in offset order, by the
+rules of routing/passes.py: a record that can go now is routed, even behind records that still wait (the head);
+one that still waits stays where it is, and so does every later record of its message group; what earlier passes
+routed past the head, or the sweeps took, is passed over. The partition's state (position, routed-past offsets,
+the pass under way) is worker/pending.py's. Anything unexpected while routing a record dead-letters it with
+reason ``rejected`` instead of stopping the worker.
 """
 
 from __future__ import annotations
 
 import logging
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from subroute.ops.metrics import RouterMetrics
 from subroute.routing.decisions import (
@@ -24,6 +23,7 @@ from subroute.routing.decisions import (
     Router,
     RouteResult,
     RoutingTable,
+    group_key_of,
 )
 from subroute.routing.envelope import (
     Envelopes,
@@ -34,22 +34,27 @@ from subroute.routing.envelope import (
     records_for,
     without_forged_headers,
 )
-from subroute.routing.expiration import message_expiration
-from subroute.routing.parking import is_due, pending_topics, waiting_reason
-from subroute.wire import HEADER_PREFIX, REJECTED, WAITING_REASONS
+from subroute.routing.expiration import is_expired, message_expiration
+from subroute.routing.parking import is_due, pending_topics
+from subroute.routing.passes import EXPIRED as STAYS_EXPIRED
+from subroute.routing.passes import NO_MATCH, Ledger
+from subroute.routing.sweep import deadline
+from subroute.wire import EXPIRED, HEADER_PREFIX, REJECTED, WAITING_REASONS
 from subroute.worker.assignment import Assignment
 from subroute.worker.checkpoint import Checkpoint
-from subroute.worker.sweeps import DEFAULT_SWEEP_SECONDS, PartitionSweep, Sweeps
+from subroute.worker.pending import DEFAULT_SWEEP_SECONDS, PendingPartition, PendingPartitions
 from subroute.worker.tally import BatchTally, add_counts, count_decision
 
 log = logging.getLogger(__name__)
 
+_WAITS_REMEMBERED = 10_000  # distinct header sets remembered per pass as waiting (PendingPartition.waits)
+
 
 class BatchRouter:
-    def __init__(self, prefix: str, metrics: RouterMetrics, sweeps: Sweeps | None = None) -> None:
+    def __init__(self, prefix: str, metrics: RouterMetrics, pending: PendingPartitions | None = None) -> None:
         self.prefix = prefix
         self.metrics = metrics
-        self.sweeps = sweeps or Sweeps(prefix, DEFAULT_SWEEP_SECONDS)
+        self.pending = pending or PendingPartitions(prefix, DEFAULT_SWEEP_SECONDS)
         self.router = Router()  # keeps the round-robin cursors across batches
         self._envelopes: Envelopes | None = None  # topics and routing headers of the table in force
 
@@ -64,69 +69,40 @@ class BatchRouter:
         checkpoint: Checkpoint,
     ) -> BatchTally:
         tally = BatchTally(version=table.version)
-        stopped: set[tuple[str, int]] = set()
         pending_app = pending_topics(self.prefix, table)
+        self.pending.follow(lag)
         if self._envelopes is None or self._envelopes.table is not table:
             self._envelopes = Envelopes(self.prefix, table)
         # Locals, not attribute lookups, in the loops: they run once per record.
-        envelopes, route, sweeps = self._envelopes, self._route, self.sweeps.partitions
-        offsets, first_offsets = tally.offsets, tally.first_offsets
-        waiting_at: dict[tuple[str, int], int] | None = None  # made on first need: see _last_waiting
+        envelopes, route = self._envelopes, self._route
+        offsets = tally.offsets
+        touched: dict[tuple[str, int], PendingPartition] = {}
         # Pending records are decided as they come; input records are gathered and decided together below.
         # A partition holds one kind only, so each partition's records are still produced in order.
         inputs: list[InputRecord] = []
-        for index, raw in enumerate(batch):
+        for raw in batch:
             error = raw.error()
             if error is not None:
                 if error.code() != KafkaError._PARTITION_EOF:
                     log.warning("consume error", extra={"fields": {"error": str(error)}})
                 continue
             message = InputRecord.of(raw)
-            tp = (message.topic, message.partition)
-            if tp in stopped:
-                continue
             app_name = pending_app.get(message.topic)
-            records: list[OutRecord] | None
-            if (
-                app_name is not None
-                and tp in sweeps
-                and self._swept(sweeps[tp], message, lag, tally, checkpoint, consumer, assignment, stopped)
-            ):
+            if app_name is not None:
+                tp = (message.topic, message.partition)
+                state = touched.get(tp) or touched.setdefault(tp, self.pending.state(tp, app_name))
+                self._pending(state, message, table, now_ms, tally, checkpoint, consumer)
                 continue
-            first_offsets.setdefault(tp, message.offset)
-            if app_name is None:
-                for name, _ in message.headers_list:  # producers may not set the router's own headers
-                    if name.startswith(HEADER_PREFIX):
-                        message.headers, dropped = without_forged_headers(message.headers_list)
-                        tally.dropped_headers += dropped
-                        break
-                tally.messages_in += 1
-                if tally.age_ms is None and message.timestamp_ms > 0:
-                    tally.age_ms = now_ms - message.timestamp_ms
-                inputs.append(message)
-                continue
-            if not is_due(
-                self.prefix, table, message.topic, message.headers_list, message.timestamp_ms, now_ms
-            ):
-                if waiting_at is None:
-                    waiting_at = _last_waiting(batch, pending_app)
-                if waiting_at.get(tp, -1) <= index:  # back to it when the config changes
-                    self._hold(consumer, assignment, message, app_name, table, now_ms, offsets, stopped)
-                    continue
-                # A record that matches nothing would hold up the records behind it that wait for a consumer
-                # or for room (and may go now): it moves behind them, unchanged (same version, so still not
-                # due). Only when such a record follows in this batch, so nothing is copied round and round.
-                records = [
-                    (message.topic, message.value, message.key, message.headers_list, message.timestamp_ms)
-                ]
-            else:
-                records = route(table, message, lag, now_ms, app_name, tally, envelopes)
-                if records is None:  # a waiting record that still waits: the partition stops here until woken
-                    self._hold(consumer, assignment, message, app_name, table, now_ms, offsets, stopped)
-                    continue
-                tally.messages_in += 1
-            self._produce(records, tally, checkpoint)
-            offsets[tp] = message.offset + 1
+            tally.first_offsets.setdefault((message.topic, message.partition), message.offset)
+            for name, _ in message.headers_list:  # producers may not set the router's own headers
+                if name.startswith(HEADER_PREFIX):
+                    message.headers, dropped = without_forged_headers(message.headers_list)
+                    tally.dropped_headers += dropped
+                    break
+            tally.messages_in += 1
+            if tally.age_ms is None and message.timestamp_ms > 0:
+                tally.age_ms = now_ms - message.timestamp_ms
+            inputs.append(message)
         results = self._decide(table, inputs, lag, now_ms)
         for message, result in zip(inputs, results, strict=True):
             if result is None:
@@ -136,86 +112,228 @@ class BatchRouter:
             if records:
                 self._produce(records, tally, checkpoint)
             offsets[(message.topic, message.partition)] = message.offset + 1
-        self.sweeps.settle(consumer, assignment, table, tally)
-        for tp, position in offsets.items():
-            if tp[0] in pending_app:
-                tally.marks[tp] = self.sweeps.committable(tp, position)
+        self.pending.settle(consumer, assignment, table, tally, now_ms)  # passes that read to the end
+        for tp, state in touched.items():
+            if state.ledger is not None:
+                offsets[tp] = state.ledger.position
+                tally.metadata[tp] = state.metadata()
         return tally
 
-    def _hold(
+    def _pending(
         self,
-        consumer: Consumer,
-        assignment: Assignment,
+        state: PendingPartition,
         message: InputRecord,
-        app: str,
         table: RoutingTable,
         now_ms: int,
-        offsets: dict[tuple[str, int], int],
-        stopped: set[tuple[str, int]],
-    ) -> None:
-        """``message`` cannot go: its pending partition's position stays at it. The records behind it are read
-        on if the partition's sweep is due; otherwise the partition is parked here."""
-        tp = (message.topic, message.partition)
-        offsets[tp] = message.offset
-        assert self._envelopes is not None
-        if self.sweeps.start(consumer, tp, message.offset, app, table, self._envelopes, now_ms) is None:
-            assignment.park(consumer, tp, message.offset)
-            stopped.add(tp)
-
-    def _swept(
-        self,
-        state: PartitionSweep,
-        message: InputRecord,
-        lag: Lag,
         tally: BatchTally,
         checkpoint: Checkpoint,
         consumer: Consumer,
-        assignment: Assignment,
-        stopped: set[tuple[str, int]],
-    ) -> bool:
-        """Whether the sweep deals with pending ``message``: behind the head while a pass reads (taken when it
-        has expired, else left where it is), or taken by an earlier pass (passed over)."""
-        tp = (message.topic, message.partition)
+    ) -> None:
+        """One record of a pending partition, in offset order (routing/passes.py)."""
+        offset = message.offset
         current = state.current
+        if current is None and offset < state.frontier:
+            return  # decided already (given before a seek took effect)
         if current is not None:
-            if message.offset > current.head:
-                tally.first_offsets.setdefault(tp, current.head)  # a window read again starts at the head
-                tally.offsets[tp] = current.head
-                if self.sweeps.take(consumer, current, state.mark, message):
-                    now_ms = current.clock.at_ms
-                    records = self._route(
-                        current.table, message, lag, now_ms, current.app, tally, current.envelopes
-                    )
-                    if records is None:  # it still waits although it expired: never drop it unwritten
-                        log.error(
-                            "an expired pending record still waits; sweep abandoned",
-                            extra={"fields": {"topic": tp[0]}},
-                        )
-                        self.sweeps.abandon(consumer, assignment, tp)
-                        stopped.add(tp)
-                    else:
-                        tally.messages_in += 1
-                        self._produce(records, tally, checkpoint)
-                return True
-            state.current = None  # read again from its head (a window read again): the pass is over, unmarked
+            read, seek_to = current.cursor.step(offset)
+            if seek_to is not None:
+                consumer.seek(TopicPartition(message.topic, message.partition, seek_to))
+            if not read:
+                return
+        ledger = self.pending.ledger(state, offset, now_ms, table)
+        tally.first_offsets.setdefault((message.topic, message.partition), ledger.position)
+        ledger.reach(offset)
+        if ledger.gone(offset):
+            return
+        timestamp = message.timestamp_ms
+        own = message_expiration(message.headers_list) if timestamp > 0 else None
         mark = state.mark
-        if mark is not None and mark.reaches_beyond(message.offset):
-            timestamp = message.timestamp_ms
-            own = message_expiration(message.headers_list) if timestamp > 0 else None
-            if mark.has_left(message.offset, timestamp, own):
-                tally.first_offsets.setdefault(tp, message.offset)
-                tally.offsets[tp] = message.offset + 1
+        if mark is not None and mark.has_left(offset, timestamp, own):  # a sweep took it
+            ledger.passed(offset)
+            return
+        if current is not None and current.clock.has_left(offset, timestamp, own):
+            # expired by the pass's clock: taken (its mark says so once the pass ends), whatever else it waits for
+            self._take(state, ledger, message, table, current.clock.at_ms, tally, checkpoint)
+            return
+        settled = (
+            state.memory.unchanged(offset, current.decides)
+            if current is not None and current.routing
+            else None
+        )
+        if settled is not None:  # it waits for what no change since concerned: it stays, undecided
+            self._stays_again(state, ledger, message, table, settled)
+            stays = True
+        elif current is None or current.routing or offset >= state.frontier:
+            stays = self._redrive(state, ledger, message, table, now_ms, tally, checkpoint)
+        else:
+            stays = True  # a sweep over records decided already: they stay unless expired (above)
+        state.frontier = max(state.frontier, offset + 1)
+        if stays and current is not None:  # when it will have expired: where the next sweep reads
+            due_at = deadline(timestamp, own, current.stretches.limit_ms)
+            if due_at is not None:
+                current.stretches.note(offset, due_at)
+
+    def _redrive(
+        self,
+        state: PendingPartition,
+        ledger: Ledger,
+        message: InputRecord,
+        table: RoutingTable,
+        now_ms: int,
+        tally: BatchTally,
+        checkpoint: Checkpoint,
+    ) -> bool:
+        """Decide a pending record that went nowhere yet: routed (past the head if some record stays before it),
+        or it stays (True)."""
+        offset = message.offset
+        if ledger.waiting and state.table is not None:
+            table = state.table  # the staying records' table, until the next pass
+        app = table.app(state.app)
+        headers = message.headers_list
+        if app is None or not is_due(
+            self.prefix, table, message.topic, headers, message.timestamp_ms, now_ms
+        ):
+            ledger.stayed(offset, NO_MATCH)  # it matches nothing under this version (or its app is gone)
+            return True
+        key = group_key_of(app.config, headers) if app.config.group_by is not None else None
+        if not ledger.admits(offset, key):
+            if ledger.full and self.pending.said_full(state, (message.topic, message.partition)):
+                self.metrics.pending_head_stops.labels(state.app).inc()
+            return True
+        view = self.pending.view(state)
+        probe = None
+        if key is None and ledger.holds_groups:  # the view holds: a record like one that stayed stays too
+            reads = table.environments[app.environment].decoders
+            probe = tuple(pair for pair in headers if pair[0] in reads)
+            known = state.waits.get(probe)
+            if known is not None and not is_expired(app.config, headers, message.timestamp_ms, now_ms):
+                ledger.stayed(offset, known)
+                self.pending.concerns(state, known)
                 return True
-        return False
+        envelopes = self._envelopes_of(table)
+        try:
+            result: RouteResult | None = self.router.route(table, message, view, now_ms, only_app=state.app)
+        except Exception:  # a bug must not stop the worker or lose the record: dead-letter it, counted
+            log.exception(
+                "routing failed; dead-lettering the record", extra={"fields": {"topic": message.topic}}
+            )
+            result = None
+        stays = _stays(result)
+        if stays is None or (stays == STAYS_EXPIRED and not ledger.waiting):
+            if not ledger.waiting:
+                state.table = table
+            self._produce(
+                self._redriven(message, result, state.app, now_ms, tally, envelopes), tally, checkpoint
+            )
+            ledger.went(offset)
+            return False
+        if not ledger.waiting:
+            state.table = table  # the first record that stays: the pass's table holds from here on
+        # a record waiting for a group holds up the later records of its message group (not one that matches
+        # nothing, nor an expired one the sweep takes)
+        ledger.stayed(offset, stays, key if stays in WAITING_REASONS else None)
+        if stays in WAITING_REASONS:
+            self.pending.concerns(state, stays)
+            if probe is not None and len(state.waits) < _WAITS_REMEMBERED:
+                state.waits[probe] = stays
+        return True
+
+    def _stays_again(
+        self, state: PendingPartition, ledger: Ledger, message: InputRecord, table: RoutingTable, reason: str
+    ) -> None:
+        """A record that stays for the ``reason`` it stayed for last time, without being decided again."""
+        if not ledger.waiting:
+            state.table = table
+        app = table.app(state.app)
+        key = None
+        if reason in WAITING_REASONS and app is not None and app.config.group_by is not None:
+            key = group_key_of(app.config, message.headers_list)
+        self.pending.view(state)  # the view holds from the first record that waits for a group
+        ledger.stayed(message.offset, reason, key)
+        if reason in WAITING_REASONS:
+            self.pending.concerns(state, reason)
+
+    def _take(
+        self,
+        state: PendingPartition,
+        ledger: Ledger,
+        message: InputRecord,
+        table: RoutingTable,
+        clock_ms: int,
+        tally: BatchTally,
+        checkpoint: Checkpoint,
+    ) -> None:
+        """A record the pass's clock says has expired: dead-lettered (or dropped) at that clock."""
+        envelopes = self._envelopes_of(table)
+        try:
+            result: RouteResult | None = self.router.route(
+                table, message, self.pending.view(state), clock_ms, only_app=state.app
+            )
+        except Exception:
+            log.exception(
+                "routing failed; dead-lettering the record", extra={"fields": {"topic": message.topic}}
+            )
+            result = None
+        if _stays(result) not in (
+            None,
+            STAYS_EXPIRED,
+        ):  # it waits although it expired: never drop it unwritten
+            log.error(
+                "an expired pending record still waits; left for the next pass",
+                extra={"fields": {"topic": message.topic}},
+            )
+            ledger.stayed(message.offset, STAYS_EXPIRED)
+            return
+        self._produce(
+            self._redriven(message, result, state.app, clock_ms, tally, envelopes), tally, checkpoint
+        )
+        ledger.passed(message.offset)
+
+    def _redriven(
+        self,
+        message: InputRecord,
+        result: RouteResult | None,
+        app: str,
+        now_ms: int,
+        tally: BatchTally,
+        envelopes: Envelopes,
+    ) -> list[OutRecord]:
+        """The records a pending record that goes turns into (a ``rejected`` dead letter when routing failed)."""
+        tally.messages_in += 1
+        if result is None:
+            self.metrics.malformed.inc()
+            return records_for(
+                message, [Decision(app, Action.DEAD_LETTER, reason=REJECTED)], now_ms, True, envelopes
+            )
+        if result.decode_errors:
+            add_counts(tally.decode_errors, result.decode_errors)
+        if result.evaluation_errors:
+            add_counts(tally.evaluation_errors, result.evaluation_errors)
+        for decision in (*result.routed, *result.filtered):
+            count_decision(self.metrics, decision, redriven=True)
+        return records_for(message, result.routed, now_ms, True, envelopes)
+
+    def _envelopes_of(self, table: RoutingTable) -> Envelopes:
+        envelopes = self._envelopes
+        if envelopes is not None and envelopes.table is table:
+            return envelopes
+        return Envelopes(self.prefix, table)  # a pass's own (older) table
 
     def settle(
-        self, table: RoutingTable, consumer: Consumer, assignment: Assignment, checkpoint: Checkpoint
+        self,
+        table: RoutingTable,
+        consumer: Consumer,
+        assignment: Assignment,
+        checkpoint: Checkpoint,
+        now_ms: int,
     ) -> None:
         """Between batches: end the passes that have read to their partition's end (an empty poll can bring it:
         the partition may end in transaction markers)."""
-        if self.sweeps.passing():
+        if (
+            self.pending.passing()
+        ):  # an empty poll may end a pass: the partition may end in transaction markers
             tally = BatchTally(version=table.version)
-            self.sweeps.settle(consumer, assignment, table, tally)
+            self.pending.settle(consumer, assignment, table, tally, now_ms)
             if tally.offsets:
                 checkpoint.begin()
                 checkpoint.add(tally)
@@ -317,13 +435,14 @@ class BatchRouter:
         return records_for(message, result.routed, now_ms, redriven, envelopes)
 
 
-def _last_waiting(batch: list[Message], pending_app: dict[str, str]) -> dict[tuple[str, int], int]:
-    """Per pending partition in ``batch``, the index of its last record that waits for a consumer or for room."""
-    found: dict[tuple[str, int], int] = {}
-    for index, raw in enumerate(batch):
-        topic = raw.topic()
-        if topic in pending_app and raw.error() is None:
-            record = InputRecord.of(raw)
-            if waiting_reason(record.headers_list) is not None:
-                found[(record.topic, record.partition)] = index
-    return found
+def _stays(result: RouteResult | None) -> str | None:
+    """Why a pending record stays: it waits for a consumer or for room, it matches nothing, or it has expired
+    (``passes.EXPIRED``: a dead letter only a sweep may write behind the head); None when it goes."""
+    if result is None or len(result.routed) != 1:
+        return None
+    decision = result.routed[0]
+    if decision.action is Action.PENDING:
+        return decision.reason if decision.reason in WAITING_REASONS else NO_MATCH
+    if decision.reason == EXPIRED and decision.action in (Action.DEAD_LETTER, Action.DROP):
+        return STAYS_EXPIRED
+    return None

@@ -41,7 +41,6 @@ from subroute import wire
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing.envelope import OutRecord, app_of
-from subroute.routing.sweep import SweepMark
 from subroute.worker import redelivery
 from subroute.worker.producers import DEFAULT_PRODUCERS, Producers
 from subroute.worker.tally import BatchTally
@@ -242,7 +241,7 @@ class Checkpoint:
         if self.exactly_once:
             if self._in_transaction:
                 self._in_transaction = False
-                offsets = _positions(window.offsets, window.marks, window.version)
+                offsets = _positions(window.offsets, window.metadata, window.version)
                 self._commit_transaction(offsets, window)
             return
         if all(w.empty and not w.failures for w in windows):
@@ -272,13 +271,13 @@ class Checkpoint:
         if windows:  # acknowledged and repaired, whatever becomes of the commit
             self.settled_through = max(self.settled_through, windows[-1].number)
         positions: dict[tuple[str, int], int] = {}
-        marks: dict[tuple[str, int], SweepMark | None] = {}
+        metadata: dict[tuple[str, int], str] = {}
         for window in windows:
             positions.update(window.offsets)
-            marks.update(window.marks)
+            metadata.update(window.metadata)
         if not positions:
             return
-        offsets = _positions(positions, marks, max(window.version for window in windows))
+        offsets = _positions(positions, metadata, max(window.version for window in windows))
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
@@ -408,18 +407,10 @@ class Checkpoint:
 
 
 def _positions(
-    offsets: dict[tuple[str, int], int], marks: dict[tuple[str, int], SweepMark | None], version: int
+    offsets: dict[tuple[str, int], int], metadata: dict[tuple[str, int], str], version: int
 ) -> list[TopicPartition]:
-    """The offsets to commit, each with its metadata: the version, and a pending partition's sweep mark."""
-    plain = wire.version_metadata(version)
+    """The offsets to commit, each with its metadata: the version, and what a pending partition's says."""
     return [
-        TopicPartition(
-            t,
-            p,
-            o,
-            metadata=plain
-            if (mark := marks.get((t, p))) is None
-            else wire.version_metadata(version, mark.text()),
-        )
+        TopicPartition(t, p, o, metadata=wire.version_metadata(version, metadata.get((t, p), "")))
         for (t, p), o in offsets.items()
     ]

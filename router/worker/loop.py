@@ -8,9 +8,9 @@ table only between batches, so a message is routed entirely under one config ver
 Per batch (docs/design.md §2, §5): route every record (``routing``), wrap the decisions in envelopes and produce
 them; the input offsets gather in the checkpoint's commit window, made durable at an interval, when the input
 drains, before a new table is taken and before partitions are revoked (``checkpoint``, ``window``). Pending
-topics are read by the same consumer group; a pending record parked under config version V is re-evaluated
-only under a newer version (``routing.parking``), while expired records behind it leave at every sweep
-(``sweeps``). Message groups stay with the consumer group holding their outstanding messages
+topics are read by the same consumer group: each partition is passed over again when a config version, a group's
+presence or a group's count could let a waiting record go, and what can go is routed past the records that still
+wait (``pending``, ``routing.passes``); expired records leave at every sweep. Message groups stay with the consumer group holding their outstanding messages
 (``routing.holders``): the checkpoint's delivery reports and window numbers, and the capacity monitor's
 committed offsets, keep that up to date; a worker assigned partitions reads it back from the group topics first
 (``held_groups``).
@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 
 from confluent_kafka import Consumer, Message
 
@@ -43,7 +44,7 @@ from subroute.worker.consumers import ConsumerView
 from subroute.worker.destinations import Destinations
 from subroute.worker.held_groups import restore_holders
 from subroute.worker.options import WorkerOptions, worker_consumer_config
-from subroute.worker.sweeps import Sweeps
+from subroute.worker.pending import PendingPartitions
 from subroute.worker.tables import TableBuilder
 from subroute.worker.tally import BatchTally, count_by_identity
 from subroute.worker.waiting import WaitingReport
@@ -71,21 +72,21 @@ class Worker:
     ) -> None:
         self.settings, self.options, self.prefix = settings, options, settings.topic_prefix
         self.metrics = metrics or RouterMetrics()
-        self.sweeps = Sweeps(self.prefix, options.pending_sweep_seconds)
-        self.batches = BatchRouter(self.prefix, self.metrics, self.sweeps)
+        self.pending = PendingPartitions(self.prefix, options.pending_sweep_seconds)
+        self.batches = BatchRouter(self.prefix, self.metrics, self.pending)
         self.store: ConfigStore[RoutingTable] = ConfigStore(
             settings, TableBuilder(self.metrics), metrics=self.metrics
         )
         self.capacity = CapacityMonitor(
             settings, options.capacity_refresh_seconds, self.metrics, options.presence_refresh_seconds
         )
-        self.consumers = ConsumerView(self.capacity)  # what decisions read of the consumers
+        self.consumers = ConsumerView(self.capacity, self._woken)  # what decisions read of the consumers
         self.waiting = WaitingReport(self.prefix)  # says which consumer groups records wait for
         self.assignment = Assignment(
             self.metrics,
             before_revoke=self._commit,
-            on_assigned=self.sweeps.assigned,
-            on_revoked=self.sweeps.revoked,
+            on_assigned=self.pending.assigned,
+            on_revoked=self.pending.revoked,
             on_added=self._restore_holders,
         )
         # Read at each scrape, not set on events: readiness also ends when the config store stops following,
@@ -156,19 +157,21 @@ class Worker:
                     self._stop.wait(1.0)
                     continue
                 self.assignment.release(consumer, table.version, self.store.settled_at)
-                self.assignment.resume(consumer, self.sweeps.due(self.assignment.paused))
-                self.consumers.follow(consumer, self.assignment, checkpoint.settled_through)
+                self.consumers.follow(checkpoint.settled_through)  # wakes pending partitions (``_woken``)
+                self.pending.tick(consumer, self.assignment, table, _now_ms())
                 first = consumer.poll(self.options.poll_timeout)
                 # A batch never waits to fill up: a record waits for the batch before it, not the ones after it.
                 batch = [first, *consumer.consume(self.options.batch_size - 1, timeout=0)] if first else []
                 if now - self._lag_measured > 5:
                     self._lag_measured = now
-                    progress.publish_lag(consumer, self.assignment.assigned, self.prefix, self.metrics)
+                    progress.publish_lag(
+                        consumer, self.assignment.assigned, self.prefix, self.metrics, self.pending.backlog()
+                    )
                 if batch:
                     idle_since = None
                     self._process_batch(table, batch)
                 else:  # a sweep may reach its partition's end without a record (transaction markers)
-                    self.batches.settle(table, consumer, self.assignment, checkpoint)
+                    self.batches.settle(table, consumer, self.assignment, checkpoint, _now_ms())
                     if self.options.exit_on_idle is not None and progress.caught_up(
                         consumer, self.assignment
                     ):
@@ -198,6 +201,8 @@ class Worker:
         self.capacity.start()
         self._follow_holders(config)
         self.assignment.follow(self.consumer, config, self.prefix)
+        if self.consumer is not None:  # records that stay may go under it: passed over again
+            self.pending.renew(self.consumer, self.assignment, table, _now_ms())
         log.info(
             "config version in force", extra={"fields": {"version": table.version, "apps": len(config.apps)}}
         )
@@ -251,7 +256,7 @@ class Worker:
         assert self.consumer is not None and self.checkpoint is not None
         started = time.perf_counter()
         self.checkpoint.begin()
-        lag, now_ms = self.consumers.snapshot, int(time.time() * 1000)
+        lag, now_ms = self.consumers.snapshot, _now_ms()
         self.consumers.holders.window = self.checkpoint.window.number  # the window this batch's records join
         args = (self.consumer, self.assignment, self.checkpoint)
         tally = self.batches.route_batch(table, batch, lag, now_ms, *args)
@@ -263,7 +268,12 @@ class Worker:
 
     def _rewound(self, partitions: list[tuple[str, int]]) -> None:
         if self.consumer is not None:
-            self.sweeps.reload(self.consumer, partitions)
+            self.pending.reload(self.consumer, partitions)
+
+    def _woken(self, woken: Mapping[str, frozenset[str]]) -> None:
+        """Records of these apps may go now, for these reasons (``ConsumerView``): pass over them again."""
+        if self.consumer is not None and self._table is not None:
+            self.pending.wake(self.consumer, self.assignment, woken, self._table, _now_ms())
 
     def _commit(self) -> None:
         if self.checkpoint is not None:
@@ -279,3 +289,7 @@ class Worker:
         self.destinations.close()
         self.assignment.assigned.clear()  # closed: not ready, nor idle, whatever the store reports
         self.assignment.joined = False
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

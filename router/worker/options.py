@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from subroute import wire
 from subroute.ops.settings import Settings
 from subroute.worker.checkpoint import AT_LEAST_ONCE
-from subroute.worker.sweeps import DEFAULT_SWEEP_SECONDS
+from subroute.worker.pending import DEFAULT_SWEEP_SECONDS
 from subroute.worker.window import CommitInterval
 
 DEFAULT_STARTUP_TIMEOUT = 60.0
@@ -19,7 +19,7 @@ class WorkerOptions:
     batch_size: int = 2000
     poll_timeout: float = 0.2
     exit_on_idle: float | None = None
-    # how often a parked pending partition is read past its head for expired records (worker/sweeps.py)
+    # how often a pending partition with waiting records is swept for expired ones (worker/pending.py)
     pending_sweep_seconds: float = DEFAULT_SWEEP_SECONDS
     capacity_refresh_seconds: float = 3.0
     # how often the consumer groups' membership is read (presence: required apps); 0: every group counts as

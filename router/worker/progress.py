@@ -6,7 +6,7 @@ answer short. Called from the poll-loop thread.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -24,12 +24,19 @@ class Held(Protocol):
     paused: set[Partition]
 
 
-def lag(consumer: Consumer, assigned: Collection[Partition], prefix: str) -> tuple[int, int]:
+def lag(
+    consumer: Consumer,
+    assigned: Collection[Partition],
+    prefix: str,
+    routed: Mapping[Partition, tuple[int, int]] | None = None,
+) -> tuple[int, int]:
     """Records of the assigned partitions not consumed yet: (input topics, pending topics).
 
     Kept apart because they mean different things: input lag is work to do (what autoscaling and alerts
     read); a pending backlog is parked on purpose until a subscription matches, and more workers would not
-    shrink it."""
+    shrink it. A pending partition the worker has read counts from the router's position there, less what was
+    routed past it (``routed``: position and that count, worker/pending.py): its consumer reads on past the
+    records that wait."""
     inputs = pending = 0
     positions = consumer.position([TopicPartition(t, p) for t, p in assigned]) if assigned else []
     _from_commits(consumer, positions)
@@ -38,6 +45,9 @@ def lag(consumer: Consumer, assigned: Collection[Partition], prefix: str) -> tup
         if high is not None and high >= 0 and tp.offset >= 0:
             behind = max(0, high - tp.offset)
             if wire.app_of_pending(prefix, tp.topic or ""):
+                known = routed.get((tp.topic or "", tp.partition)) if routed else None
+                if known is not None:
+                    behind = max(0, high - known[0] - known[1])
                 pending += behind
             else:
                 inputs += behind
@@ -45,10 +55,14 @@ def lag(consumer: Consumer, assigned: Collection[Partition], prefix: str) -> tup
 
 
 def publish_lag(
-    consumer: Consumer, assigned: Collection[Partition], prefix: str, metrics: RouterMetrics
+    consumer: Consumer,
+    assigned: Collection[Partition],
+    prefix: str,
+    metrics: RouterMetrics,
+    routed: Mapping[Partition, tuple[int, int]] | None = None,
 ) -> None:
     """``lag`` as the input-lag and pending-backlog gauges."""
-    inputs, pending = lag(consumer, assigned, prefix)
+    inputs, pending = lag(consumer, assigned, prefix, routed)
     metrics.input_lag.set(inputs)
     metrics.pending_backlog.set(pending)
 

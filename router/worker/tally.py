@@ -14,7 +14,6 @@ from typing import TypeVar
 from subroute.ops.metrics import RouterMetrics
 from subroute.routing.decisions import Action, Decision
 from subroute.routing.envelope import OutRecord
-from subroute.routing.sweep import SweepMark
 from subroute.wire import EXPIRED
 
 _T = TypeVar("_T")
@@ -38,8 +37,9 @@ class BatchTally:
 
     version: int = 0  # the config version the batch was routed under (committed as offset metadata)
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
-    # the sweep mark of each pending partition in ``offsets``, committed with it (None: it has none)
-    marks: dict[tuple[str, int], SweepMark | None] = field(default_factory=dict)
+    # what the commit of each pending partition in ``offsets`` says besides the version (its sweep mark and the
+    # offsets routed past its position: wire.pending_metadata)
+    metadata: dict[tuple[str, int], str] = field(default_factory=dict)
     first_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     sent: list[OutRecord] = field(
         default_factory=list

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from subroute.routing.envelope import OutRecord
-from subroute.routing.sweep import SweepMark
 from subroute.worker.redelivery import Failure
 from subroute.worker.tally import BatchTally
 
@@ -47,8 +46,8 @@ class CommitWindow:
     number: int = 0  # windows are numbered as they open (the checkpoint's ``settled_through``)
     version: int = 0  # the newest config version a record of the window was routed under (commit metadata)
     offsets: dict[Partition, int] = field(default_factory=dict)  # next offset to commit, per partition
-    # pending partitions: the sweep mark to commit with the offset (None: none, or no longer)
-    marks: dict[Partition, SweepMark | None] = field(default_factory=dict)
+    # pending partitions: what their commit says besides the version (wire.pending_metadata)
+    metadata: dict[Partition, str] = field(default_factory=dict)
     first_offsets: dict[Partition, int] = field(default_factory=dict)  # where to seek back to on a rewind
     sent: list[OutRecord] = field(
         default_factory=list
@@ -65,7 +64,7 @@ class CommitWindow:
             self.opened_at = now
         self.version = max(self.version, tally.version)
         self.offsets.update(tally.offsets)
-        self.marks.update(tally.marks)
+        self.metadata.update(tally.metadata)
         for partition, offset in tally.first_offsets.items():
             self.first_offsets.setdefault(partition, offset)
         self.sent += tally.sent

@@ -29,6 +29,7 @@ def _a_broker_that_refuses_writes(kafka) -> None:  # type: ignore[no-untyped-def
             "does not enforce (docs/brokers.md); they run on Apache Kafka, the default"
         )
 
+
 JOBS = """
 apps:
   Jobs:

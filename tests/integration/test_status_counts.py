@@ -66,9 +66,7 @@ def pending_truth(env: Env, app: str) -> Counter[str]:
     topic = wire.pending_topic(env.prefix, app)
     position = router_position(env, topic)
     return Counter(
-        header(m, wire.PENDING_REASON) or "-"
-        for m in read(env, topic, **COMMITTED)
-        if m.offset() >= position
+        header(m, wire.PENDING_REASON) or "-" for m in read(env, topic, **COMMITTED) if m.offset() >= position
     )
 
 

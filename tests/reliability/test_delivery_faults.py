@@ -111,7 +111,9 @@ def test_a_version_whose_topics_cannot_be_created_is_not_taken_and_the_worker_ke
     from subroute.config.writer import ConfigWriter
 
     if kafka.is_tansu:
-        pytest.skip("Tansu creates topics whose names collide in metrics ('.' vs '_'): no creation fails there")
+        pytest.skip(
+            "Tansu creates topics whose names collide in metrics ('.' vs '_'): no creation fails there"
+        )
     env = make_env(kafka.bootstrap_servers, unique, partitions=1)
     assert apply(env, "apps:\n  shop:\n    inputs: [INPUT]\n    groups:\n      a: {}\n") == 0
     # Kafka refuses a topic whose name differs from an existing one only by '.' and '_': group b's topic

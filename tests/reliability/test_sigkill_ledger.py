@@ -51,7 +51,9 @@ from tests.reliability.support import (
 pytestmark = pytest.mark.kafka
 
 BATCH = 2000  # the worker's default --batch-size
-WINDOW = 4000  # --commit-interval-records: a kill replays at most the uncommitted window and the batch after it
+WINDOW = (
+    4000  # --commit-interval-records: a kill replays at most the uncommitted window and the batch after it
+)
 # The final worker must be idle within this time: longer than Kafka's default transaction.timeout.ms (60 s),
 # after which a broker aborts the open transactions of killed exactly-once workers.
 IDLE_WITHIN = 75

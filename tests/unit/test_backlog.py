@@ -20,7 +20,7 @@ from subroute.routing.backlog import (
     reason_of,
 )
 from subroute.routing.sweep import SweepMark, finish, pass_mark
-from subroute.wire import CAPACITY, NO_CONSUMER, version_metadata
+from subroute.wire import CAPACITY, NO_CONSUMER, pending_metadata, version_metadata
 
 NOW = 1_800_000_000_000
 MINUTE = 60_000
@@ -87,7 +87,7 @@ def test_below_the_routers_position_everything_has_gone() -> None:
 
 def test_what_a_sweep_took_from_behind_the_head_has_gone() -> None:
     mark = finish(pass_mark(None, NOW, app_limit_ms=60 * MINUTE), reached=50)
-    commit = Commit(10, version_metadata(7, mark.text()))
+    commit = Commit(10, version_metadata(7, pending_metadata(mark.text())))
     assert already_routed(20, parked(age_ms=61 * MINUTE), commit)  # expired when the pass ran: taken
     assert not already_routed(20, parked(age_ms=59 * MINUTE), commit)
     assert not already_routed(50, parked(age_ms=61 * MINUTE), commit)  # beyond what the pass read
@@ -98,7 +98,10 @@ def test_what_a_sweep_took_from_behind_the_head_has_gone() -> None:
 
 def test_count_skips_what_has_gone_and_splits_the_rest_by_reason() -> None:
     mark = SweepMark(own_until=100, at_ms=NOW, app_until=100, cutoff_ms=NOW - 60 * MINUTE)
-    commits = {0: Commit(3, version_metadata(7, mark.text())), 1: Commit(0, version_metadata(7))}
+    commits = {
+        0: Commit(3, version_metadata(7, pending_metadata(mark.text()))),
+        1: Commit(0, version_metadata(7)),
+    }
     records = [
         parked(partition=0, offset=2),  # below the position: a record read before it moved (never counted)
         parked(partition=0, offset=3, reason="no-consumer"),  # the head

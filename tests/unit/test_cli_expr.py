@@ -10,7 +10,10 @@ from subroute.cli import main
 
 
 def test_check_ok(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["expr", "check", 'CustomerId == 1000 && OrderType == "EXPRESS"', "--type", "CustomerId=int"]) == 0
+    assert (
+        main(["expr", "check", 'CustomerId == 1000 && OrderType == "EXPRESS"', "--type", "CustomerId=int"])
+        == 0
+    )
     assert "CustomerId" in capsys.readouterr().out
 
 
@@ -39,7 +42,10 @@ def test_check_refuses_an_undeclared_property_used_as_a_number(capsys: pytest.Ca
     assert lines[1:] == ["  a BETWEEN 0 AND 3", "  ^"]
     assert main(["expr", "eval", "a > 1", "--prop", "a=2"]) == 2
     assert "--type a=int" in capsys.readouterr().err
-    assert main(["expr", "eval", "a BETWEEN 0 AND 3", "--dialect", "sql92", "--type", "a=int", "--prop", "a=2"]) == 0
+    assert (
+        main(["expr", "eval", "a BETWEEN 0 AND 3", "--dialect", "sql92", "--type", "a=int", "--prop", "a=2"])
+        == 0
+    )
     assert json.loads(capsys.readouterr().out) == {"value": True, "error": None}
 
 

@@ -132,7 +132,15 @@ def test_a_new_owner_takes_the_holes_and_skips_what_was_passed_over() -> None:
     assert tracker.recover(TP, 10, [3, 7]) == 3  # fetch from the first hole
     assert tracker.committable() == {}
     assert [tracker.track(TP, o) for o in range(3, 12)] == [
-        True, False, False, False, True, False, False, True, True,  # 3 and 7: holes; 10 on: new
+        True,
+        False,
+        False,
+        False,
+        True,
+        False,
+        False,
+        True,
+        True,  # 3 and 7: holes; 10 on: new
     ]
     assert tracker.is_hole(TP, 3) and tracker.is_hole(TP, 7) and not tracker.is_hole(TP, 10)
     tracker.settle(TP, 3)

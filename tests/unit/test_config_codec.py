@@ -180,7 +180,9 @@ def test_on_expire_drop_is_written_with_version_2_and_read_back() -> None:
 
 def test_version_1_record_reads_as_on_expire_dead_letter() -> None:
     _key, value, headers = encode(AppConfig(name="a", inputs=("t",), expiration_ms=1_000))
-    assert headers == [(SCHEMA_HEADER, b"subroute.AppConfig/1")]  # the default stays readable by older workers
+    assert headers == [
+        (SCHEMA_HEADER, b"subroute.AppConfig/1")
+    ]  # the default stays readable by older workers
     _, app = decode("app/a", value, headers)
     assert isinstance(app, AppConfig) and app.on_expire == "dead-letter"
 

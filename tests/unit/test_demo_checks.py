@@ -110,7 +110,10 @@ def test_after_the_change_waiting_records_are_expected_where_the_new_version_sen
     before, _ = expected(FIRST)
     after, redriven = expected(FIRST, SECOND)
     assert after[("fulfilment", "apac")] == redriven["fulfilment"] > 0
-    assert after[("fulfilment", checks.PENDING)] == before[("fulfilment", checks.PENDING)] - redriven["fulfilment"]
+    assert (
+        after[("fulfilment", checks.PENDING)]
+        == before[("fulfilment", checks.PENDING)] - redriven["fulfilment"]
+    )
     assert checks.check_destinations("after", SECOND, COUNT, after, before) != []
     assert checks.check_redriven(0, redriven["fulfilment"]) != []
 
@@ -151,12 +154,16 @@ APPS = ["billing", "carts", "fulfilment"]
 
 def test_the_refusal_check_holds_on_the_demos_output_and_finds_each_fault() -> None:
     assert checks.check_refusal(2, REFUSAL, 13, 13) == []
-    assert checks.check_refusal(0, REFUSAL, 13, 13) == ["the bad subscription was not refused: exit code 0, not 2"]
+    assert checks.check_refusal(0, REFUSAL, 13, 13) == [
+        "the bad subscription was not refused: exit code 0, not 2"
+    ]
     no_caret = REFUSAL.replace("               ^\n", "")
     assert checks.check_refusal(2, no_caret, 13, 13) == [
         "the refusal does not show the expression with a caret under the fault"
     ]
-    assert checks.check_refusal(2, REFUSAL, 13, 15) == ["the refused config wrote something: version 13 -> 15"]
+    assert checks.check_refusal(2, REFUSAL, 13, 15) == [
+        "the refused config wrote something: version 13 -> 15"
+    ]
 
 
 def test_the_explanation_check_holds_on_the_demos_output_and_finds_each_fault() -> None:
@@ -167,7 +174,9 @@ def test_the_explanation_check_holds_on_the_demos_output_and_finds_each_fault() 
         *(f"explain gives no decision for app {app}" for app in APPS),
     ]
     undecided = EXPLANATION.replace("  decision: route -> us", "  (nothing)")
-    assert checks.check_explanation(0, undecided, APPS, 14) == ["explain gives no decision for app fulfilment"]
+    assert checks.check_explanation(0, undecided, APPS, 14) == [
+        "explain gives no decision for app fulfilment"
+    ]
     assert checks.check_explanation(0, EXPLANATION, APPS, 15) == [
         "explain does not name the config version in force (15)"
     ]

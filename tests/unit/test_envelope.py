@@ -114,7 +114,7 @@ def test_parked_records_of_a_message_group_are_keyed_by_the_group() -> None:
         Config(
             version=7,
             apps={"carts": app},
-            groups={("carts", "g"): GroupConfig("carts", "g", (SubscriptionConfig("Cart != \"none\""),))},
+            groups={("carts", "g"): GroupConfig("carts", "g", (SubscriptionConfig('Cart != "none"'),))},
         )
     )
     nobody = Snapshot({}, frozenset({("carts", "g")}))

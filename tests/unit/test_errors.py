@@ -45,7 +45,9 @@ def declared_exceptions() -> list[type[BaseException]]:
 def test_every_declared_error_derives_from_subroute_error() -> None:
     declared = declared_exceptions()
     assert len(declared) > 20  # the walk reached the package's modules
-    strays = sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in declared if not issubclass(cls, SubrouteError))
+    strays = sorted(
+        f"{cls.__module__}.{cls.__qualname__}" for cls in declared if not issubclass(cls, SubrouteError)
+    )
     assert not strays, strays
 
 

@@ -13,6 +13,7 @@ from subroute.routing.decisions import (
     build_table,
     rendezvous,
 )
+from subroute.routing.passes import WOKEN_BY_PRESENCE, WOKEN_BY_ROOM, wakes
 from subroute.routing.snapshot import OVERLAP_SECONDS, Snapshot
 from subroute.wire import CAPACITY, NO_CONSUMER
 
@@ -294,7 +295,9 @@ def test_expired_message_is_dead_lettered() -> None:
 
 def test_expired_message_is_dropped_with_on_expire_drop() -> None:
     # AMPS's default: an expired message is removed, not an error. Only this app drops; the other dead-letters.
-    drop = AppConfig(name="billing", inputs=("orders",), properties=TYPES, expiration_ms=30_000, on_expire="drop")
+    drop = AppConfig(
+        name="billing", inputs=("orders",), properties=TYPES, expiration_ms=30_000, on_expire="drop"
+    )
     keep = AppConfig(name="audit", inputs=("orders",), expiration_ms=30_000)
     cfg = config(drop, keep, groups=[group("billing", "all"), group("audit", "all")])
     (fresh, _) = sorted(route(cfg, timestamp_ms=100_000, now_ms=120_000), key=lambda d: d.app != "billing")
@@ -464,8 +467,11 @@ def test_a_new_measurement_keeps_what_was_routed_after_it_began() -> None:
     # measured from 105 - OVERLAP_SECONDS / 2: the records of 105 may not be in it yet, those of 100 are
     newer = snapshot.renewed({key: 1}, frozenset(), 105.0 - OVERLAP_SECONDS / 2)
     assert newer[key] == 1 + 2
-    assert snapshot.attached(Snapshot({key: 2})) and not snapshot.attached(Snapshot({key: 3}))
-    assert Snapshot(absent=frozenset({key})).attached(Snapshot()) and not Snapshot().attached(newer)
+    # a count that fell below what was counted wakes records waiting for room; one that caught up does not
+    assert wakes(snapshot, Snapshot({key: 2})) == {"billing": WOKEN_BY_ROOM}
+    assert wakes(snapshot, Snapshot({key: 3})) == {}
+    assert wakes(Snapshot(absent=frozenset({key})), Snapshot()) == {"billing": WOKEN_BY_PRESENCE}
+    assert wakes(Snapshot(), newer) == {}
 
 
 def test_groups_without_max_unconfirmed_are_not_counted() -> None:

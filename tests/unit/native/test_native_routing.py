@@ -457,7 +457,9 @@ def test_a_batch_fills_groups_as_route_does(data: st.DataObject) -> None:
     keys = sorted(config.groups)
     measured = {key: data.draw(st.integers(0, 2)) for key in keys if data.draw(st.integers(0, 4))}
     absent = frozenset(data.draw(st.sets(st.sampled_from(keys))) if data.draw(st.booleans()) else ())
-    spec: LagSpec = (measured, absent, data.draw(held_groups(config))) if data.draw(st.integers(0, 4)) else measured
+    spec: LagSpec = (
+        (measured, absent, data.draw(held_groups(config))) if data.draw(st.integers(0, 4)) else measured
+    )
     for result in _check(
         table, batch, spec, data.draw(cursor_maps(config)), data.draw(st.integers(0, len(batch)))
     ):
@@ -488,7 +490,9 @@ def test_a_batch_keeps_a_message_group_on_the_group_holding_it() -> None:
     app = AppConfig("billing", ("orders",), "bmq", {"Cust": "string", "Amt": "int"}, group_by="Cust")
     groups = {
         ("billing", "vip"): GroupConfig("billing", "vip", (SubscriptionConfig("Amt > 1000"),)),
-        ("billing", "general"): GroupConfig("billing", "general", (SubscriptionConfig("Amt == 10"),), order=1),
+        ("billing", "general"): GroupConfig(
+            "billing", "general", (SubscriptionConfig("Amt == 10"),), order=1
+        ),
     }
     table = build_table(Config(version=1, apps={"billing": app}, groups=groups))
     batch: list[tuple[MessageView, str | None]] = [
