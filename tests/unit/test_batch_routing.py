@@ -17,7 +17,8 @@ from prometheus_client import CollectorRegistry
 from subroute import wire
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.ops.metrics import RouterMetrics
-from subroute.routing.decisions import Action, Router, RoutingTable, build_table
+from subroute.routing.decisions import Action, Router, RoutingTable
+from subroute.routing.native_routing import build_table
 from subroute.routing.passes import WOKEN_BY_PRESENCE, WOKEN_BY_ROOM
 from subroute.routing.routed_past import past_of
 from subroute.routing.snapshot import Snapshot
