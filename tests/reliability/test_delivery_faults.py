@@ -13,8 +13,9 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from subroute import names
 from subroute.kafka.io import admin_client, existing_topics
+from subroute.ops.settings import Settings
 from subroute.worker.checkpoint import EXACTLY_ONCE
-from tests.integration.harness import BackgroundWorker, apply, header, make_env, read, run_worker
+from tests.integration.harness import BackgroundWorker, Env, apply, header, make_env, read, run_worker
 from tests.reliability.support import Stream, props_headers
 
 pytestmark = pytest.mark.kafka
@@ -130,7 +131,10 @@ def test_a_destination_topic_deleted_under_the_worker_is_created_again_with_its_
         ]
         assert len(Stream(env.settings, env.input, batch).start().join()) == 9
 
-    with BackgroundWorker(env) as worker:
+    # librdkafka calls a topic gone only once its metadata has said so for topic.metadata.propagation.max.ms
+    # (30 s by default: a topic just created may not be known to every broker yet); this broker is one.
+    fast = Settings(env.bootstrap, env.prefix, {"topic.metadata.propagation.max.ms": "2000"})
+    with BackgroundWorker(Env(fast, env.input)) as worker:
         send("before")
         deadline = time.monotonic() + 60
         while len(read(env, wide)) < 9:
