@@ -111,6 +111,16 @@ class _StrictLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._depth = 0
 
+    def fetch_flow_collection_start(self, TokenClass: type[yaml.Token]) -> None:
+        # The scanner reads up to 1,024 characters ahead of a `[` or `{` (it may start a key) and goes over
+        # every open one at each token: refused only by compose_node, a few hundred levels of `[` took seconds.
+        # Open block collections count too, as in compose_node, so both refuse at the same place.
+        if self.flow_level + len(self.indents) >= MAX_YAML_DEPTH:
+            raise yaml.scanner.ScannerError(
+                None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", self.get_mark()
+            )
+        super().fetch_flow_collection_start(TokenClass)
+
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()  # type: ignore[no-untyped-call]

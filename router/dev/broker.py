@@ -44,22 +44,42 @@ def local_broker(
     raise ValueError(f"unknown broker engine {engine!r}: choose one of {', '.join(ENGINES)}")
 
 
+class _Stop(Exception):
+    """SIGINT or SIGTERM reached ``subroute dev broker``."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+
+
+def _stop(signum: int, _frame: object) -> None:
+    raise _Stop(signum)
+
+
 def run_foreground(engine: str, port: int | None = None) -> int:
-    """``subroute dev broker``: the first stdout line is ``bootstrap 127.0.0.1:PORT``; runs until SIGINT/SIGTERM."""
-    stop_signals = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)  # held until sigwait below takes one
+    """``subroute dev broker``: the first stdout line is ``bootstrap 127.0.0.1:PORT``; runs until SIGINT/SIGTERM.
+
+    The stop signals get handlers rather than being blocked (and waited for): a blocked mask is inherited by
+    the broker process, and Tansu never heard the SIGTERM that stops it (it was killed after the grace time).
+    One that comes during the start stops the broker there too."""
+    stop_signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, _stop) for signum in stop_signals}
     broker = local_broker(engine, port)
     try:
         broker.start()
         print(f"bootstrap {broker.bootstrap_servers}", flush=True)
         if broker.log_path:
             print(f"{engine} broker log: {broker.log_path}", file=sys.stderr, flush=True)
-        received = signal.sigwait(stop_signals)
-        print(f"{signal.Signals(received).name}: stopping the broker", file=sys.stderr, flush=True)
+        while True:
+            signal.pause()
+    except _Stop as received:
+        print(f"{received}: stopping the broker", file=sys.stderr, flush=True)
         return 0
     except BrokerNotAvailable as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 3
     finally:
+        for signum in stop_signals:  # a second signal while stopping is ignored: the stop finishes in order
+            signal.signal(signum, signal.SIG_IGN)
         broker.stop()
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

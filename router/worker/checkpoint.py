@@ -95,6 +95,9 @@ class Checkpoint:
             CommitWindow
         ] = []  # at-least-once: closed, waiting for delivery reports; oldest first
         self._in_transaction = False
+        # exactly-once: why the open transaction cannot commit (``produce()`` refused one of its records); it is
+        # aborted and its window read again at the next commit, which comes at the end of the batch
+        self._doomed: str | None = None
         self.metrics = metrics or RouterMetrics()
         self.exactly_once = guarantee == EXACTLY_ONCE
         self.prefix = settings.topic_prefix
@@ -150,7 +153,7 @@ class Checkpoint:
             # Every delivery is reported (per window): serve the reports as they come, so that librdkafka does not
             # keep each delivered record until the next flush.
             self.producers.poll(0)
-        due = self.window.due(self.interval, time.monotonic(), drained)
+        due = self.window.due(self.interval, time.monotonic(), drained) or self._doomed is not None
         if self.exactly_once or drained:
             if due or self._closed:
                 self.commit()
@@ -219,11 +222,20 @@ class Checkpoint:
 
     def refused(self, record: OutRecord, exc: KafkaException, in_window: bool = True) -> None:
         """``produce()`` refused ``record`` at once (its topic is known to be gone): a failed delivery, of the
-        window's records unless ``in_window`` is False (a record produced again by ``redelivery``). Other errors
-        there are bugs or fatal, and propagate."""
+        window's records unless ``in_window`` is False (a record produced again by ``redelivery``).
+
+        Exactly-once, the transaction the record was refused from must not commit: it is aborted and the window
+        read again. That includes ``_STATE``: the transaction failed meanwhile (the broker refused one of its
+        records, an abortable error) and takes no more records. Other errors there are bugs or fatal, and
+        propagate."""
         error: KafkaError = exc.args[0]
+        if self.exactly_once and error.code() == KafkaError._STATE and self._in_transaction:
+            self._doomed = self._doomed or str(exc)
+            return
         if error.code() not in redelivery.MISSING_TOPIC:
             raise exc
+        if self.exactly_once:
+            self._doomed = self._doomed or str(exc)
         self.metrics.delivery_failures.inc()
         failure = redelivery.Failure(record, error.code(), error.retriable(), str(error))
         if self.exactly_once or not in_window:
@@ -241,8 +253,11 @@ class Checkpoint:
         if self.exactly_once:
             if self._in_transaction:
                 self._in_transaction = False
-                offsets = _positions(window.offsets, window.metadata, window.version)
-                self._commit_transaction(offsets, window)
+                if self._doomed is not None:
+                    self._abort(window, self._doomed)
+                else:
+                    offsets = _positions(window.offsets, window.metadata, window.version)
+                    self._commit_transaction(offsets, window)
             return
         if all(w.empty and not w.failures for w in windows):
             return
@@ -351,17 +366,22 @@ class Checkpoint:
                 # batch was committed
                 log.error("transaction fenced or fatal; exiting", extra={"fields": {"error": str(exc)}})
                 raise
-            log.error(
-                "transaction failed; aborting and re-reading the window",
-                extra={"fields": {"error": str(exc)}},
-            )
-            self.producer.abort_transaction(30)  # if even this fails, exit: the broker aborts it later
-            self.metrics.transactions_aborted.inc()
-            missing = {f.record[0] for f in self._failures if f.code in redelivery.MISSING_TOPIC}
-            self._failures = []
-            if missing and self.repair_topics is not None:
-                self.repair_topics(missing)  # else the window read again would fail the same way
-            self.rewind(window)
+            self._abort(window, str(exc))
+
+    def _abort(self, window: CommitWindow, error: str) -> None:
+        """Abort the window's transaction and read the window again (a missing topic is created first)."""
+        log.error(
+            "transaction failed; aborting and re-reading the window", extra={"fields": {"error": error}}
+        )
+        self._doomed = None
+        self.producer.abort_transaction(30)  # if even this fails, exit: the broker aborts it later
+        self.producer.poll(0)  # the reports of its records: failures (the topics missing) and purged ones
+        self.metrics.transactions_aborted.inc()
+        missing = {f.record[0] for f in self._failures if f.code in redelivery.MISSING_TOPIC}
+        self._failures = []
+        if missing and self.repair_topics is not None:
+            self.repair_topics(missing)  # else the window read again would fail the same way
+        self.rewind(window)
 
     def rewind(self, window: CommitWindow) -> None:
         self.metrics.rewinds.inc()

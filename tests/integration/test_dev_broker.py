@@ -21,8 +21,14 @@ def _roundtrip(bootstrap: str) -> list[bytes | None]:
     producer = Producer({"bootstrap.servers": bootstrap})
     producer.produce("dev-broker-check", b"hello")
     assert producer.flush(30) == 0
+    # Tansu completes a group's first join only after most of the session timeout: 6 s, not librdkafka's 45 s.
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "dev-broker-check", "auto.offset.reset": "earliest"}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "dev-broker-check",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+        }
     )
     consumer.subscribe(["dev-broker-check"])
     values: list[bytes | None] = []
@@ -50,6 +56,13 @@ def test_dev_broker_prints_bootstrap_first_serves_and_cleans_up(engine: str) -> 
         match = re.fullmatch(r"bootstrap (127\.0\.0\.1:\d+)\n", first)
         assert match, f"first stdout line: {first!r}"
         assert _roundtrip(match.group(1)) == [b"hello"]
+        # The broker must hear the SIGTERM it is stopped with: a stop signal blocked in it (inherited from the
+        # CLI, which waits for one) left Tansu running until it was killed, 15 s later.
+        [broker] = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+        blocked = int(
+            re.search(r"^SigBlk:\s*([0-9a-f]+)$", Path(f"/proc/{broker}/status").read_text(), re.M)[1], 16
+        )
+        assert not blocked & (1 << (signal.SIGTERM - 1) | 1 << (signal.SIGINT - 1)), f"SigBlk {blocked:x}"
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=60)
     finally:

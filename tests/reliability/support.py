@@ -39,10 +39,19 @@ def props_headers(props: dict[str, object]) -> list[tuple[str, bytes | None]]:
 
 class Stream:
     """Produces messages to one topic (optionally at ``rate`` per second) in a thread and keeps, for each one,
-    what the broker acknowledged: topic, partition, offset, timestamp. ``sent`` is the ledger's input side."""
+    what the broker acknowledged: topic, partition, offset, timestamp. ``sent`` is the ledger's input side.
+
+    ``allowed``: produce only that many messages until ``allow`` raises it (None: no limit). A test whose
+    faults take longer than planned holds the stream so that it still flows when the later faults strike;
+    after a hold the pace starts afresh, so the stream never bursts to catch up with its schedule."""
 
     def __init__(
-        self, settings: Settings, topic: str, messages: Iterable[Message], rate: float | None = None
+        self,
+        settings: Settings,
+        topic: str,
+        messages: Iterable[Message],
+        rate: float | None = None,
+        allowed: int | None = None,
     ) -> None:
         self.settings = settings
         self.topic = topic
@@ -51,8 +60,26 @@ class Stream:
         self.sent: list[Sent] = []
         self.failures: list[str] = []
         self.produced = 0
+        self._allowed = allowed
+        self._gate = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="stream", daemon=True)
         self.done = threading.Event()
+
+    def allow(self, count: int | None) -> None:
+        """Let the stream produce up to ``count`` messages in all (None: all of them)."""
+        with self._gate:
+            self._allowed = count
+            self._gate.notify_all()
+
+    def _hold(self, index: int, producer: Producer) -> bool:
+        """Wait while message ``index`` is beyond what is allowed; True if the stream had to wait."""
+        held = False
+        with self._gate:
+            while self._allowed is not None and index >= self._allowed:
+                held = True
+                producer.poll(0)
+                self._gate.wait(0.1)
+        return held
 
     def start(self) -> Stream:
         self._thread.start()
@@ -71,6 +98,8 @@ class Stream:
         started = time.monotonic()
         try:
             for i, (key, value, headers, timestamp) in enumerate(self.messages):
+                if self._hold(i, producer) and self.rate is not None:
+                    started = time.monotonic() - i / self.rate
                 if self.rate is not None:
                     delay = started + i / self.rate - time.monotonic()
                     if delay > 0:

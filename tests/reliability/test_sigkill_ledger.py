@@ -3,8 +3,9 @@
 Sizes: ``make test`` runs 50,000 messages with 8 kills (at-least-once) and 30,000 with 6 (exactly-once, whose
 final drain may wait out a transaction timeout); ``pytest --soak`` runs the full
 200,000-message stream with 20 kills (issue 7). The kill points are random (the seed is printed): about one in
-five falls in the start-up phase (config read, group join), the rest once the worker has consumed a random
-number of records (1 to 3 batches), i.e. mid-batch, between produce and commit, or inside a transaction.
+five falls in the start-up phase (config read, group join), the rest on the member routing the input once a
+worker and its successor have consumed a random number of records (1 to 3 batches), i.e. mid-batch, between
+produce and commit, or inside a transaction. The input flows during every kill (the stream waits for slow kills).
 
 After the last kill the surviving worker drains the input and gets a SIGTERM once its group is quiet (see the
 comment in the test), a fresh worker then runs until idle; then every app topic is read back and the ledger
@@ -73,16 +74,26 @@ def _kill_repeatedly(
     rng: random.Random,
     env: dict[str, str],
     crashes: list[str],
+    stream: Stream,
+    count: int,
 ) -> tuple[WorkerProcess, list[str]]:
     """Kill ``kills`` workers; returns the survivor (still running) and what happened.
 
     The successor of a worker is started while it still routes (as a Deployment replaces a crashed pod while
-    others keep running), so each kill also exercises a rebalance: the successor takes the dead member's
-    partitions once its session expires. About one kill in five hits a spare worker in its start-up phase
-    (config read, group join). A worker that exits by itself is recorded in ``crashes`` and replaced.
+    others keep running), so each kill also exercises a rebalance: the other member takes the dead member's
+    partitions once its session expires. The successor's join may move the input partitions to it (the
+    cooperative-sticky assignor moves whichever partitions it likes), so the one killed is the member that
+    routed the input last, once the pair has consumed a random number of records since the successor started:
+    a kill always lands mid-routing, never on a member that only holds idle pending partitions. About one kill
+    in five hits a spare worker in its start-up phase (config read, group join). A worker that exits by itself
+    is recorded in ``crashes`` and replaced.
+
+    The stream is held at most one kill's share ahead of the kills, so that under load (slow start-ups) the
+    later kills still land in live traffic rather than on a drained input.
     """
     log: list[str] = []
     ids = itertools.count()
+    began = time.monotonic()
 
     def start() -> tuple[WorkerProcess, str]:
         # exactly-once: each worker has its own transactional id; after a kill, its replacement's
@@ -97,37 +108,57 @@ def _kill_repeatedly(
             Producer(settings.client_config({"transactional.id": tid})).init_transactions(30)
 
     current, current_id = start()
+    successor: WorkerProcess | None = None
     try:
         for k in range(kills):
+            stream.allow((k + 2) * count // kills)
             if rng.random() < 0.2:
                 spare, spare_id = start()
                 time.sleep(rng.uniform(0.2, 3.0))
                 if spare.alive():
                     spare.kill()
                     fence(spare_id)
-                    log.append(f"kill {k + 1}: a worker in start-up")
+                    log.append(f"kill {k + 1} at {time.monotonic() - began:.1f} s: a worker in start-up")
                 else:
                     crashes.append(_crash(spare, "in start-up"))
                 spare.close()
                 continue
             successor, successor_id = start()
-            threshold = current.messages_in() + rng.randint(1, 3 * BATCH)
+            pair = [(current, current_id), (successor, successor_id)]
+            # a counter only grows: a failed scrape (0) must not make the next one look like routing
+            seen = [max(0.0, w.messages_in()) for w, _ in pair]
+            target = sum(seen) + rng.randint(1, 3 * BATCH)
+            routing = 0  # the member whose count grew last
             deadline = time.monotonic() + 30
-            while current.alive() and current.messages_in() < threshold and time.monotonic() < deadline:
+            while all(w.alive() for w, _ in pair) and sum(seen) < target and time.monotonic() < deadline:
                 time.sleep(0.02)
+                now = [max(before, w.messages_in()) for before, (w, _) in zip(seen, pair, strict=True)]
+                grew = [after - before for before, after in zip(seen, now, strict=True)]
+                if max(grew) > 0:
+                    routing = grew.index(max(grew))
+                seen = now
             time.sleep(rng.uniform(0, 0.3))  # anywhere in the batch that follows: routing, produce, commit
-            if current.alive():
-                seen = current.messages_in()
-                current.kill()
-                fence(current_id)
-                log.append(f"kill {k + 1}: at {seen:.0f} records consumed (target {threshold:.0f})")
+            (victim, victim_id), kept = pair[routing], pair[1 - routing]
+            role = "successor" if routing else "worker"
+            if victim.alive():
+                consumed = victim.messages_in()
+                victim.kill()
+                fence(victim_id)
+                log.append(
+                    f"kill {k + 1} at {time.monotonic() - began:.1f} s: the {role}, at {consumed:.0f} records "
+                    f"consumed (the pair's target {target:.0f}, reached: {sum(seen) >= target})"
+                )
             else:
-                crashes.append(_crash(current, f"before kill {k + 1}"))
-            current.close()
-            current, current_id = successor, successor_id
+                crashes.append(_crash(victim, f"before kill {k + 1}"))
+            victim.close()
+            (current, current_id), successor = kept, None
+        stream.allow(None)
         return current, log
     except BaseException:
+        stream.allow(None)
         current.close()
+        if successor is not None:
+            successor.close()
         raise
 
 
@@ -140,10 +171,12 @@ def test_sigkill_at_random_points_loses_nothing(kafka, unique, soak, fast_sessio
     env = make_env(kafka.bootstrap_servers, unique, partitions=2)
     assert apply(env, CONFIG) == 0
     # Spread the stream over the kill phase (about 4 s per kill cycle), so every kill lands in live traffic.
-    stream = Stream(env.settings, env.input, orders(count), rate=count / (kills * 4.0)).start()
+    stream = Stream(env.settings, env.input, orders(count), rate=count / (kills * 4.0), allowed=0).start()
     started = time.monotonic()
     crashes: list[str] = []
-    survivor, kill_log = _kill_repeatedly(env.settings, guarantee, kills, rng, fast_session_env, crashes)
+    survivor, kill_log = _kill_repeatedly(
+        env.settings, guarantee, kills, rng, fast_session_env, crashes, stream, count
+    )
     print("\n".join(kill_log))
     logged = positions_from_log(env.settings, stream.join())
     print(logged.summary())

@@ -247,6 +247,19 @@ def test_deep_nesting_is_refused_not_a_recursion_error() -> None:
     assert [str(e) for e in parsed.errors] == ["apps: expected a mapping, got a list"]
 
 
+def test_deep_flow_nesting_is_refused_where_it_is_not_after_scanning_ahead() -> None:
+    """PyYAML's scanner reads up to 1,024 characters ahead of a ``[`` or ``{`` (it may start a key), keeping
+    each open one as a possible key and going over all of them at every token: a few hundred levels of ``[``
+    took over a second (the long-input fuzz test's budget), though the composer refuses them at level 65.
+    The scanner itself refuses the 65th open collection, so the first error in the text is the one reported:
+    here the nesting, not the character after it that cannot start a token."""
+    for opening in ("[", "{"):
+        parsed = parse_yaml("apps: " + opening * 100 + "@")
+        assert len(parsed.errors) == 1
+        message = str(parsed.errors[0])
+        assert "nested deeper than 64 levels" in message and "column 70" in message, message
+
+
 def test_presence_parses_and_is_written_back_only_when_not_the_default() -> None:
     parsed = parse_yaml("apps:\n  q:\n    inputs: [t]\n    presence: ignored\n    groups: {a: {}}\n")
     assert parsed.errors == []
