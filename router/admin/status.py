@@ -223,6 +223,15 @@ def collect(
     )
 
 
+def waiting_messages(settings: Settings, config: Config, apps: list[str]) -> dict[str, Waiting]:
+    """What waits on each app's pending topic, in messages, read to the end: what ``status`` counts, unbounded."""
+    admin = clients.admin_client(settings)
+    router_commits = committed_offsets(admin, wire.worker_group_id(settings.topic_prefix))
+    offsets = topic_offsets(settings, [wire.pending_topic(settings.topic_prefix, app) for app in apps])
+    now_ms = int(time.time() * 1000)
+    return _waiting(settings, config, apps, router_commits, offsets, now_ms, DEFAULT_SOON_MS, None)
+
+
 def _waiting(
     settings: Settings,
     config: Config,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from subroute import wire
+from subroute.admin.status import waiting_messages
 from subroute.cli import main as cli
 from subroute.config.store import read_config
 from subroute.dev import demo_checks as checks
@@ -151,26 +152,21 @@ def show_destinations(found: checks.Destinations) -> None:
 
 def destinations(settings: Settings, runs: list[RouterMetrics]) -> Counter[tuple[str, str]]:
     """Records per (app, destination) read back from the group and dead-letter topics; pending counts what
-    still waits (records on the pending topic past the router's committed position); what the app filters
+    still waits, in messages, as ``subroute status`` does (past the router's position, less what was routed past it); what the app filters
     skipped, or expiry dropped, is written nowhere: the workers' metrics count it."""
     config = read_config(settings)
     found: Counter[tuple[str, str]] = Counter()
     prefix = settings.topic_prefix
+    waiting = waiting_messages(settings, config, sorted(config.apps))
     for app in sorted(config.apps):
         topics = [(g.name, wire.group_topic(prefix, app, g.name)) for g in config.groups_of(app)]
         topics += [(checks.DEAD_LETTERS, wire.dlq_topic(prefix, app))]
         for label, topic in topics:
             found[(app, label)] = sum(1 for _ in read_to_end(settings, topic, idle_timeout=0.5))
-        found[(app, checks.PENDING)] = waiting(settings, wire.pending_topic(prefix, app))
+        found[(app, checks.PENDING)] = waiting[app].total
         found[(app, checks.FILTERED)] = round(sum(_total(m.filtered, app=app) for m in runs))
         found[(app, checks.DROPPED)] = round(sum(_total(m.expired, app=app, action="drop") for m in runs))
     return found
-
-
-def waiting(settings: Settings, topic: str) -> int:
-    """Records of a pending topic the router has not moved on from (end offset - its committed offset)."""
-    # The router's group id, only to read its commits (clients.reader never commits).
-    return clients.group_backlog(settings, wire.worker_group_id(settings.topic_prefix), topic)
 
 
 def run_demo() -> int:
