@@ -14,7 +14,8 @@ from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from subroute.spark import avro, cli
+from subroute.cli import spark as cli
+from subroute.spark import avro
 from subroute.spark.job import config_from_args
 from tests.spark.registry_server import Registered, RegistryServer
 
