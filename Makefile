@@ -75,8 +75,11 @@ typecheck: $(STAMP)
 	ln -s $(CURDIR)/router/* $(CURDIR)/expressions $(CURDIR)/schemas $(CURDIR)/spark $(TYPECHECK_TREE)/subroute/
 	cd $(TYPECHECK_TREE) && $(CURDIR)/$(BIN)/mypy --strict --config-file $(CURDIR)/pyproject.toml -p subroute
 
+# Two processes, each with its own broker, a test file kept in one process (its module fixtures): the suite mostly
+# waits on brokers and workers, so two halve its time even on two cores. PYTEST_PROCESSES=0 runs it in one.
+PYTEST_PROCESSES ?= 2
 pytest: $(STAMP) $(CHECKOV_STAMP) $(STRIMZI_STAMP) jars
-	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q --durations=15
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q --durations=15 -n $(PYTEST_PROCESSES) --dist loadfile
 
 test: lint typecheck pytest
 

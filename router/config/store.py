@@ -173,7 +173,8 @@ class _TopicReader:
 
     def __init__(self, settings: Settings) -> None:
         self.topic = settings.config_topic
-        self.broker_error: str | None = None  # the client's last error (a refused connection, a failed login)
+        self._cause: str | None = None
+        self._brokers_down: str | None = None
         self._consumer = Consumer(
             _client_config(
                 settings,
@@ -197,7 +198,18 @@ class _TopicReader:
         return bool(self._at_end)
 
     def _on_error(self, error: KafkaError) -> None:
-        self.broker_error = error.str()
+        # librdkafka follows each failed attempt with "1/1 brokers are down", which says less than the failure
+        # itself (a refused connection, a failed login): that one is kept beside the cause, never in its place.
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._brokers_down = error.str()
+        else:
+            self._cause = error.str()
+
+    @property
+    def broker_error(self) -> str | None:
+        """The client's last error (a refused connection, a failed login), with "brokers are down" beside it."""
+        parts = [part for part in (self._brokers_down, self._cause) if part is not None]
+        return ": ".join(parts) or None
 
     def serve_callbacks(self) -> None:
         """Deliver the client's queued errors and log lines (an unassigned consumer reads nothing here)."""

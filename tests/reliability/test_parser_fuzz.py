@@ -208,7 +208,9 @@ def test_evaluation_never_raises(text: str, dialect: str, maps: list[dict[str, o
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
-@pytest.mark.parametrize("payload", PAYLOADS)
+# Ids by position: the payloads name this process's canary file, and test ids must not differ between the
+# processes of a parallel run.
+@pytest.mark.parametrize("payload", PAYLOADS, ids=[f"payload{i}" for i in range(len(PAYLOADS))])
 def test_no_text_is_ever_executed(payload: str, dialect: str) -> None:
     CANARY_CALLS.clear()
     CANARY_FILE.unlink(missing_ok=True)

@@ -11,6 +11,7 @@ and spoofed ``subroute.*`` headers (a garbage config version, a garbage or zero 
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 
@@ -109,8 +110,11 @@ def stream(count: int, seed: int) -> list[Message]:
     return out
 
 
-def test_poison_headers_are_counted_and_every_message_still_lands(kafka, unique) -> None:
-    seed = random.randrange(1 << 30)
+def test_poison_headers_are_counted_and_every_message_still_lands(kafka, unique, caplog) -> None:
+    # The worker's own account (assignments, commits, rewinds) is shown should the ledger ever find a loss: one
+    # in-CI run lost one record of 3,000 (seed 398974345), not reproduced since in 26 runs.
+    caplog.set_level(logging.INFO, logger="subroute")
+    seed = int(os.environ.get("SUBROUTE_RELIABILITY_SEED", random.randrange(1 << 30)))
     print(f"\nseed {seed}")
     env = make_env(kafka.bootstrap_servers, unique, partitions=2)
     assert apply(env, CONFIG) == 0
