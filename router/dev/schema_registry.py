@@ -25,7 +25,8 @@ from subroute.dev import jars as dev_jars
 from subroute.dev.process import BrokerNotAvailable, LocalBroker
 
 PROFILE = "schema-registry"
-CONFLUENT_API = "/apis/ccompat/v7"  # Apicurio's Confluent-compatible API, what the clients are given as the URL
+# Apicurio's Confluent-compatible API: the URL Confluent clients are given
+CONFLUENT_API = "/apis/ccompat/v7"
 
 JVM_OPTIONS = [
     "-Xms64m",
@@ -88,7 +89,13 @@ class LocalSchemaRegistry(LocalBroker):
         jar = runner_jar()
         self.directory = Path(tempfile.mkdtemp(prefix="subroute-registry-"))
         properties = {"quarkus.http.port": str(self.port), **SYSTEM_PROPERTIES}
-        return [java, *JVM_OPTIONS, *(f"-D{key}={value}" for key, value in properties.items()), "-jar", str(jar)]
+        return [
+            java,
+            *JVM_OPTIONS,
+            *(f"-D{key}={value}" for key, value in properties.items()),
+            "-jar",
+            str(jar),
+        ]
 
     def _environment(self) -> dict[str, str]:
         return {**super()._environment(), **ENVIRONMENT, "HTTP_PORT": str(self.port)}
