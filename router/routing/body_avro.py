@@ -97,6 +97,17 @@ def writer_schema(schema: Any, named: Mapping[str, Any] | None = None) -> Writer
     return WriterSchema(parsed, known, source)
 
 
+def writer_schema_chain(schemas: Sequence[Any]) -> WriterSchema:
+    """``writer_schema`` of the last of ``schemas``, the others being the types it references (each after those
+    it references itself): what a registry client hands over for one schema id."""
+    if not schemas:
+        raise ValueError("no schema")
+    named: dict[str, Any] = {}
+    for referenced in schemas[:-1]:
+        fastavro.parse_schema(_without_logical_types(referenced), named_schemas=named)
+    return writer_schema(schemas[-1], named)
+
+
 class StrictDecoder(BinaryDecoder):
     """fastavro's binary decoder with the Avro specification's rules where fastavro is lenient, so that a body
     decodes exactly when the native reader decodes it:
