@@ -123,3 +123,21 @@ class NativeDecider:
         """Decide the records in order with ``state``. With the GIL it copies the headers the decider reads
         into one buffer and looks up the message groups' holders; without it, it evaluates the plan and decides;
         with it again, it makes the results."""
+
+class AvroBodyReader:
+    """The properties of one app read from plain Avro bodies of one writer schema
+    (router/routing/native/src/body_avro.rs): only the fields the reads name are decoded, the rest skipped by
+    their encodings, the whole body checked as ``body_avro.read_plain`` checks it."""
+
+    def __init__(
+        self,
+        nodes: list[tuple[str, int, list[int], list[str]]],
+        reads: list[tuple[str, list[str], str | None]],
+    ) -> None:
+        """``nodes``: the writer schema as ``native_avro.lower`` makes it (root first); ``reads``: each property's
+        name, JSON Pointer reference tokens and declared type (None: the leaf's own). Raises ValueError for a
+        malformed table (a child out of range, a union in a union, an unknown kind) or type."""
+
+    def read(self, body: bytes) -> tuple[dict[str, int | float | str | bool], dict[str, int]]:
+        """``(props, failures_by_property)``: a path absent or null is missing; a leaf of the wrong type is
+        counted; an undecodable body counts every property once."""
