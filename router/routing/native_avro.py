@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from subroute.routing.native_boundary import _native
 from subroute.routing.body_avro import AvroRead, Reading, WriterSchema
+from subroute.routing.native_boundary import _native
 
 AvroNode = tuple[str, int, list[int], list[str]]
 _PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
