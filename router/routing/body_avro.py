@@ -46,7 +46,7 @@ WIRE_HEADER_BYTES = 5  # the magic byte and the 4-byte schema id
 MAX_VARINT_BYTES = 10  # a 64-bit zigzag varint
 
 
-class AvroRead(Protocol):
+class PathRead(Protocol):
     """One property read from the body (``routing/body.py``'s ``BodyRead`` is one): its name, JSON Pointer,
     reference tokens, and declared type (None: the schema's)."""
 
@@ -262,7 +262,7 @@ def typed(leaf: object, declared: str | None) -> PropertyValue:
     raise _WrongType
 
 
-def read_plain(body: bytes | None, reads: Sequence[AvroRead], writer: WriterSchema) -> Reading:
+def read_plain(body: bytes | None, reads: Sequence[PathRead], writer: WriterSchema) -> Reading:
     """The properties ``reads`` name from one plain (schemaless) Avro value, and the failures per property."""
     props: dict[str, PropertyValue] = {}
     if not reads:
@@ -293,7 +293,7 @@ def schema_id(value: bytes) -> int | None:
 
 
 def read_framed(
-    value: bytes | None, reads: Sequence[AvroRead], writer_of: Callable[[int], WriterSchema | None]
+    value: bytes | None, reads: Sequence[PathRead], writer_of: Callable[[int], WriterSchema | None]
 ) -> Reading:
     """``read_plain`` for a value in Confluent's wire format; ``writer_of`` gives the writer schema of an id, None
     for an id the registry does not have. What it raises (the registry cannot be reached) goes to the caller:

@@ -1,22 +1,26 @@
 """A writer schema lowered for the native Avro body reader (router/routing/native/src/body_avro.rs).
 
-The native reader takes the schema as a flat table of nodes, the root first, each ``(kind, size, children,
-names)``: ``size`` is a fixed's byte count, ``children`` are node positions (a record's field types, an array's
-items, a map's values, a union's branches), ``names`` a record's field names or an enum's symbols. A named type
-is one node however often it is referred to, so a recursive type is a cycle in the table. Logical types are
+The native reader takes the schema as a flat table of ``AvroNode`` (native_boundary.py), the root first. A named
+type is one node however often it is referred to, so a recursive type is a cycle in the table. Logical types are
 already gone (``body_avro.writer_schema``): each node is its underlying type, as the reference reads it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-from subroute.routing.body_avro import AvroRead, Reading, WriterSchema
-from subroute.routing.native_boundary import _native
+from subroute.routing import body_avro
+from subroute.routing.body_avro import Reading, WriterSchema
+from subroute.routing.native_boundary import AvroNode, AvroRead, PropertyType, _native
 
-AvroNode = tuple[str, int, list[int], list[str]]
 _PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
+
+
+def _node(
+    kind: str, size: int = 0, children: list[int] | None = None, names: list[str] | None = None
+) -> AvroNode:
+    return cast(AvroNode, {"kind": kind, "size": size, "children": children or [], "names": names or []})
 
 
 def lower(writer: WriterSchema) -> list[AvroNode]:
@@ -32,27 +36,29 @@ def lower(writer: WriterSchema) -> list[AvroNode]:
         if isinstance(schema, dict) and schema["type"] in _PRIMITIVES:
             schema = schema["type"]  # {"type": "long"}, a primitive written as an object
         position = len(nodes)
-        nodes.append(("null", 0, [], []))  # its place, taken before its children so that a cycle finds it
+        nodes.append(_node("null"))  # its place, taken before its children so that a cycle finds it
         if isinstance(schema, str):
-            nodes[position] = (schema, 0, [], [])
+            nodes[position] = _node(schema)
             return position
         if isinstance(schema, list):
-            nodes[position] = ("union", 0, [add(branch) for branch in schema], [])
+            nodes[position] = _node("union", children=[add(branch) for branch in schema])
             return position
         kind = schema["type"]
         if kind in ("record", "error", "enum", "fixed"):
             named_at[schema["name"]] = position
         if kind in ("record", "error"):
             fields = schema["fields"]
-            nodes[position] = ("record", 0, [add(f["type"]) for f in fields], [f["name"] for f in fields])
+            nodes[position] = _node(
+                "record", children=[add(f["type"]) for f in fields], names=[f["name"] for f in fields]
+            )
         elif kind == "enum":
-            nodes[position] = ("enum", 0, [], list(schema["symbols"]))
+            nodes[position] = _node("enum", names=list(schema["symbols"]))
         elif kind == "fixed":
-            nodes[position] = ("fixed", int(schema["size"]), [], [])
+            nodes[position] = _node("fixed", size=int(schema["size"]))
         elif kind == "array":
-            nodes[position] = ("array", 0, [add(schema["items"])], [])
+            nodes[position] = _node("array", children=[add(schema["items"])])
         elif kind == "map":
-            nodes[position] = ("map", 0, [add(schema["values"])], [])
+            nodes[position] = _node("map", children=[add(schema["values"])])
         else:
             raise ValueError(f"Avro type {kind!r} is not one the native reader knows")
         return position
@@ -64,13 +70,18 @@ def lower(writer: WriterSchema) -> list[AvroNode]:
 class NativeAvroReader:
     """The native reader of one app's body reads under one writer schema: ``read_plain`` of body_avro.py, in Rust."""
 
-    def __init__(self, writer: WriterSchema, reads: Sequence[AvroRead]) -> None:
+    def __init__(self, writer: WriterSchema, reads: Sequence[body_avro.PathRead]) -> None:
         self._names = [read.name for read in reads]
-        self._reader = _native.AvroBodyReader(
-            lower(writer), [(read.name, list(read.tokens), read.declared) for read in reads]
-        )
+        specs = [
+            AvroRead(
+                name=read.name, tokens=list(read.tokens), declared=cast(PropertyType | None, read.declared)
+            )
+            for read in reads
+        ]
+        self._reader = _native.AvroBodyReader(lower(writer), specs)
 
     def read(self, body: bytes | None) -> Reading:
         if body is None:  # no value at all: undecodable, as in the reference
             return {}, dict.fromkeys(self._names, 1)
-        return self._reader.read(body)
+        reading = self._reader.read(body)
+        return reading.props, reading.failures

@@ -6,15 +6,16 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use crate::body_avro::{self, Leaf, Node, Read, Schema};
+use crate::boundary::{AvroNode, AvroRead};
 use crate::decode::PropType;
 
-/// One node as Python hands it over: (kind, size of a fixed, children, names of record fields or enum symbols).
-type NodeIn = (String, usize, Vec<usize>, Vec<String>);
-/// One read: (property name, reference tokens, declared type or None).
-type ReadIn = (String, Vec<String>, Option<String>);
-
-fn node(spec: NodeIn) -> PyResult<Node> {
-    let (kind, size, children, names) = spec;
+fn node(spec: AvroNode) -> PyResult<Node> {
+    let AvroNode {
+        kind,
+        size,
+        children,
+        names,
+    } = spec;
     let only = |children: &[usize]| match children {
         [child] => Ok(*child),
         _ => Err(PyValueError::new_err(format!(
@@ -51,6 +52,13 @@ fn node(spec: NodeIn) -> PyResult<Node> {
     })
 }
 
+/// What one body gave: the properties read, and the failures by property (1 each), as `body_avro.read_plain`.
+#[pyclass(frozen, get_all, module = "subroute.routing._native")]
+pub struct AvroReading {
+    props: Py<PyDict>,
+    failures: Py<PyDict>,
+}
+
 /// Reads the properties of one app from plain Avro bodies of one writer schema.
 #[pyclass(frozen, module = "subroute.routing._native")]
 pub struct AvroBodyReader {
@@ -62,12 +70,17 @@ pub struct AvroBodyReader {
 #[pymethods]
 impl AvroBodyReader {
     #[new]
-    fn new(py: Python<'_>, nodes: Vec<NodeIn>, reads: Vec<ReadIn>) -> PyResult<AvroBodyReader> {
+    fn new(py: Python<'_>, nodes: Vec<AvroNode>, reads: Vec<AvroRead>) -> PyResult<AvroBodyReader> {
         let nodes = nodes.into_iter().map(node).collect::<PyResult<Vec<_>>>()?;
         let schema = Schema::new(nodes).map_err(PyValueError::new_err)?;
         let mut names = Vec::with_capacity(reads.len());
         let mut parsed = Vec::with_capacity(reads.len());
-        for (name, tokens, declared) in reads {
+        for AvroRead {
+            name,
+            tokens,
+            declared,
+        } in reads
+        {
             let declared = match declared {
                 None => None,
                 Some(t) => Some(
@@ -85,12 +98,8 @@ impl AvroBodyReader {
         })
     }
 
-    /// `(props, failures_by_property)` of one body, as `body_avro.read_plain` gives them.
-    fn read<'py>(
-        &self,
-        py: Python<'py>,
-        body: &Bound<'py, PyBytes>,
-    ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+    /// The properties of one body and the failures by property, as `body_avro.read_plain` gives them.
+    fn read(&self, py: Python<'_>, body: &Bound<'_, PyBytes>) -> PyResult<AvroReading> {
         let props = PyDict::new(py);
         let failures = PyDict::new(py);
         match body_avro::read(&self.schema, &self.reads, body.as_bytes()) {
@@ -113,10 +122,14 @@ impl AvroBodyReader {
                 }
             }
         }
-        Ok((props, failures))
+        Ok(AvroReading {
+            props: props.unbind(),
+            failures: failures.unbind(),
+        })
     }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<AvroBodyReader>()
+    m.add_class::<AvroBodyReader>()?;
+    m.add_class::<AvroReading>()
 }
