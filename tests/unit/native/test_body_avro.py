@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -381,3 +382,39 @@ def test_crafted_encodings_are_read_alike(field: str, body: bytes, expected: dic
     else:
         assert _exact((props, failures))[0] == _exact((expected, {}))[0]
         assert failures == ({"F": 1} if field == "fixed" else {})
+
+
+def _varint(value: int) -> bytes:
+    zigzag = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while zigzag > 0x7F:
+        out.append(zigzag & 0x7F | 0x80)
+        zigzag >>= 7
+    return bytes([*out, zigzag])
+
+
+LONGS: Any = {"type": "array", "items": "long"}
+HOSTILE: dict[str, tuple[Any, bytes, Reading]] = {
+    # a million items, one block: every item passed, the one read found
+    "a 1 MiB array": (LONGS, _varint(1_048_570) + b"\x00" * 1_048_570 + b"\x00", ({"F": 0}, {})),
+    # a recursive type a million levels deep: refused at level 65, not followed down
+    "a million levels": (["null", "R"], b"\x02" * (1 << 20), ({}, {"F": 1})),
+    # over the size limit: refused before a byte is read
+    "over 1 MiB": (LONGS, b"\x00" * (body_avro.MAX_BODY_BYTES + 1), ({}, {"F": 1})),
+    # a block of 2^62 nulls: refused by the item budget, not looped over
+    "2^62 nulls": ({"type": "array", "items": "null"}, _varint(2**62) + b"\x00", ({}, {"F": 1})),
+}
+
+
+@pytest.mark.parametrize("what", sorted(HOSTILE))
+def test_hostile_bodies_are_read_or_refused_in_linear_time(what: str) -> None:
+    field, body, expected = HOSTILE[what]
+    writer = body_avro.writer_schema(
+        {"type": "record", "name": "R", "fields": [{"name": "f", "type": field}]}
+    )
+    reads = [Read("F", "/f/5", ("f", "5"), None)]
+    reader = NativeAvroReader(writer, reads)
+    started = time.perf_counter()
+    assert reader.read(body) == expected
+    assert time.perf_counter() - started < 0.5  # a bounded-evaluation budget: about 30 ms here
+    assert body_avro.read_plain(body, reads, writer) == expected
