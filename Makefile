@@ -55,7 +55,7 @@ $(CHECKOV_STAMP):
 
 # Maven resolves jars/pom.xml's profiles from Maven Central once; later runs find them cached (.cache/jars).
 jars: $(DEMO_STAMP)
-	$(BIN)/python -m subroute.dev.jars kafka spark-kafka
+	$(BIN)/python -m subroute.dev.jars kafka spark-kafka schema-registry
 
 demo: $(DEMO_STAMP) jars
 	$(BIN)/python -m subroute.dev.demo

@@ -170,8 +170,7 @@ class RegistrySchemas:
     """Writer schemas by id from one Schema Registry, fetched and parsed once per id (and per process)."""
 
     def __init__(self, registry: Registry) -> None:
-        # Imported here: the registry client needs confluent-kafka's `schemaregistry` extra, which only
-        # jobs that read framed values use.
+        # Imported here: only jobs that read framed values need the registry client (and its HTTP stack).
         from confluent_kafka.schema_registry import SchemaRegistryClient
 
         self.registry = registry

@@ -7,6 +7,10 @@
 * otherwise (``SUBROUTE_TEST_BROKER=kafka``, the default) Apache Kafka from Maven Central jars, one combined
   broker + KRaft controller on free local ports, with a fresh log directory removed at the end.
 
+Tests of Avro values in Confluent's wire format ask for ``schema_registry``: the URL of a real Schema Registry
+(``SUBROUTE_TEST_SCHEMA_REGISTRY=URL`` uses that one; otherwise Apicurio Registry from Maven Central, in memory,
+on a free local port, started once per session when a test first asks).
+
 Tests that must know the broker ask ``kafka.is_tansu``: Tansu's measured faults (docs/brokers.md) are worked
 around only there, and nothing is skipped on Apache Kafka for broker reasons.
 
@@ -78,6 +82,23 @@ def kafka() -> Iterator[KafkaCluster]:
     with local_broker(engine) as broker:
         yield KafkaCluster(broker.bootstrap_servers, engine)
         _fail_on_open_clients()  # while the broker still runs: an open client then prints nothing
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[str]:
+    """The base URL of a Schema Registry speaking Confluent's API, for ``SchemaRegistryClient({"url": ...})``."""
+    external = os.environ.get("SUBROUTE_TEST_SCHEMA_REGISTRY")
+    if external:
+        yield external
+        return
+    from subroute.dev.schema_registry import LocalSchemaRegistry
+
+    registry = LocalSchemaRegistry()
+    registry.start(timeout=180.0)
+    try:
+        yield registry.url
+    finally:
+        registry.stop()
 
 
 def _fail_on_open_clients() -> None:

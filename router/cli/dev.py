@@ -1,4 +1,4 @@
-"""``subroute dev``: local tooling (a single-node broker)."""
+"""``subroute dev``: local tooling (a single-node broker, a Schema Registry)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--engine", choices=dev_broker.ENGINES, default=dev_broker.DEFAULT_ENGINE, help="default: kafka"
     )
     broker.set_defaults(func=_run_broker)
+    registry = dev_commands.add_parser(
+        "schema-registry",
+        help="run a local Schema Registry in the foreground (Apicurio Registry, Confluent's API)",
+        description="Runs Apicurio Registry (from Maven Central, in-memory storage) on 127.0.0.1 until SIGINT or "
+        "SIGTERM. The first line on stdout is 'url http://127.0.0.1:PORT/apis/ccompat/v7', the URL a Confluent "
+        "Schema Registry client is given. Needs Java 17+ and Maven; nothing is kept after it stops.",
+    )
+    registry.add_argument(
+        "--port", type=int, default=8081, help="port on 127.0.0.1 (default 8081; 0: a free port)"
+    )
+    registry.set_defaults(func=_run_schema_registry)
 
 
 def _run_broker(args: argparse.Namespace) -> int:
     return dev_broker.run_foreground(args.engine, args.port or None)
+
+
+def _run_schema_registry(args: argparse.Namespace) -> int:
+    from subroute.dev import schema_registry  # imported when run: the other commands need none of it
+
+    return schema_registry.run_foreground(args.port or None)

@@ -1,9 +1,10 @@
 """Java artifacts for development and tests, resolved from Maven Central by ``jars/pom.xml`` and cached.
 
 Dev tooling only: the product never needs a jar. Each profile of the pom (``kafka``: the Apache Kafka server;
-``spark-kafka``: Spark's Kafka connector) is copied flat into ``<cache>/<profile>-<hash of the pom>/``, so a
+``spark-kafka``: Spark's Kafka connector; ``schema-registry``: Apicurio Registry's distribution zip) is copied flat into ``<cache>/<profile>-<hash of the pom>/``, so a
 changed pom resolves again and an unchanged one is never downloaded twice (Maven keeps its own copy in
-``~/.m2`` besides). The cache is ``$SUBROUTE_JARS_CACHE`` or ``.cache/jars`` beside the pom.
+``~/.m2`` besides). The cache is ``$SUBROUTE_JARS_CACHE`` or ``.cache/jars`` beside the pom. A profile that
+resolves to zips (an application's distribution) is unpacked once beside them (``unpacked``).
 
 Java sources the development tools run (the Kafka Streams router of ``tests/perf/``) are compiled with ``javac``
 against a profile's jars and cached the same way, in ``<cache>/classes-<folder>-<hash of the pom and the
@@ -18,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 from subroute.errors import SubrouteError
@@ -94,6 +96,22 @@ def resolve(profile: str) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-10:])
         raise JarsNotAvailable(f"Maven could not resolve profile {profile!r} of {pom}:\n{tail}")
+    return _publish(staging, target)
+
+
+def unpacked(profile: str) -> Path:
+    """The folder holding every zip of ``profile`` unpacked (into one tree), unpacking them the first time."""
+    resolved = resolve(profile)
+    target = resolved / "unpacked"
+    if (target / _COMPLETE).exists():
+        return target
+    archives = sorted(resolved.glob("*.zip"))
+    if not archives:
+        raise JarsNotAvailable(f"profile {profile!r} resolved to no zip in {resolved}")
+    staging = Path(tempfile.mkdtemp(prefix=".unpacked-", dir=resolved))
+    for archive in archives:
+        with zipfile.ZipFile(archive) as opened:
+            opened.extractall(staging)  # Maven Central's checksum-verified artifacts, not user input
     return _publish(staging, target)
 
 

@@ -1,6 +1,7 @@
 """A local broker process: free ports, start until it answers, stop (SIGTERM, then SIGKILL) and clean up.
 
-The engines (``kafka``, ``tansu``) say what to run; ``broker`` picks one.
+The engines (``kafka``, ``tansu``) say what to run; ``broker`` picks one. The local Schema Registry
+(``schema_registry``) is run the same way, ready when it answers HTTP instead of Kafka's ApiVersions.
 """
 
 from __future__ import annotations
@@ -84,6 +85,10 @@ class LocalBroker(ABC):
     def _cleanup(self) -> None:  # noqa: B027 (an optional hook: Tansu keeps nothing on disk)
         """Remove what ``_prepare`` made (called after the process has exited)."""
 
+    def _answers(self) -> bool:
+        """Whether the started process serves requests yet."""
+        return answers_api_versions(self.port)
+
     def start(self, timeout: float = 60.0) -> LocalBroker:
         command = self._prepare()
         log: IO[bytes] | int = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
@@ -107,7 +112,7 @@ class LocalBroker(ABC):
                 raise BrokerNotAvailable(
                     f"{self.engine} exited with code {code} on port {self.port}{self._log_hint()}"
                 )
-            if answers_api_versions(self.port):
+            if self._answers():
                 return self
             time.sleep(0.1)
         self.stop()

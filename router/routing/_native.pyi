@@ -13,6 +13,8 @@ from collections.abc import Iterable
 
 from subroute.routing.decisions import RouteResult
 from subroute.routing.native_boundary import (
+    AvroNode,
+    AvroRead,
     BatchState,
     DeciderSpec,
     EntrySpec,
@@ -123,3 +125,26 @@ class NativeDecider:
         """Decide the records in order with ``state``. With the GIL it copies the headers the decider reads
         into one buffer and looks up the message groups' holders; without it, it evaluates the plan and decides;
         with it again, it makes the results."""
+
+class AvroReading:
+    """What ``AvroBodyReader.read`` found in one body."""
+
+    @property
+    def props(self) -> dict[str, int | float | str | bool]:
+        """The properties read (a path absent or null is missing: not here)."""
+
+    @property
+    def failures(self) -> dict[str, int]:
+        """1 for each property counted: a leaf of the wrong type, or every property of an undecodable body."""
+
+class AvroBodyReader:
+    """The properties of one app read from plain Avro bodies of one writer schema
+    (router/routing/native/src/body_avro.rs): only the fields the reads name are decoded, the rest skipped by
+    their encodings, the whole body checked as ``body_avro.read_plain`` checks it."""
+
+    def __init__(self, nodes: list[AvroNode], reads: list[AvroRead]) -> None:
+        """``nodes``: the writer schema as ``native_avro.lower`` makes it (root first). Raises ValueError for a
+        malformed table (a child out of range, a union in a union, an unknown kind) or declared type."""
+
+    def read(self, body: bytes) -> AvroReading:
+        """The properties of one plain Avro body, as ``body_avro.read_plain`` reads them."""

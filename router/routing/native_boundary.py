@@ -287,6 +287,44 @@ class BatchState(TypedDict):
     holders: dict[str, dict[bytes, str]] | None
 
 
+# --- Avro bodies (native/src/body_avro.rs; native_avro.py lowers a writer schema to these) ---------------------
+
+
+class AvroNode(TypedDict):
+    """One node of a writer schema, the root first: ``children`` are node positions (a record's field types, an
+    array's items, a map's values, a union's branches), ``names`` a record's field names or an enum's symbols,
+    ``size`` a fixed's byte count. A named type is one node, so a recursive type is a cycle."""
+
+    kind: Literal[
+        "null",
+        "boolean",
+        "int",
+        "long",
+        "float",
+        "double",
+        "bytes",
+        "string",
+        "fixed",
+        "enum",
+        "array",
+        "map",
+        "union",
+        "record",
+    ]
+    size: int
+    children: list[int]
+    names: list[str]
+
+
+class AvroRead(TypedDict):
+    """A property read from an Avro body: its name, its JSON Pointer's reference tokens, its declared type
+    (None: the leaf's own)."""
+
+    name: str
+    tokens: list[str]
+    declared: PropertyType | None
+
+
 # Every structure handed over, by the name the native module knows it by.
 READ: dict[str, type] = {
     cls.__name__: cls
@@ -315,6 +353,8 @@ READ: dict[str, type] = {
         DeciderSpec,
         RouteGroup,
         BatchState,
+        AvroNode,
+        AvroRead,
     )
 }
 # The Python classes the native module makes objects of, setting each field by name.

@@ -221,4 +221,20 @@ read_by_key! {
         pub absent: Vec<u32>,
         pub holders: Option<Py<PyDict>>,
     }
+
+    /// A writer schema's node: `kind` is an Avro type name; `children` node positions; `names` a record's field
+    /// names or an enum's symbols; `size` a fixed's byte count.
+    pub struct AvroNode {
+        pub kind: String,
+        pub size: usize,
+        pub children: Vec<usize>,
+        pub names: Vec<String>,
+    }
+
+    /// A property read from an Avro body: its JSON Pointer's tokens, its declared type (None: the leaf's).
+    pub struct AvroRead {
+        pub name: String,
+        pub tokens: Vec<String>,
+        pub declared: Option<String>,
+    }
 }

@@ -1,7 +1,9 @@
 //! subroute's native routing core: the shared plan of all subscriptions evaluated on batches of records'
-//! headers. `plan`, `decode`, `like` and `decide` are plain Rust (tested by `cargo test`); `python` is the PyO3
-//! module, `boundary` the structures it reads from Python by key.
+//! headers (and properties read from their bodies). `plan`, `decode`, `like`, `decide` and `body_avro` are
+//! plain Rust (tested by `cargo test`); `python` is the PyO3 module (`python_avro` its Avro body reader),
+//! `boundary` the structures it reads from Python by key.
 
+pub mod body_avro;
 pub mod decide;
 pub mod decode;
 pub mod like;
@@ -11,3 +13,5 @@ pub mod plan;
 mod boundary;
 #[cfg(feature = "extension-module")]
 mod python;
+#[cfg(feature = "extension-module")]
+mod python_avro;

@@ -928,6 +928,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Matches>()?;
     m.add_class::<NativeDecider>()?;
     m.add_class::<BatchOutcome>()?;
+    crate::python_avro::register(m)?;
     let reads = PyDict::new(py);
     for (name, keys) in boundary::READS {
         reads.set_item(name, PyList::new(py, *keys)?)?;

@@ -1,0 +1,87 @@
+"""A writer schema lowered for the native Avro body reader (router/routing/native/src/body_avro.rs).
+
+The native reader takes the schema as a flat table of ``AvroNode`` (native_boundary.py), the root first. A named
+type is one node however often it is referred to, so a recursive type is a cycle in the table. Logical types are
+already gone (``body_avro.writer_schema``): each node is its underlying type, as the reference reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from subroute.routing import body_avro
+from subroute.routing.body_avro import Reading, WriterSchema
+from subroute.routing.native_boundary import AvroNode, AvroRead, PropertyType, _native
+
+_PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
+
+
+def _node(
+    kind: str, size: int = 0, children: list[int] | None = None, names: list[str] | None = None
+) -> AvroNode:
+    return cast(AvroNode, {"kind": kind, "size": size, "children": children or [], "names": names or []})
+
+
+def lower(writer: WriterSchema) -> list[AvroNode]:
+    """The node table of a parsed writer schema (fastavro's parse: named types by full name in ``named``)."""
+    nodes: list[AvroNode] = []
+    named_at: dict[str, int] = {}
+
+    def add(schema: Any) -> int:
+        if isinstance(schema, str) and schema not in _PRIMITIVES:
+            if schema in named_at:
+                return named_at[schema]
+            schema = writer.named[schema]
+        if isinstance(schema, dict) and schema["type"] in _PRIMITIVES:
+            schema = schema["type"]  # {"type": "long"}, a primitive written as an object
+        position = len(nodes)
+        nodes.append(_node("null"))  # its place, taken before its children so that a cycle finds it
+        if isinstance(schema, str):
+            nodes[position] = _node(schema)
+            return position
+        if isinstance(schema, list):
+            nodes[position] = _node("union", children=[add(branch) for branch in schema])
+            return position
+        kind = schema["type"]
+        if kind in ("record", "error", "enum", "fixed"):
+            named_at[schema["name"]] = position
+        if kind in ("record", "error"):
+            fields = schema["fields"]
+            nodes[position] = _node(
+                "record", children=[add(f["type"]) for f in fields], names=[f["name"] for f in fields]
+            )
+        elif kind == "enum":
+            nodes[position] = _node("enum", names=list(schema["symbols"]))
+        elif kind == "fixed":
+            nodes[position] = _node("fixed", size=int(schema["size"]))
+        elif kind == "array":
+            nodes[position] = _node("array", children=[add(schema["items"])])
+        elif kind == "map":
+            nodes[position] = _node("map", children=[add(schema["values"])])
+        else:
+            raise ValueError(f"Avro type {kind!r} is not one the native reader knows")
+        return position
+
+    add(writer.parsed)
+    return nodes
+
+
+class NativeAvroReader:
+    """The native reader of one app's body reads under one writer schema: ``read_plain`` of body_avro.py, in Rust."""
+
+    def __init__(self, writer: WriterSchema, reads: Sequence[body_avro.PathRead]) -> None:
+        self._names = [read.name for read in reads]
+        specs = [
+            AvroRead(
+                name=read.name, tokens=list(read.tokens), declared=cast(PropertyType | None, read.declared)
+            )
+            for read in reads
+        ]
+        self._reader = _native.AvroBodyReader(lower(writer), specs)
+
+    def read(self, body: bytes | None) -> Reading:
+        if body is None:  # no value at all: undecodable, as in the reference
+            return {}, dict.fromkeys(self._names, 1)
+        reading = self._reader.read(body)
+        return reading.props, reading.failures
