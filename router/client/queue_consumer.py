@@ -44,6 +44,7 @@ from subroute.client.delivery import (
     MovedCopies,
     MovedCopy,
     Outstanding,
+    backlog_limit,
 )
 from subroute.client.give_back import GiveBackWriter, GivenBack
 from subroute.client.messages import (
@@ -58,7 +59,7 @@ from subroute.client.messages import (
 )
 from subroute.client.reader import GroupReader, group_consumer
 from subroute.client.replace import Resubscription
-from subroute.config.model import AppConfig, Config
+from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.ops.settings import Settings
 from subroute.routing.expiration import is_expired
 from subroute.wire import event
@@ -91,6 +92,10 @@ class QueueConsumer:
     client applies AMPS's replace: a record routed under a group subscription that was replaced since, and that
     does not match the group's current subscriptions, is not delivered but sent back through the app's pending
     topic (reason ``replaced``) for the router to route under the current configuration (``client/replace.py``).
+    ``group_config``: the group as configured (``subroute.config.store.read_group``): its
+    ``max_leased_per_member`` caps ``max_backlog`` (AMPS MaxPerSubscriptionBacklog, the smaller wins); with
+    ``current_config`` the cap of the configuration in force is applied instead, so a change reaches running
+    members (a lowered cap takes no message back: no new one is delivered until the backlog is under it, as AMPS).
     """
 
     def __init__(
@@ -108,6 +113,7 @@ class QueueConsumer:
         consumer_config: Mapping[str, object] | None = None,
         app_config: AppConfig,
         current_config: Callable[[], Config] | None = None,
+        group_config: GroupConfig | None = None,
     ) -> None:
         if semantics not in SEMANTICS:
             raise ValueError(f"semantics must be one of {SEMANTICS}, not {semantics!r}")
@@ -123,6 +129,7 @@ class QueueConsumer:
         self.lease = lease
         self.max_buffered = max(1, max_buffered)
         self.app_config = app_config
+        self.group_config = group_config
         self.stats = QueueStats()
         self._current_config = current_config
         self._resubscription = Resubscription(app, group) if current_config is not None else None
@@ -197,7 +204,7 @@ class QueueConsumer:
             with self._lock:
                 self._expire_leases(wait=WRITE_WAIT)
                 self._writer.retry_due()
-                if self._backlog() < self.max_backlog:
+                if self._backlog() < self.backlog_limit:
                     message = self._deliver_next()
                     if message is not None:
                         return message
@@ -212,7 +219,7 @@ class QueueConsumer:
                 with self._lock:
                     self._expire_leases(wait=WRITE_WAIT)
                     self._writer.retry_due()
-                    if self._backlog() < self.max_backlog:
+                    if self._backlog() < self.backlog_limit:
                         return self._deliver_next()
                     return None
 
@@ -305,6 +312,18 @@ class QueueConsumer:
         return self._backlog()
 
     @property
+    def backlog_limit(self) -> int:
+        """How many messages this member may hold at once: ``max_backlog``, or the group's
+        ``max_leased_per_member`` when that is smaller (from ``current_config`` when given, else ``group_config``)."""
+        group = self.group_config
+        if self._current_config is not None:
+            try:
+                group = self._current_config().groups.get((self.app, self.group), group)
+            except Exception as exc:  # not loaded yet: the cap it was given
+                log.debug("could not load the configuration in force", extra={"error": str(exc)})
+        return backlog_limit(self.max_backlog, None if group is None else group.max_leased_per_member)
+
+    @property
     def settling(self) -> int:
         """Given-back messages whose copy or dead letter is not acknowledged yet (part of ``outstanding``)."""
         return len(self._writer)
@@ -354,7 +373,8 @@ class QueueConsumer:
         return len(self._outstanding) + len(self._writer)
 
     def _deliver_next(self) -> QueueMessage | None:
-        while self._backlog() < self.max_backlog:
+        limit = self.backlog_limit
+        while self._backlog() < limit:
             message = self._reader.next()
             if message is None:
                 return None
