@@ -59,6 +59,7 @@ from subroute.client.messages import (
 )
 from subroute.client.reader import GroupReader, group_consumer
 from subroute.client.replace import Resubscription
+from subroute.client.settle_feed import SettleFeed
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.ops.settings import Settings
 from subroute.routing.expiration import is_expired
@@ -173,6 +174,9 @@ class QueueConsumer:
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
+        # The operator's settle entries of this group (``subroute queue ack``), read to the end before the first
+        # delivery, then followed at every fetch.
+        self._settles = SettleFeed(settings, app_config, group)
         self._reader = GroupReader(
             self._consumer,
             settings,
@@ -255,6 +259,9 @@ class QueueConsumer:
                 return False
             self.stats.cancelled += 1
             if self.semantics == AT_LEAST_ONCE:
+                if self._covered(message):  # settled by an operator meanwhile: not back to the queue
+                    self._settle_covered(message)
+                    return True
                 self._writer.fail(message, explicit=True, assigned=self._assigned, wait=WRITE_WAIT)
             return True
 
@@ -297,6 +304,7 @@ class QueueConsumer:
                 self._closed = True
                 self._consumer.close()
                 self._writer.close()
+                self._settles.close()
 
     def __enter__(self) -> QueueConsumer:
         return self
@@ -310,6 +318,11 @@ class QueueConsumer:
     def outstanding(self) -> int:
         """Delivered messages not settled yet: held by the application, or given back and being written."""
         return self._backlog()
+
+    @property
+    def settle_entries(self) -> list[str]:
+        """The ids of the operator's settle entries of this group that this member has read."""
+        return [entry.id for entry in self._settles.rules.entries]
 
     @property
     def backlog_limit(self) -> int:
@@ -346,6 +359,7 @@ class QueueConsumer:
         # served by the fetch take the lock themselves.
         fetched = self._reader.fetch(wait)
         with self._lock:
+            self._settles.refresh()
             for message in self._reader.messages(fetched):
                 self._take(message)
             self._writer.serve()
@@ -378,6 +392,12 @@ class QueueConsumer:
             message = self._reader.next()
             if message is None:
                 return None
+            if self._covered(message):
+                if self.semantics == AT_MOST_ONCE and not self._pass_over(message):
+                    self._reader.put_back(message)
+                    return None
+                self._settle_covered(message)
+                continue
             at_ms = now_ms()
             if is_expired(self.app_config, message.headers, message.timestamp, at_ms):
                 # Dead-lettered: settled (and committed) once its dead letter is acknowledged; until then it
@@ -399,6 +419,18 @@ class QueueConsumer:
             self.stats.delivered += 1
             return message
         return None
+
+    def _covered(self, message: QueueMessage) -> bool:
+        """Settled by an operator (``subroute queue ack``): it was in the queue when a settle entry it matches
+        was written (``client/settles.py``)."""
+        return self._settles.rules.covers(message.topic, message.partition, message.offset, message.headers)
+
+    def _settle_covered(self, message: QueueMessage) -> None:
+        """As if acknowledged, without being delivered (at-most-once has committed past it already)."""
+        self.stats.settled += 1
+        if self.semantics == AT_LEAST_ONCE:
+            self._tracker.settle((message.topic, message.partition), message.offset)
+            self._commit(asynchronous=True)
 
     def _pass_over(self, message: QueueMessage) -> bool:
         """At-most-once: commit past ``message`` before it is handed out (AMPS "removes the message from the
@@ -457,6 +489,9 @@ class QueueConsumer:
             self._outstanding.remove(message.id)
             self.stats.lease_expired += 1
             if self.semantics == AT_LEAST_ONCE:
+                if self._covered(message):
+                    self._settle_covered(message)
+                    continue
                 self._writer.fail(message, explicit=False, assigned=self._assigned, wait=wait)
 
     def _run_leases(self) -> None:
