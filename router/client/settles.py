@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 
 from subroute import expressions, wire
 from subroute.config.model import PROPERTY_TYPES, AppConfig
+from subroute.errors import SubrouteError
 from subroute.routing.properties import decode_headers
 
 TP = tuple[str, int]
 
 
-class SettleEntryError(ValueError):
+class SettleEntryError(SubrouteError, ValueError):
     """A settle record that is not an entry (hand-written, or of a newer format): ignored, and logged."""
 
 
