@@ -44,6 +44,21 @@ def dlq_topic(prefix: str, app: str) -> str:
     return f"{prefix}.{app}.dlq"
 
 
+def settle_topic(prefix: str) -> str:
+    """The operator's settle entries (``subroute queue ack``): one compacted partition, keyed by
+    ``settle_key``, a JSON value each (``subroute.client.settles``), a tombstone removing one."""
+    return f"{prefix}.settle"
+
+
+def settle_key(app: str, group: str, entry: str) -> str:
+    return f"{app}/{group}/{entry}"
+
+
+def settle_transactional_id(prefix: str, app: str, group: str) -> str:
+    """The transactional id of ``queue ack`` on one group: its dead letters and its entry are one transaction."""
+    return f"{prefix}.{app}.{group}.settle"
+
+
 def consumer_group_id(prefix: str, app: str, group: str) -> str:
     """The Kafka consumer group whose commits on the group topic are the group's confirms."""
     return f"{prefix}.{app}.{group}"
@@ -221,6 +236,7 @@ MAX_CANCELS = "max-cancels"
 MAX_DELIVERIES = "max-deliveries"
 UNDELIVERABLE = "undeliverable"  # the router's write to its destination failed for good
 TOO_LARGE = "too-large"  # the broker refuses the record's size
+OPERATOR = "operator"  # settled by an operator's ``queue ack --dead-letter``
 REASON_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 

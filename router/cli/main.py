@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     from subroute.cli import expr as expr_cli
     from subroute.cli import plan as plan_cli  # pyspark-free at import: Spark is loaded when a plan runs
     from subroute.cli import queue as queue_cli
+    from subroute.cli import queue_ops as queue_ops_cli
     from subroute.cli import spark as spark_cli  # imports pyspark only when a spark command runs
     from subroute.cli import status as status_cli
     from subroute.cli import worker as worker_cli
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         explain_cli,
         expr_cli,
         queue_cli,
+        queue_ops_cli,
         spark_cli,
         plan_cli,
         dev_cli,

@@ -7,7 +7,7 @@
 * ``GroupHoldBack``: later messages of a message group wait until the re-published copy of a cancelled one arrives
   (or, when the copy went to another member, until that member has settled it: ``MovedCopies``).
 * ``BandBuffer``: fetched records per priority band, highest band first.
-* ``Outstanding``: delivered, unacknowledged messages and their lease deadlines.
+* ``Outstanding``: delivered, unacknowledged messages and their lease deadlines; ``backlog_limit``: how many.
 * ``Settling``: messages given back (cancel, expire, lease) until their copy or dead letter is acknowledged.
 * ``after_failure``: AMPS's MaxCancels / MaxDeliveries decision for a failed delivery.
 * ``redelivery_partition``: where a failed delivery's copy goes so that another member of the group gets it.
@@ -454,6 +454,13 @@ class BandBuffer(Generic[T]):
 # --- leases -------------------------------------------------------------------------------------------------------
 
 Key = tuple[str, int, int]  # (topic, partition, offset)
+
+
+def backlog_limit(asked: int, group_cap: int | None) -> int:
+    """A member's backlog: what it asked for (``max_backlog``) or its group's ``max_leased_per_member``,
+    whichever is smaller (AMPS: "AMPS will lease the number specified in the subscription or the maximum set for
+    the queue, whichever is lower")."""
+    return asked if group_cap is None else min(asked, group_cap)
 
 
 class Outstanding(Generic[T]):

@@ -73,6 +73,7 @@ class QueueStats:
     replaced: int = (
         0  # routed under a replaced subscription they no longer match: back through the pending topic
     )
+    settled: int = 0  # settled by an operator's ``subroute queue ack`` (a settle entry), never delivered
     failed_writes: int = 0  # writes of given-back messages (copies, dead letters) that failed and are retried
     # Messages that expired here, by what became of them: "dead-letter" (once the dead letter is acknowledged) or
     # "drop" (the app's on_expire: drop; removed without a write). The router counts its own in

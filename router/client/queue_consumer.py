@@ -44,6 +44,7 @@ from subroute.client.delivery import (
     MovedCopies,
     MovedCopy,
     Outstanding,
+    backlog_limit,
 )
 from subroute.client.give_back import GiveBackWriter, GivenBack
 from subroute.client.messages import (
@@ -58,7 +59,8 @@ from subroute.client.messages import (
 )
 from subroute.client.reader import GroupReader, group_consumer
 from subroute.client.replace import Resubscription
-from subroute.config.model import AppConfig, Config
+from subroute.client.settle_feed import SettleFeed
+from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.ops.settings import Settings
 from subroute.routing.expiration import is_expired
 from subroute.wire import event
@@ -91,6 +93,10 @@ class QueueConsumer:
     client applies AMPS's replace: a record routed under a group subscription that was replaced since, and that
     does not match the group's current subscriptions, is not delivered but sent back through the app's pending
     topic (reason ``replaced``) for the router to route under the current configuration (``client/replace.py``).
+    ``group_config``: the group as configured (``subroute.config.store.read_group``): its
+    ``max_leased_per_member`` caps ``max_backlog`` (AMPS MaxPerSubscriptionBacklog, the smaller wins); with
+    ``current_config`` the cap of the configuration in force is applied instead, so a change reaches running
+    members (a lowered cap takes no message back: no new one is delivered until the backlog is under it, as AMPS).
     """
 
     def __init__(
@@ -108,6 +114,7 @@ class QueueConsumer:
         consumer_config: Mapping[str, object] | None = None,
         app_config: AppConfig,
         current_config: Callable[[], Config] | None = None,
+        group_config: GroupConfig | None = None,
     ) -> None:
         if semantics not in SEMANTICS:
             raise ValueError(f"semantics must be one of {SEMANTICS}, not {semantics!r}")
@@ -123,6 +130,7 @@ class QueueConsumer:
         self.lease = lease
         self.max_buffered = max(1, max_buffered)
         self.app_config = app_config
+        self.group_config = group_config
         self.stats = QueueStats()
         self._current_config = current_config
         self._resubscription = Resubscription(app, group) if current_config is not None else None
@@ -166,6 +174,9 @@ class QueueConsumer:
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
+        # The operator's settle entries of this group (``subroute queue ack``), read to the end before the first
+        # delivery, then followed at every fetch.
+        self._settles = SettleFeed(settings, app_config, group)
         self._reader = GroupReader(
             self._consumer,
             settings,
@@ -197,7 +208,7 @@ class QueueConsumer:
             with self._lock:
                 self._expire_leases(wait=WRITE_WAIT)
                 self._writer.retry_due()
-                if self._backlog() < self.max_backlog:
+                if self._backlog() < self.backlog_limit:
                     message = self._deliver_next()
                     if message is not None:
                         return message
@@ -212,7 +223,7 @@ class QueueConsumer:
                 with self._lock:
                     self._expire_leases(wait=WRITE_WAIT)
                     self._writer.retry_due()
-                    if self._backlog() < self.max_backlog:
+                    if self._backlog() < self.backlog_limit:
                         return self._deliver_next()
                     return None
 
@@ -248,6 +259,9 @@ class QueueConsumer:
                 return False
             self.stats.cancelled += 1
             if self.semantics == AT_LEAST_ONCE:
+                if self._covered(message):  # settled by an operator meanwhile: not back to the queue
+                    self._settle_covered(message)
+                    return True
                 self._writer.fail(message, explicit=True, assigned=self._assigned, wait=WRITE_WAIT)
             return True
 
@@ -290,6 +304,7 @@ class QueueConsumer:
                 self._closed = True
                 self._consumer.close()
                 self._writer.close()
+                self._settles.close()
 
     def __enter__(self) -> QueueConsumer:
         return self
@@ -303,6 +318,23 @@ class QueueConsumer:
     def outstanding(self) -> int:
         """Delivered messages not settled yet: held by the application, or given back and being written."""
         return self._backlog()
+
+    @property
+    def settle_entries(self) -> list[str]:
+        """The ids of the operator's settle entries of this group that this member has read."""
+        return [entry.id for entry in self._settles.rules.entries]
+
+    @property
+    def backlog_limit(self) -> int:
+        """How many messages this member may hold at once: ``max_backlog``, or the group's
+        ``max_leased_per_member`` when that is smaller (from ``current_config`` when given, else ``group_config``)."""
+        group = self.group_config
+        if self._current_config is not None:
+            try:
+                group = self._current_config().groups.get((self.app, self.group), group)
+            except Exception as exc:  # not loaded yet: the cap it was given
+                log.debug("could not load the configuration in force", extra={"error": str(exc)})
+        return backlog_limit(self.max_backlog, None if group is None else group.max_leased_per_member)
 
     @property
     def settling(self) -> int:
@@ -327,6 +359,7 @@ class QueueConsumer:
         # served by the fetch take the lock themselves.
         fetched = self._reader.fetch(wait)
         with self._lock:
+            self._settles.refresh()
             for message in self._reader.messages(fetched):
                 self._take(message)
             self._writer.serve()
@@ -354,10 +387,17 @@ class QueueConsumer:
         return len(self._outstanding) + len(self._writer)
 
     def _deliver_next(self) -> QueueMessage | None:
-        while self._backlog() < self.max_backlog:
+        limit = self.backlog_limit
+        while self._backlog() < limit:
             message = self._reader.next()
             if message is None:
                 return None
+            if self._covered(message):
+                if self.semantics == AT_MOST_ONCE and not self._pass_over(message):
+                    self._reader.put_back(message)
+                    return None
+                self._settle_covered(message)
+                continue
             at_ms = now_ms()
             if is_expired(self.app_config, message.headers, message.timestamp, at_ms):
                 # Dead-lettered: settled (and committed) once its dead letter is acknowledged; until then it
@@ -379,6 +419,18 @@ class QueueConsumer:
             self.stats.delivered += 1
             return message
         return None
+
+    def _covered(self, message: QueueMessage) -> bool:
+        """Settled by an operator (``subroute queue ack``): it was in the queue when a settle entry it matches
+        was written (``client/settles.py``)."""
+        return self._settles.rules.covers(message.topic, message.partition, message.offset, message.headers)
+
+    def _settle_covered(self, message: QueueMessage) -> None:
+        """As if acknowledged, without being delivered (at-most-once has committed past it already)."""
+        self.stats.settled += 1
+        if self.semantics == AT_LEAST_ONCE:
+            self._tracker.settle((message.topic, message.partition), message.offset)
+            self._commit(asynchronous=True)
 
     def _pass_over(self, message: QueueMessage) -> bool:
         """At-most-once: commit past ``message`` before it is handed out (AMPS "removes the message from the
@@ -437,6 +489,9 @@ class QueueConsumer:
             self._outstanding.remove(message.id)
             self.stats.lease_expired += 1
             if self.semantics == AT_LEAST_ONCE:
+                if self._covered(message):
+                    self._settle_covered(message)
+                    continue
                 self._writer.fail(message, explicit=False, assigned=self._assigned, wait=wait)
 
     def _run_leases(self) -> None:

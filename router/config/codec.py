@@ -38,18 +38,21 @@ _SCHEMA_FILES: dict[tuple[str, int], str] = {
     (APP_SCHEMA, 1): "app_config",
     (APP_SCHEMA, 2): "app_config_v2",  # adds presence, on_expire, default_group
     (GROUP_SCHEMA, 1): "group_config",
+    (GROUP_SCHEMA, 2): "group_config_v2",  # adds max_leased_per_member
 }
 # The newest versions this code writes. An app record is written with the oldest version that holds all of its
 # values (version 1 unless presence, on_expire or default_group is not the default), so workers that predate a field keep reading every
 # config that does not use it, and a rolling upgrade needs no order.
 APP_SCHEMA_VERSION = 2
-GROUP_SCHEMA_VERSION = 1
+GROUP_SCHEMA_VERSION = 2
 # The fields each app schema version adds, with the value a reader of an older record takes.
 # on_expire and default_group joined version 2 before any release wrote version 2 (CHANGELOG: Unreleased), so no reader of a
 # version-2 record without it exists; one version per release keeps the decoders few.
 _APP_FIELDS_SINCE: dict[int, dict[str, object]] = {
     2: {"presence": DEFAULT_PRESENCE, "on_expire": DEFAULT_ON_EXPIRE, "default_group": None}
 }
+# The same for group records: a group written without a cap stays version 1, readable by older workers.
+_GROUP_FIELDS_SINCE: dict[int, dict[str, object]] = {2: {"max_leased_per_member": None}}
 
 ConfigValue = AppConfig | GroupConfig
 
@@ -134,6 +137,7 @@ def to_record(value: ConfigValue) -> dict[str, Any]:
             for s in value.subscriptions
         ],
         "order": value.order,
+        "max_leased_per_member": value.max_leased_per_member,
     }
 
 
@@ -141,13 +145,14 @@ def encode(value: ConfigValue) -> tuple[str, bytes, wire.Headers]:
     """``(key, Avro bytes, headers)`` of one config record."""
     record = to_record(value)
     if isinstance(value, AppConfig):
-        name, version = APP_SCHEMA, app_schema_version(record)
-        for since, fields in _APP_FIELDS_SINCE.items():
-            if since > version:
-                for field in fields:
-                    del record[field]
+        name, since_fields = APP_SCHEMA, _APP_FIELDS_SINCE
     else:
-        name, version = GROUP_SCHEMA, GROUP_SCHEMA_VERSION
+        name, since_fields = GROUP_SCHEMA, _GROUP_FIELDS_SINCE
+    version = _schema_version(record, since_fields)
+    for since, fields in since_fields.items():
+        if since > version:
+            for field in fields:
+                del record[field]
     buffer = io.BytesIO()
     schemaless_writer(buffer, load_schema(_SCHEMA_FILES[(name, version)]), record)
     return key_of(value), buffer.getvalue(), [(SCHEMA_HEADER, schema_header(name, version).encode())]
@@ -156,8 +161,12 @@ def encode(value: ConfigValue) -> tuple[str, bytes, wire.Headers]:
 def app_schema_version(record: Mapping[str, object]) -> int:
     """The oldest app schema version that holds ``record``: fields added later that keep their default are left
     out, so older readers can read it."""
+    return _schema_version(record, _APP_FIELDS_SINCE)
+
+
+def _schema_version(record: Mapping[str, object], since_fields: Mapping[int, Mapping[str, object]]) -> int:
     version = 1
-    for since, fields in _APP_FIELDS_SINCE.items():
+    for since, fields in since_fields.items():
         if any(record.get(f, default) != default for f, default in fields.items()):
             version = max(version, since)
     return version
@@ -252,4 +261,5 @@ def _from_record(key: ConfigKey, record: dict[str, Any]) -> ConfigValue:
             for s in record["subscriptions"]
         ),
         order=record["order"],
+        max_leased_per_member=record.get("max_leased_per_member"),
     )

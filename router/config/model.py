@@ -49,6 +49,9 @@ class GroupConfig:
     subscriptions: tuple[SubscriptionConfig, ...] = ()
     # Configuration order among the app's groups ("fast" fairness picks the first with room).
     order: int = 0
+    # AMPS MaxPerSubscriptionBacklog: the most messages one member (a QueueConsumer) may hold leased at once,
+    # whatever it asks for (the smaller of the two wins). None: the member's own max_backlog.
+    max_leased_per_member: int | None = None
 
     @property
     def effective_subscriptions(self) -> tuple[SubscriptionConfig, ...]:

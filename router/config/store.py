@@ -329,6 +329,16 @@ def read_app(settings: Settings, app: str, *, timeout: float = 30.0) -> AppConfi
     return found
 
 
+def read_group(settings: Settings, app: str, group: str, *, timeout: float = 30.0) -> GroupConfig:
+    """One group as configured now: what the consumer client is given with its app (``max_leased_per_member``)."""
+    found = read_config(settings, timeout=timeout).groups.get((app, group))
+    if found is None:
+        raise AppNotConfigured(
+            f"group {group!r} of app {app!r} is not configured under topic prefix {settings.topic_prefix!r}"
+        )
+    return found
+
+
 def history(settings: Settings, *, timeout: float = 30.0) -> dict[int, Config]:
     """The ``Config`` at every valid version, by version (0 is the empty config before the first record).
 

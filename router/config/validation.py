@@ -374,6 +374,10 @@ def validate_group(
             )
         )
     _check_int(errors, f"{where}.order", group.order, 0, _INT32[1], "order")
+    if group.max_leased_per_member is not None:
+        _check_int(
+            errors, f"{where}.max_leased_per_member", group.max_leased_per_member, 1, _INT32[1], "messages"
+        )
     for index, sub in enumerate(group.subscriptions):
         at = f"{where}.subscriptions[{index}]"
         _check_int(errors, f"{at}.priority", sub.priority, *_INT32, "priority")

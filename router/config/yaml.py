@@ -66,7 +66,7 @@ APP_KEYS = (
     "max_deliveries",
     "groups",
 )
-GROUP_KEYS = ("subscriptions",)
+GROUP_KEYS = ("subscriptions", "max_leased_per_member")
 SUBSCRIPTION_KEYS = ("expression", "priority", "max_unconfirmed")
 
 
@@ -394,9 +394,13 @@ def _parse_group(shape: _Shape, app: str, name: str, body: object, order: int) -
         limit = sub.get("max_unconfirmed")
         max_unconfirmed = None if limit is None else shape.integer(f"{at}.max_unconfirmed", limit)
         subscriptions.append(SubscriptionConfig(expression, priority or 0, max_unconfirmed))
+    leased = spec.get("max_leased_per_member")
+    max_leased = None if leased is None else shape.integer(f"{where}.max_leased_per_member", leased)
     if len(shape.errors) != before:
         return None
-    return GroupConfig(app=app, name=name, subscriptions=tuple(subscriptions), order=order)
+    return GroupConfig(
+        app=app, name=name, subscriptions=tuple(subscriptions), order=order, max_leased_per_member=max_leased
+    )
 
 
 def to_document(values: Iterable[ConfigValue]) -> dict[str, Any]:
@@ -455,8 +459,11 @@ def _app_document(app: AppConfig, groups: list[GroupConfig]) -> dict[str, Any]:
 
 
 def _group_document(group: GroupConfig) -> dict[str, Any]:
+    document: dict[str, Any] = {}
+    if group.max_leased_per_member is not None:
+        document["max_leased_per_member"] = group.max_leased_per_member
     if not group.subscriptions:
-        return {}
+        return document
     subscriptions: list[dict[str, Any]] = []
     for sub in group.subscriptions:
         item: dict[str, Any] = {}
@@ -466,7 +473,7 @@ def _group_document(group: GroupConfig) -> dict[str, Any]:
         if sub.max_unconfirmed is not None:
             item["max_unconfirmed"] = sub.max_unconfirmed
         subscriptions.append(item)
-    return {"subscriptions": subscriptions}
+    return {"subscriptions": subscriptions, **document}
 
 
 def dump_yaml(document: Mapping[str, Any]) -> str:

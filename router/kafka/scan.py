@@ -33,6 +33,8 @@ class Stored(NamedTuple):  # a tuple: made once per record read, it must be chea
     offset: int
     timestamp_ms: int
     headers: Headers
+    key: bytes | None = None
+    value: bytes | None = None
 
 
 @dataclass
@@ -96,6 +98,8 @@ class Scan:
                             offset,
                             message.timestamp()[1],
                             cast(Headers, message.headers() or []),
+                            message.key(),
+                            message.value(),
                         )
                     )
                     if offset + 1 >= end:
