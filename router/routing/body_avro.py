@@ -67,7 +67,7 @@ class AvroPathError(SubrouteError, ValueError):
     """A property's path or declared type that the app's Avro schema contradicts (refused at apply)."""
 
 
-class UndecodableBody(ValueError):
+class UndecodableBody(SubrouteError, ValueError):
     """The body does not decode under its writer schema by the rules of this module."""
 
 
