@@ -435,6 +435,43 @@ class _Expr:
     order: int = 0
 
 
+@dataclass(frozen=True)
+class Matchers:
+    """An app's filters and subscriptions compiled with the refs findings name (``Finding.refs``)."""
+
+    filter_plan: expressions.Plan  # ids ("filter", i)
+    plan: expressions.Plan  # ids ("subscription", group, i) of subscriptions with an expression
+    unconditional: tuple[Ref, ...]  # groups without subscriptions: they match any message
+    refs: tuple[Ref, ...]  # every subscription, in configuration order
+
+    def passes(self, props: Mapping[str, Any]) -> bool:
+        return not self.filter_plan.subscriptions or bool(self.filter_plan.match(props))
+
+    def matched(self, props: Mapping[str, Any]) -> frozenset[Hashable]:
+        return self.plan.match(props) | frozenset(self.unconditional)
+
+
+def matchers(config: Config, app: AppConfig) -> Matchers:
+    types = dict(app.properties)
+    filters = [
+        expressions.Subscription(("filter", str(i)), t, app.dialect, types) for i, t in enumerate(app.filter)
+    ]
+    subs: list[expressions.Subscription] = []
+    unconditional: list[Ref] = []
+    refs: list[Ref] = []
+    for group in config.groups_of(app.name):
+        for i, sub in enumerate(group.effective_subscriptions):
+            ref: Ref = ("subscription", group.name, str(i))
+            refs.append(ref)
+            if sub.expression is None:
+                unconditional.append(ref)
+            else:
+                subs.append(expressions.Subscription(ref, sub.expression, app.dialect, types))
+    return Matchers(
+        expressions.compile_plan(filters), expressions.compile_plan(subs), tuple(unconditional), tuple(refs)
+    )
+
+
 class _App:
     def __init__(self, config: Config, app: AppConfig, max_findings: int) -> None:
         self.config = config
@@ -446,21 +483,16 @@ class _App:
         self.findings: list[Finding] = []
         self.unknowns: list[Unknown] = []
         self.counts: dict[str, int] = {}
-        types = dict(self.types)
-        filters = [expressions.Subscription(("filter", str(i)), t, self.dialect, types) for i, t in enumerate(app.filter)]
-        subs: list[expressions.Subscription] = []
         self.meta: list[tuple[Ref, GroupConfig, int, int]] = []  # ref, group, priority, order
         order = 0
         for group in self.groups:
             for i, sub in enumerate(group.effective_subscriptions):
-                ref: Ref = ("subscription", group.name, str(i))
-                if sub.expression is not None:
-                    subs.append(expressions.Subscription(ref, sub.expression, self.dialect, types))
-                self.meta.append((ref, group, sub.priority, order))
+                self.meta.append((("subscription", group.name, str(i)), group, sub.priority, order))
                 order += 1
         # The compiled plans: they answer "what matches this assignment" exactly and through their indexes.
-        self.filter_plan = expressions.compile_plan(filters)
-        self.plan = expressions.compile_plan(subs)
+        compiled = matchers(config, app)
+        self.filter_plan = compiled.filter_plan
+        self.plan = compiled.plan
         entries: dict[Hashable, PlanEntry] = {e.subscription.id: e for e in self.filter_plan.entries}
         entries.update({e.subscription.id: e for e in self.plan.entries})
         # Classes of each property: every literal of every analysable conjunct cuts them.
