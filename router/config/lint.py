@@ -652,10 +652,10 @@ class _App:
             # Whatever shadows S matches every point of S: one point's matches (the plan's index) narrow the
             # candidates to a few.
             hits = self.matched(_point(s.boxes[0]))
-            for t in self.subs:
+            candidates = [self.by_ref[h] for h in hits]  # type: ignore[index]
+            candidates += [e for e in self.subs if e.entry is None]
+            for t in sorted(candidates, key=lambda e: e.order):
                 if t.priority <= s.priority or not t.exact or (t.group != s.group and not others_count):
-                    continue
-                if t.entry is not None and t.ref not in hits:
                     continue
                 if _covered(s.boxes, t.boxes, self.full) is True:
                     why = "of the same group" if t.group == s.group else "(presence: ignored, no spillover)"
