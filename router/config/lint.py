@@ -23,7 +23,9 @@ How it decides (README "Linting subscriptions"):
 
 Shadowing (the routing rule of README "Routing", step 3): subscription S (group G, priority p) is *shadowed*
 when a subscription S' at a higher priority matches every message S matches and either S' is of G itself
-(G is then a candidate at S''s level whenever S matches; G absent or full there is absent or full at p too), or
+(G is then a candidate at S''s level whenever S matches; G absent or full there is absent or full at p too;
+except with ``group_by`` and ``spillover: true``, where the rendezvous hash among a lower level's groups may
+pick G again, full, and the message waits for it), or
 S' is of another group and the app has ``presence: ignored`` and ``spillover: false`` (the higher level always
 has a present candidate and never spills). With ``presence: required`` or ``spillover: true`` a lower
 subscription of another group still takes messages when the higher group is absent or full, so it is not
@@ -646,6 +648,9 @@ class _App:
     def check_shadowed(self) -> None:
         app = self.app
         others_count = app.presence == "ignored" and not app.spillover
+        # With group_by and spillover, a full group met again at a lower level can still be picked there by
+        # the rendezvous hash, and the message then waits for it: its lower subscription does decide.
+        own_counts = not (app.group_by is not None and app.spillover)
         for s in self.subs:
             if not s.boxes:
                 continue
@@ -655,7 +660,9 @@ class _App:
             candidates = [self.by_ref[h] for h in hits]  # type: ignore[index]
             candidates += [e for e in self.subs if e.entry is None]
             for t in sorted(candidates, key=lambda e: e.order):
-                if t.priority <= s.priority or not t.exact or (t.group != s.group and not others_count):
+                if t.priority <= s.priority or not t.exact:
+                    continue
+                if not (own_counts if t.group == s.group else others_count):
                     continue
                 if _covered(s.boxes, t.boxes, self.full) is True:
                     why = "of the same group" if t.group == s.group else "(presence: ignored, no spillover)"
@@ -669,8 +676,10 @@ class _App:
                     break
 
     def check_overlap(self) -> None:
-        if self.app.group_by is not None:
-            return  # equal groups share message groups by hashing them: the sharding group_by is for
+        if self.app.group_by is not None or self.app.fairness == "fast":
+            # group_by: equal groups share message groups by hashing them, the sharding it is for; fast: the
+            # first with room takes them, nothing alternates
+            return
         allowed = self.filter_boxes()
         if allowed is None:
             self.unknowns.append(Unknown(self.app.name, f"apps.{self.app.name}", "overlaps not checked: the filter is not fully analysed"))
@@ -758,7 +767,7 @@ class _App:
         allowed = self.filter_boxes() or [{}]
         # Per class of the group_by property, a group that alone is at the top level for some message of it.
         alone: dict[int, dict[str, tuple[Ref, dict[str, int]]]] = {}
-        reported: set[tuple[int, str, str]] = set()
+        reported: set[tuple[str, str]] = set()
         for s in self.subs:
             for box in s.boxes:
                 for f in allowed:
@@ -776,9 +785,9 @@ class _App:
                         seen = alone.setdefault(k, {})
                         seen.setdefault(s.group, (s.ref, point))
                         for g, (ref, other) in seen.items():
-                            if g == s.group or (k, min(g, s.group), max(g, s.group)) in reported:
+                            if g == s.group or (min(g, s.group), max(g, s.group)) in reported:
                                 continue
-                            reported.add((k, min(g, s.group), max(g, s.group)))
+                            reported.add((min(g, s.group), max(g, s.group)))  # one finding per two groups
                             value = self.domains[key].reps[k]
                             group_id = f"{key}={value!r}" if k else f"no {key} (the default group)"
                             if not self.report(
