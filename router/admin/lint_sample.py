@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from subroute.config.lint import (
     ALWAYS_TRUE,
@@ -46,7 +46,9 @@ class SampleCounts:
     topic: str
     read: int = 0
     apps: dict[str, AppCounts] = field(default_factory=dict)
-    findings: list[int] = field(default_factory=list)  # per finding of the report, in order: records concerned
+    findings: list[int] = field(
+        default_factory=list
+    )  # per finding of the report, in order: records concerned
 
     def document(self, config: Config) -> dict[str, Any]:
         return {
@@ -63,7 +65,9 @@ class SampleCounts:
         }
 
 
-def _concerned(finding: Finding, passed: bool, matched: frozenset[Any], props: dict[str, Any], m: Matchers) -> bool:
+def _concerned(
+    finding: Finding, passed: bool, matched: frozenset[Any], props: dict[str, Any], m: Matchers
+) -> bool:
     """Whether one record shows the finding."""
     own = finding.refs[0]
     if finding.kind == WAITS_FOREVER:
@@ -79,7 +83,9 @@ def _concerned(finding: Finding, passed: bool, matched: frozenset[Any], props: d
     return False  # group-split needs two records of one message group: not counted
 
 
-def count(config: Config, findings: Sequence[Finding], topic: str, records: Iterable[Headers]) -> SampleCounts:
+def count(
+    config: Config, findings: Sequence[Finding], topic: str, records: Iterable[Headers]
+) -> SampleCounts:
     """Count ``findings`` (of ``config``) and each app's waiting and matched records on ``records``' headers."""
     compiled = {name: matchers(config, app) for name, app in config.apps.items()}
     result = SampleCounts(topic, findings=[0] * len(findings))
@@ -111,9 +117,7 @@ def read_headers(settings: Settings, topic: str, max_read: int) -> Iterable[Head
     """The headers of at most ``max_read`` records of ``topic``, from the beginning (no consumer group)."""
     if max_read <= 0:
         return
-    n = 0
-    for message in clients.read_to_end(settings, topic):
-        yield message.headers() or []
-        n += 1
+    for n, message in enumerate(clients.read_to_end(settings, topic), 1):
+        yield cast(Headers, message.headers() or [])  # consumed headers are bytes
         if n >= max_read:
             return

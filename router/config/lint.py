@@ -518,11 +518,13 @@ class _App:
         self.domains = {p: _Domain.of(self.kind(p), vals) for p, vals in literals.items()}
         self.full: dict[str, Ranges] = {p: d.full for p, d in self.domains.items()}
         self.cells: dict[ast.Node, list[Box] | None] = {}
-        self.filters = [self._expr(("filter", str(i)), entries[("filter", str(i))]) for i in range(len(app.filter))]
+        self.filters = [
+            self._expr(("filter", str(i)), entries[("filter", str(i))]) for i in range(len(app.filter))
+        ]
         self.subs: list[_Expr] = []
         for ref, group, priority, order in self.meta:
-            entry = entries.get(ref)
-            e = self._expr(ref, entry) if entry is not None else _Expr(ref, None, [{}], True)
+            own = entries.get(ref)
+            e = self._expr(ref, own) if own is not None else _Expr(ref, None, [{}], True)
             e.group, e.priority, e.order = group.name, priority, order
             self.subs.append(e)
         self.by_ref = {e.ref: e for e in self.subs}
@@ -550,7 +552,9 @@ class _App:
         for cell in itertools.product(*local):
             values = {p: rep for p, (rep, _) in zip(props, cell, strict=True) if rep is not None}
             if interpret(tree, values, self.dialect).value:
-                boxes.append({p: self.domains[p].ranges(desc) for p, (_, desc) in zip(props, cell, strict=True)})
+                boxes.append(
+                    {p: self.domains[p].ranges(desc) for p, (_, desc) in zip(props, cell, strict=True)}
+                )
         result = _merge(boxes, self.full)
         self.cells[node] = result
         return result
@@ -608,15 +612,25 @@ class _App:
             return None
         return [b for f in self.filters for b in f.boxes]
 
-    def report(self, kind: str, ref: Ref, message: str, refs: Sequence[Ref] = (), samples: Sequence[Sample] = ()) -> bool:
+    def report(
+        self, kind: str, ref: Ref, message: str, refs: Sequence[Ref] = (), samples: Sequence[Sample] = ()
+    ) -> bool:
         """Record a finding; False once the kind's limit is reached for this app."""
         n = self.counts.get(kind, 0)
         self.counts[kind] = n + 1
         if n == self.max_findings:
-            self.unknowns.append(Unknown(self.app.name, f"apps.{self.app.name}", f"more {kind} findings not listed (limit {self.max_findings}: --max-findings)"))
+            self.unknowns.append(
+                Unknown(
+                    self.app.name,
+                    f"apps.{self.app.name}",
+                    f"more {kind} findings not listed (limit {self.max_findings}: --max-findings)",
+                )
+            )
         if n >= self.max_findings:
             return False
-        self.findings.append(Finding(kind, self.app.name, self.where(ref), message, (ref, *refs), tuple(samples)))
+        self.findings.append(
+            Finding(kind, self.app.name, self.where(ref), message, (ref, *refs), tuple(samples))
+        )
         return True
 
     # -- the checks
@@ -624,7 +638,9 @@ class _App:
     def run(self) -> None:
         for e in [*self.filters, *self.subs]:
             if e.entry is not None and not e.exact:
-                self.unknowns.append(Unknown(self.app.name, self.where(e.ref), f"not fully analysed: {e.reason}"))
+                self.unknowns.append(
+                    Unknown(self.app.name, self.where(e.ref), f"not fully analysed: {e.reason}")
+                )
         self.check_constant()
         self.check_shadowed()
         self.check_overlap()
@@ -682,7 +698,13 @@ class _App:
             return
         allowed = self.filter_boxes()
         if allowed is None:
-            self.unknowns.append(Unknown(self.app.name, f"apps.{self.app.name}", "overlaps not checked: the filter is not fully analysed"))
+            self.unknowns.append(
+                Unknown(
+                    self.app.name,
+                    f"apps.{self.app.name}",
+                    "overlaps not checked: the filter is not fully analysed",
+                )
+            )
             return
         by_level: dict[int, list[_Expr]] = {}
         for e in self.subs:
@@ -694,7 +716,7 @@ class _App:
                 continue
             higher = [e for e in self.subs if e.priority > priority and e.boxes]
             index = _BoxIndex(level)
-            seen: set[tuple[str, str, str, str]] = set()
+            seen: set[tuple[str, ...]] = set()
             for s in level:
                 for t in index.candidates(s):
                     if t.order <= s.order or t.group == s.group:
@@ -704,7 +726,13 @@ class _App:
                         continue
                     budget -= 1
                     if budget < 0:
-                        self.unknowns.append(Unknown(self.app.name, f"apps.{self.app.name}", f"overlaps: unknown (too many pairs; {PAIR_LIMIT} examined)"))
+                        self.unknowns.append(
+                            Unknown(
+                                self.app.name,
+                                f"apps.{self.app.name}",
+                                f"overlaps: unknown (too many pairs; {PAIR_LIMIT} examined)",
+                            )
+                        )
                         return
                     both = [b for x in s.boxes for y in t.boxes if (b := _box_inter(x, y)) is not None]
                     both = [b for x in both for f in allowed if (b := _box_inter(x, f)) is not None]
@@ -728,7 +756,13 @@ class _App:
     def check_waits(self) -> None:
         allowed = self.filter_boxes()
         if allowed is None:
-            self.unknowns.append(Unknown(self.app.name, f"apps.{self.app.name}", "waiting forever not checked: the filter is not fully analysed"))
+            self.unknowns.append(
+                Unknown(
+                    self.app.name,
+                    f"apps.{self.app.name}",
+                    "waiting forever not checked: the filter is not fully analysed",
+                )
+            )
             return
         if any(e.entry is None for e in self.subs):
             return  # a group without subscriptions takes any message
@@ -737,7 +771,11 @@ class _App:
         while work:
             steps += 1
             if steps > STEP_LIMIT:
-                self.unknowns.append(Unknown(self.app.name, f"apps.{self.app.name}", "waiting forever: unknown (too many cases)"))
+                self.unknowns.append(
+                    Unknown(
+                        self.app.name, f"apps.{self.app.name}", "waiting forever: unknown (too many cases)"
+                    )
+                )
                 return
             b = work.pop()
             point = _point(b)
@@ -850,7 +888,9 @@ def _merge(boxes: list[Box], full: Mapping[str, Ranges]) -> list[Box]:
         for b in boxes:
             rest = tuple(sorted((p, r) for p, r in b.items() if p != prop))
             grouped.setdefault(rest, []).append(b.get(prop, full[prop]))
-        boxes = [{**dict(rest), prop: _norm(r for rs in parts for r in rs)} for rest, parts in grouped.items()]
+        boxes = [
+            {**dict(rest), prop: _norm(r for rs in parts for r in rs)} for rest, parts in grouped.items()
+        ]
     return [_trim(b, full) for b in boxes]
 
 

@@ -9,7 +9,6 @@ from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.routing.decisions import Decision, MessageView, Router, RoutingTable, build_table
 from subroute.routing.snapshot import Snapshot
 
-
 _TABLES: dict[int, tuple[Config, RoutingTable]] = {}  # the config is kept, so its id is not reused
 
 

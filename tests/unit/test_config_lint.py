@@ -78,7 +78,7 @@ def test_never_true_and_always_true_absent_headers_included() -> None:
     config = config_of(
         app(),
         [
-            group("g", ("x > 5 && x < 3", 1), ("x > 5 || x <= 5", 1), ('!exists(x) || x > 5 || x <= 5', 1)),
+            group("g", ("x > 5 && x < 3", 1), ("x > 5 || x <= 5", 1), ("!exists(x) || x > 5 || x <= 5", 1)),
         ],
     )
     report = lint(config)
@@ -92,7 +92,9 @@ def test_never_true_and_always_true_absent_headers_included() -> None:
 
 
 def test_messages_that_pass_the_filter_and_match_nothing_wait_forever() -> None:
-    config = config_of(app(filter=("x >= 0",)), [group("g", ("x > 10", 1)), group("h", ('t == "a"', 1), order=1)])
+    config = config_of(
+        app(filter=("x >= 0",)), [group("g", ("x > 10", 1)), group("h", ('t == "a"', 1), order=1)]
+    )
     (found,) = kinds(lint(config), WAITS_FOREVER)
     (sample,) = found.samples
     decision = decide(config, "shop", sample)
@@ -120,7 +122,10 @@ def test_what_it_cannot_decide_is_unknown_never_a_finding() -> None:
     sql = AppConfig(name="shop", inputs=("orders",), dialect="sql92", properties=TYPES)
     config = config_of(
         sql,
-        [group("g", ("t LIKE 'a%' AND t LIKE 'b%'", 10), ("x * 2 > 4 AND x < 0", 1)), group("h", ("t = 'a'", 5))],
+        [
+            group("g", ("t LIKE 'a%' AND t LIKE 'b%'", 10), ("x * 2 > 4 AND x < 0", 1)),
+            group("h", ("t = 'a'", 5)),
+        ],
     )
     report = lint(config)
     assert not kinds(report, NEVER_TRUE) and not kinds(report, SHADOWED)
@@ -160,7 +165,9 @@ def _lint(tmp_path: Path, text: str, *extra: str) -> int:
     return main(["config", "lint", "-f", str(path), *extra])
 
 
-def test_exit_0_when_clean_1_with_findings_2_when_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_exit_0_when_clean_1_with_findings_2_when_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _lint(tmp_path, CLEAN) == 0
     assert "0 finding(s)" in capsys.readouterr().out
     assert _lint(tmp_path, FINDINGS) == 1

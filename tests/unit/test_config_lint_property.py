@@ -28,12 +28,22 @@ from tests.unit.lint_support import config_of, decide
 
 TYPES = {"x": "int", "t": "string", "b": "bool"}
 # Literals come from {1, 2, 3} and {"a", "b"}: these values reach every class they cut, absent included.
-DOMAIN = list(
-    itertools.product([None, 0, 1, 2, 3, 4], [None, "a", "b", "c"], [None, True, False])
-)
+DOMAIN = list(itertools.product([None, 0, 1, 2, 3, 4], [None, "a", "b", "c"], [None, True, False]))
 ATOMS = [
-    "x > 2", "x == 1", "x <= 3", "x != 2", "x >= 1 && x < 3", 't == "a"', 't != "b"', "b", "!b",
-    "exists(x)", "exists(t)", "!exists(t)", "x + 1 > 2", "x * x == 4",  # the last two: arithmetic, unknown
+    "x > 2",
+    "x == 1",
+    "x <= 3",
+    "x != 2",
+    "x >= 1 && x < 3",
+    't == "a"',
+    't != "b"',
+    "b",
+    "!b",
+    "exists(x)",
+    "exists(t)",
+    "!exists(t)",
+    "x + 1 > 2",
+    "x * x == 4",  # the last two: arithmetic, unknown
 ]
 GROUPS = ("g0", "g1", "g2")
 
