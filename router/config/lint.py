@@ -827,7 +827,7 @@ class _App:
                                 continue
                             reported.add((min(g, s.group), max(g, s.group)))  # one finding per two groups
                             value = self.domains[key].reps[k]
-                            group_id = f"{key}={value!r}" if k else f"no {key} (the default group)"
+                            group_id = f"{key}={value!r}" if k else f"the default group: messages without {key}"
                             if not self.report(
                                 GROUP_SPLIT,
                                 s.ref,
