@@ -63,7 +63,7 @@ KINDS = (SHADOWED, OVERLAP, NEVER_TRUE, ALWAYS_TRUE, WAITS_FOREVER, GROUP_SPLIT)
 CELL_LIMIT = 4096  # truth-table cells of one conjunct
 BOX_LIMIT = 256  # boxes of one expression
 STEP_LIMIT = 20_000  # splitting steps of one coverage question
-PAIR_LIMIT = 200_000  # pairs examined per app for overlaps
+PAIR_LIMIT = 20_000  # pairs examined per app for overlaps (each one that overlaps costs a sample search)
 DEFAULT_MAX_FINDINGS = 50  # findings of one kind listed per app
 
 Ranges = tuple[tuple[int, int], ...]  # sorted, disjoint, inclusive class indexes; class 0 is "absent"
@@ -827,7 +827,9 @@ class _App:
                                 continue
                             reported.add((min(g, s.group), max(g, s.group)))  # one finding per two groups
                             value = self.domains[key].reps[k]
-                            group_id = f"{key}={value!r}" if k else f"the default group: messages without {key}"
+                            group_id = (
+                                f"{key}={value!r}" if k else f"the default group: messages without {key}"
+                            )
                             if not self.report(
                                 GROUP_SPLIT,
                                 s.ref,
