@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from subroute import wire
-from subroute.admin import drain
+from subroute.admin import drain, lint_sample
 from subroute.cli import exits, output
+from subroute.config import lint
 from subroute.config.codec import ConfigValue, app_key, encode, group_key
 from subroute.config.diff import DELETED, Change, diff, kept, render
 from subroute.config.model import AppConfig, Config
@@ -90,6 +91,40 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "inputs may not select its own topics",
     )
     check.set_defaults(func=validate_command)
+
+    lint_parser = commands.add_parser(
+        "lint",
+        help="find subscriptions that can never be chosen, overlap, never or always match, or leave messages "
+        "waiting forever (offline)",
+        description="Static analysis of the file's subscriptions, without Kafka: shadowed subscriptions, "
+        "equal-priority overlaps between groups, never-true and always-true expressions, messages that pass an "
+        "app's filter but match no subscription, group_by message groups split across groups. What it cannot "
+        "decide (LIKE, arithmetic) it lists as unknown. Exit 0: no findings; 1: findings; 2: the file is "
+        "refused. --sample-topic also counts them on records of a topic (that needs the broker).",
+    )
+    lint_parser.add_argument("-f", "--file", required=True, metavar="FILE|DIR|-", help=FILE_HELP)
+    output.add_output_argument(lint_parser)
+    lint_parser.add_argument(
+        "--max-findings",
+        type=int,
+        default=lint.DEFAULT_MAX_FINDINGS,
+        metavar="N",
+        help="findings of one kind listed per app (default %(default)s)",
+    )
+    lint_parser.add_argument(
+        "--sample-topic",
+        metavar="TOPIC",
+        help="also count the findings on records of TOPIC, read from its beginning",
+    )
+    lint_parser.add_argument(
+        "--max-read",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="records read from --sample-topic at most (default %(default)s)",
+    )
+    add_common_arguments(lint_parser)
+    lint_parser.set_defaults(func=lint_command)
 
     topics = commands.add_parser(
         "topics",
@@ -221,6 +256,71 @@ def validate_command(args: argparse.Namespace) -> int:
     subscriptions = sum(subscription_count(values).values())
     print(f"{name}: valid ({apps} app(s), {len(values) - apps} group(s), {subscriptions} expression(s))")
     return EXIT_OK
+
+
+def lint_command(args: argparse.Namespace) -> int:
+    desired = _load_desired(args.file)
+    if desired is None:
+        return EXIT_INVALID
+    if args.max_findings < 1 or args.max_read < 1:
+        print("subroute: --max-findings and --max-read must be at least 1", file=sys.stderr)
+        return EXIT_INVALID
+    config = _config_of(desired)
+    report = lint.lint(config, args.max_findings)
+    counts: lint_sample.SampleCounts | None = None
+    if args.sample_topic:
+        try:
+            settings = Settings.from_args(args)
+            records = lint_sample.read_headers(settings, args.sample_topic, args.max_read)
+            counts = lint_sample.count(config, report.findings, args.sample_topic, records)
+        except SettingsError as exc:
+            print(f"subroute: {exc}", file=sys.stderr)
+            return EXIT_INVALID
+        except (clients.KafkaException, TimeoutError) as exc:
+            print(f"subroute: Kafka: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+    findings = []
+    for i, finding in enumerate(report.findings):
+        doc = finding.document()
+        if counts is not None and finding.kind != lint.GROUP_SPLIT:
+            doc["records"] = counts.findings[i]
+        findings.append(doc)
+    document: dict[str, Any] = {
+        "expressions": report.expressions,
+        "findings": findings,
+        "unknown": [u.document() for u in report.unknowns],
+    }
+    if counts is not None:
+        document["sample"] = counts.document(config)
+
+    def table() -> str:
+        lines = []
+        for doc in findings:
+            counted = f" [{doc['records']} record(s) of the sample]" if "records" in doc else ""
+            lines.append(f"{doc['kind']}: {doc['where']}: {doc['message']}{counted}")
+            for sample in doc["samples"]:
+                shown = ", ".join(
+                    f"{k} absent" if v is None else f"{k}={output.to_json(v)}" for k, v in sample.items()
+                )
+                lines.append(f"  e.g. {shown or 'no headers'}")
+        for u in report.unknowns:
+            lines.append(f"unknown: {u.where}: {u.reason}")
+        if counts is not None:
+            sample = document["sample"]
+            lines.append(f"sample: {sample['read']} record(s) of {sample['topic']}")
+            for app, c in sample["apps"].items():
+                never = ", ".join(c["never_matched"]) or "none"
+                lines.append(
+                    f"  {app}: {c['passed_filter']} passed the filter, {c['wait_forever']} would wait forever; "
+                    f"never matched: {never}"
+                )
+        lines.append(
+            f"{len(findings)} finding(s), {len(report.unknowns)} unknown, {report.expressions} expression(s)"
+        )
+        return "\n".join(lines)
+
+    output.emit(args.output, document, table)
+    return exits.DIFFERENT if findings else EXIT_OK
 
 
 def topics_command(args: argparse.Namespace) -> int:
