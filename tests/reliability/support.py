@@ -230,6 +230,13 @@ class WorkerProcess:
         self.log.flush()
         return Path(self.log.name).read_bytes()[-chars:].decode(errors="replace")
 
+    def notable(self, limit: int = 40) -> list[str]:
+        """The worker's warning and error lines (rebalances, refused commits, rewinds), the first ``limit``: what
+        a test prints beside a ledger's findings."""
+        self.log.flush()
+        lines = Path(self.log.name).read_bytes().decode(errors="replace").splitlines()
+        return [line for line in lines if '"level": "warning"' in line or '"level": "error"' in line][:limit]
+
     def close(self) -> None:
         if self.alive():
             self.kill()

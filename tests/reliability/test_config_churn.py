@@ -162,6 +162,8 @@ def test_config_churn_routes_every_message_per_its_stamped_version(kafka, unique
         )
         assert worker.terminate() == 0, worker.log_tail()
     finally:
+        # shown should the ledger find a fault (a commit refused after a rebalance, a rewind)
+        print("\n".join(["first worker's warnings:", *worker.notable()]))
         worker.close()
     drain = WorkerProcess(
         env.settings, "--exit-on-idle", "3", env={"SUBROUTE_KAFKA_SESSION_TIMEOUT_MS": "6000"}
@@ -169,6 +171,7 @@ def test_config_churn_routes_every_message_per_its_stamped_version(kafka, unique
     try:
         assert drain.wait(120) == 0, drain.log_tail()
     finally:
+        print("\n".join(["draining worker's warnings:", *drain.notable()]))
         drain.close()
 
     outputs = read_outputs(env.settings, app_topics(env.settings, ("churn", "steady")))
