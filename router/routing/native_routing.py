@@ -132,6 +132,8 @@ def build_native(
 ) -> NativeRouting | None:
     """One native plan of every app's filters and plan entries (see ``NativeRouting``); None if the native
     side refuses it (a bug: the table then routes on the Python path alone, as before the native core)."""
+    if any(env.body for env in environments):
+        return None  # the native core does not read bodies yet: such a table routes on the Python path
     entries: list[PlanEntry] = []
     opens: list[str | None] = []
     requires: list[str | None] = []
