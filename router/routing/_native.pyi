@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from subroute.routing.decisions import RouteResult
 from subroute.routing.native_boundary import (
     BatchState,
+    BodyRead,
     DeciderSpec,
     EntrySpec,
     PlanSpec,
@@ -26,6 +27,12 @@ READS: dict[str, list[str]]
 
 MAKES: dict[str, list[str]]
 """Each Python class the module makes objects of (``RouteResult``, ``Decision``) with the fields it sets."""
+
+def read_json(
+    value: bytes | None, reads: list[BodyRead]
+) -> tuple[dict[str, int | float | str | bool], dict[str, int]]:
+    """The properties ``reads`` name in one JSON record value, as ``routing/body.py``'s ``read_json``: the
+    values found and the failures by property (one pass, no tree)."""
 
 class Entry:
     """One subscription lowered: its gate and residual (router/routing/native_plan.py). Made once and shared by

@@ -40,6 +40,16 @@ class TypedHeader(TypedDict):
     declared: PropertyType
 
 
+class BodyRead(TypedDict):
+    """A property read from a JSON record value (``routing/body.py``'s ``BodyRead``): its name, its source (the
+    JSON Pointer as written), the pointer's reference tokens (UTF-8) and its declared type."""
+
+    name: str
+    path: str
+    tokens: list[bytes]
+    declared: PropertyType
+
+
 # --- the plan's nodes: children are indexes of earlier nodes; ``sql``: the sql92 dialect (else bmq) ----------
 
 
@@ -292,6 +302,7 @@ READ: dict[str, type] = {
     cls.__name__: cls
     for cls in (
         TypedHeader,
+        BodyRead,
         ValueNode,
         PropertyNode,
         UnaryNode,

@@ -2,6 +2,7 @@
 //! headers. `plan`, `decode`, `like` and `decide` are plain Rust (tested by `cargo test`); `python` is the PyO3
 //! module, `boundary` the structures it reads from Python by key.
 
+pub mod body_json;
 pub mod decide;
 pub mod decode;
 pub mod like;

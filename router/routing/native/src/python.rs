@@ -11,10 +11,11 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple, PyType};
 
+use crate::body_json::{self, Got, Value};
 use crate::boundary::{
-    self, AppSpec as AppIn, ArithmeticNode, BatchState, BetweenNode, CompareNode, DeciderSpec,
-    EntrySpec, EqualityGate, InNode, IntervalGate, IsNullNode, JunctionNode, LikeNode, PlanSpec,
-    PropertyNode, RangeGate, RouteGroup, UnaryNode, ValueNode,
+    self, AppSpec as AppIn, ArithmeticNode, BatchState, BetweenNode, BodyRead, CompareNode,
+    DeciderSpec, EntrySpec, EqualityGate, InNode, IntervalGate, IsNullNode, JunctionNode, LikeNode,
+    PlanSpec, PropertyNode, RangeGate, RouteGroup, UnaryNode, ValueNode,
 };
 use crate::decide::{
     self, AppSpec, Decided, Decider, Fairness, GroupKey, Made, Route, State, Waiting,
@@ -920,9 +921,47 @@ impl NativeDecider {
     }
 }
 
+/// The properties `reads` (`[BodyRead]`) name in one JSON record value (None: a record without one), as
+/// `routing/body.py`'s `read_json` returns them: `(props, failures by property)`.
+#[pyfunction]
+fn read_json<'py>(
+    py: Python<'py>,
+    value: Option<&Bound<'py, PyBytes>>,
+    reads: Vec<BodyRead>,
+) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+    let specs = reads
+        .iter()
+        .map(|r| {
+            Ok(body_json::Read {
+                tokens: r.tokens.clone(),
+                declared: declared(&r.declared)?,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let bytes = value.map(|v| v.as_bytes().to_vec());
+    let got = py.detach(move || body_json::read_json(bytes.as_deref(), &specs));
+    let (props, failures) = (PyDict::new(py), PyDict::new(py));
+    for (read, got) in reads.iter().zip(got) {
+        match got {
+            Got::Missing => {}
+            Got::Failed => failures.set_item(&read.name, 1)?,
+            Got::Found(Value::Str(s)) => {
+                let text =
+                    std::str::from_utf8(&s).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                props.set_item(&read.name, text)?;
+            }
+            Got::Found(Value::Int(i)) => props.set_item(&read.name, i)?,
+            Got::Found(Value::Bool(b)) => props.set_item(&read.name, b)?,
+            Got::Found(Value::Float(f)) => props.set_item(&read.name, f)?,
+        }
+    }
+    Ok((props, failures))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add_function(wrap_pyfunction!(read_json, m)?)?;
     m.add_class::<NativePlan>()?;
     m.add_class::<Entry>()?;
     m.add_class::<Matches>()?;
