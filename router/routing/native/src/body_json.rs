@@ -456,6 +456,8 @@ fn number_as(text: &str, integral: bool, declared: PropType) -> Got {
             .parse::<i64>()
             .map_or(Got::Failed, |i| Got::Found(Value::Int(i))),
         PropType::Float => match text.parse::<f64>() {
+            // Python reads an integral literal as an int first: `-0` is 0, so its float is +0.0.
+            Ok(f) if f.is_finite() && integral && f == 0.0 => Got::Found(Value::Float(0.0)),
             Ok(f) if f.is_finite() => Got::Found(Value::Float(f)),
             _ => Got::Failed,
         },
