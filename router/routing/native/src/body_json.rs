@@ -62,6 +62,7 @@ pub fn read_json(value: Option<&[u8]>, reads: &[Read]) -> Vec<Got> {
         got: vec![Got::Missing; reads.len()],
         stack: Vec::with_capacity(MAX_DEPTH),
         key: Vec::new(),
+        hit: false,
     };
     match reader.document() {
         Ok(()) => reader.got,
@@ -80,13 +81,17 @@ struct Reader<'a> {
     /// The current object key, unescaped (lone surrogates as their 3-byte generalized UTF-8 form, which no
     /// token holds, so such a key never matches, as in Python).
     key: Vec<u8>,
+    /// Whether the last `enter` took some read one token further (the value after it may be a leaf).
+    hit: bool,
 }
 
 impl Reader<'_> {
+    #[inline]
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
     }
 
+    #[inline]
     fn skip_ws(&mut self) {
         while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
             self.pos += 1;
@@ -113,6 +118,7 @@ impl Reader<'_> {
     /// back, and those whose next token is this child's name or index go one further and forget what an
     /// earlier duplicate of it gave (the last duplicate key wins).
     fn enter(&mut self, depth: usize, token: Option<&[u8]>, index: Option<usize>) {
+        self.hit = false;
         for r in 0..self.reads.len() {
             if self.matched[r] >= depth {
                 self.matched[r] = depth - 1;
@@ -131,6 +137,7 @@ impl Reader<'_> {
             if hit {
                 self.matched[r] = depth;
                 self.got[r] = Got::Missing;
+                self.hit = true;
             }
         }
     }
@@ -203,12 +210,23 @@ impl Reader<'_> {
             return Err(Bad);
         }
         self.pos += 1;
-        let mut key = std::mem::take(&mut self.key);
-        key.clear();
-        self.string(Some(&mut key))?;
-        self.expect(b':')?;
-        self.enter(depth, Some(&key), None);
-        self.key = key;
+        let start = self.pos;
+        self.skip_plain();
+        if self.peek() == Some(b'"') {
+            // A key without escapes (most are) is compared where it lies.
+            let (bytes, end) = (self.bytes, self.pos);
+            self.pos += 1;
+            self.expect(b':')?;
+            self.enter(depth, Some(&bytes[start..end]), None);
+        } else {
+            self.pos = start;
+            let mut key = std::mem::take(&mut self.key);
+            key.clear();
+            self.string(Some(&mut key))?;
+            self.expect(b':')?;
+            self.enter(depth, Some(&key), None);
+            self.key = key;
+        }
         self.skip_ws();
         self.value()
     }
@@ -216,7 +234,9 @@ impl Reader<'_> {
     /// One value: a scalar is read whole; a container is only opened.
     fn value(&mut self) -> Result<(), Bad> {
         let depth = self.stack.len();
-        let wanted = self.leaves(depth).next().is_some();
+        // Only a value `enter` just matched can be a leaf (the root never is: a path has a token).
+        let wanted = self.hit && self.leaves(depth).next().is_some();
+        self.hit = false;
         match self.peek().ok_or(Bad)? {
             open @ (b'{' | b'[') => {
                 if depth == MAX_DEPTH {
@@ -338,12 +358,7 @@ impl Reader<'_> {
         let mut lone = false;
         loop {
             let start = self.pos;
-            while let Some(b) = self.peek() {
-                if b == b'"' || b == b'\\' || b < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-            }
+            self.skip_plain();
             if let Some(out) = out.as_deref_mut() {
                 out.extend_from_slice(&self.bytes[start..self.pos]);
             }
@@ -398,6 +413,32 @@ impl Reader<'_> {
                 }
                 _ => return Err(Bad), // the end, or a raw control character
             }
+        }
+    }
+
+    /// Past the plain bytes of a string (neither a quote, a backslash nor a control byte), eight at a time: strings
+    /// are most of a document's bytes.
+    fn skip_plain(&mut self) {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        // A byte's high bit is set where it is zero (exact up to the first such byte, which is all that is used).
+        let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+        while let Some(chunk) = self.bytes.get(self.pos..self.pos + 8) {
+            let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+            let special = zero(x ^ (ONES * u64::from(b'"')))
+                | zero(x ^ (ONES * u64::from(b'\\')))
+                | (x.wrapping_sub(ONES * 0x20) & !x & HIGH); // below 0x20
+            if special != 0 {
+                self.pos += (special.trailing_zeros() / 8) as usize;
+                return;
+            }
+            self.pos += 8;
+        }
+        while let Some(b) = self.peek() {
+            if b == b'"' || b == b'\\' || b < 0x20 {
+                break;
+            }
+            self.pos += 1;
         }
     }
 
