@@ -627,12 +627,13 @@ class MessageView:
 @dataclass(slots=True)
 class RouteResult:
     """The decisions for one message: ``routed`` (route, pending, dead-letter) and ``filtered`` (skipped by the
-    app filter), and the errors met, per app."""
+    app filter), and the errors met, per app: evaluation errors, and the properties that could not be decoded
+    (a header value, or a body property: undecodable body, wrong type), per property name."""
 
     routed: list[Decision]
     filtered: Sequence[Decision]
     evaluation_errors: dict[str, int]
-    decode_errors: dict[str, int]
+    decode_errors: dict[str, dict[str, int]]
 
     @property
     def decisions(self) -> list[Decision]:
@@ -659,7 +660,7 @@ class Router:
         routed: list[Decision] = []
         filtered: Sequence[Decision] = ()
         evaluation_errors: dict[str, int] = {}
-        decode_errors: dict[str, int] = {}
+        decode_errors: dict[str, dict[str, int]] = {}
         own_expiration = message_expiration(headers) if timestamp > 0 else None
         cursors = self.cursors
         for group in table.groups_for(message.topic, only_app):
@@ -668,13 +669,14 @@ class Router:
             if env.body:
                 from_body, body_failures = read_body(message.value, env.format, env.body)
                 props.update(from_body)
-                failures += sum(body_failures.values())
+                if body_failures:  # the names differ: a header named as a body property is not decoded
+                    failures = {**failures, **body_failures}
             held, filter_errors = env.plan.match_with_errors(props)
             outcome = group.outcomes.get(held) or group.outcome(held)
             if failures or filter_errors:
                 for app in group.apps:
                     if failures:
-                        decode_errors[app.name] = failures
+                        decode_errors[app.name] = dict(failures)
                     own = sum(1 for e in cast(frozenset[PlanId], filter_errors) if e[1] == app.name)
                     if own:
                         evaluation_errors[app.name] = own

@@ -95,6 +95,8 @@ impl Route {
 pub struct BodyProperty {
     pub read: body_json::Read,
     pub slot: Option<u32>,
+    /// Its name, as the index of a name (shared with header names) its decode failures are counted under.
+    pub label: u32,
 }
 
 /// Where a record's value is for `Decider::read_bodies`: not read (its route reads no body), undecodable
@@ -202,8 +204,10 @@ pub struct Decided {
     pub records: Vec<Record>,
     pub made: Vec<Made>,
     pub filtered: Vec<u32>,
-    /// (app, count)
+    /// Evaluation errors: (app, count)
     pub counts: Vec<(u32, u32)>,
+    /// Decode failures: (app, property name index, count)
+    pub decode: Vec<(u32, u32, u32)>,
 }
 
 /// `_stable_hash`: blake2b with an 8-byte digest, big-endian.
@@ -470,7 +474,8 @@ impl Decider {
             let made_start = out.made.len();
             let filtered_start = out.filtered.len();
             let errors_start = out.counts.len();
-            let mut decode_counts: Vec<(u32, u32)> = Vec::new();
+            let decode_start = out.decode.len();
+            let mut failures: Vec<(u32, u32)> = Vec::new();
             let timestamp = timestamps[r];
             let own = if timestamp > 0 {
                 self.own_expiration(headers, &batch.bytes)
@@ -479,15 +484,16 @@ impl Decider {
             };
             let failed_body = body_failures.get(r).map_or(&[][..], Vec::as_slice);
             for (env, apps, expiring) in &route.groups {
-                let failures = self.decode_failures(*env, headers, &batch.bytes)
-                    + self.env_body[*env as usize]
-                        .iter()
-                        .filter(|i| failed_body.contains(i))
-                        .count() as u32;
-                for &a in apps {
-                    if failures > 0 {
-                        decode_counts.push((a, failures));
+                failures.clear();
+                self.decode_failures(*env, headers, &batch.bytes, &mut failures);
+                for &i in &self.env_body[*env as usize] {
+                    if failed_body.contains(&i) {
+                        failures.push((self.body[i as usize].label, 1));
                     }
+                }
+                for &a in apps {
+                    out.decode
+                        .extend(failures.iter().map(|&(label, n)| (a, label, n)));
                     // As route: an app's own filter errors count for every app of the group.
                     let own_errors = failed
                         .iter()
@@ -543,13 +549,11 @@ impl Decider {
                     out.made.push(made);
                 }
             }
-            let errors_end = out.counts.len();
-            out.counts.extend_from_slice(&decode_counts);
             out.records.push(Record {
                 made: (made_start, out.made.len()),
                 filtered: (filtered_start, out.filtered.len()),
-                evaluation_errors: (errors_start, errors_end),
-                decode_errors: (errors_end, out.counts.len()),
+                evaluation_errors: (errors_start, out.counts.len()),
+                decode_errors: (decode_start, out.decode.len()),
             });
         }
         Ok(out)
@@ -610,18 +614,26 @@ impl Decider {
             })
     }
 
-    /// `properties.decode_failures`: every occurrence of a declared (or read) header that does not decode.
-    fn decode_failures(&self, env: u32, headers: &[Header], bytes: &[u8]) -> u32 {
+    /// `properties.decode_with`'s failures: every occurrence of a declared (or read) header that does not
+    /// decode, counted by name into `into` (name index, count).
+    fn decode_failures(
+        &self,
+        env: u32,
+        headers: &[Header],
+        bytes: &[u8],
+        into: &mut Vec<(u32, u32)>,
+    ) {
         let types = &self.env_types[env as usize];
-        headers
-            .iter()
-            .filter(|h| {
-                matches!(
-                    (types.get(h.name as usize), h.value),
-                    (Some(Some(t)), Some((s, e))) if decode(&bytes[s..e], *t).is_none()
-                )
-            })
-            .count() as u32
+        for h in headers {
+            if let (Some(Some(t)), Some((s, e))) = (types.get(h.name as usize), h.value) {
+                if decode(&bytes[s..e], *t).is_none() {
+                    match into.iter_mut().find(|(name, _)| *name == h.name) {
+                        Some(entry) => entry.1 += 1,
+                        None => into.push((h.name, 1)),
+                    }
+                }
+            }
+        }
     }
 
     /// `decide_app` for app `a` given its matched plan positions (ascending, within its span).

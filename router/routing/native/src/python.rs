@@ -490,6 +490,8 @@ struct BatchOutcome {
 struct NativeDecider {
     plan: Arc<Plan>,
     names: FxMap<String, u32>,
+    /// Each name by its index: the property label of decode failures.
+    labels: Vec<Py<PyString>>,
     decider: Arc<Decider>,
     apps: Vec<AppObjects>,
     making: Making,
@@ -615,6 +617,7 @@ impl NativeDecider {
                         declared: declared(&p.read.declared)?,
                     },
                     slot: p.slot.map(|s| s as u32),
+                    label: name_of(&p.read.name, &mut names),
                 })
             })
             .collect::<PyResult<Vec<_>>>()?;
@@ -639,9 +642,17 @@ impl NativeDecider {
             capacity: words.capacity,
             no_consumer: words.no_consumer,
         };
+        // Indexes are dense (`name_of` numbers each new name by the count so far).
+        let mut by_index: Vec<(&String, u32)> = names.iter().map(|(n, &i)| (n, i)).collect();
+        by_index.sort_unstable_by_key(|&(_, i)| i);
+        let labels = by_index
+            .into_iter()
+            .map(|(name, _)| PyString::new(py, name).unbind())
+            .collect();
         Ok(NativeDecider {
             plan: Arc::clone(&plan.plan),
             names,
+            labels,
             decider: Arc::new(decider),
             apps: objects,
             making,
@@ -948,10 +959,37 @@ impl NativeDecider {
                         &f.evaluation_errors,
                         counts(record.evaluation_errors)?.as_any(),
                     ),
-                    (&f.decode_errors, counts(record.decode_errors)?.as_any()),
+                    (&f.decode_errors, self.decode_counts(py, decided, record.decode_errors)?.as_any()),
                 ],
             )?;
             out.append(result)?;
+        }
+        Ok(out)
+    }
+
+    /// A record's decode failures: app name -> property name -> count.
+    fn decode_counts<'py>(
+        &self,
+        py: Python<'py>,
+        decided: &Decided,
+        (from, to): (usize, usize),
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        let mut current: Option<(u32, Bound<'py, PyDict>)> = None;
+        for &(app, label, n) in &decided.decode[from..to] {
+            if current.as_ref().is_none_or(|(a, _)| *a != app) {
+                let inner = PyDict::new(py);
+                out.set_item(self.apps[app as usize].name.bind(py), &inner)?;
+                current = Some((app, inner));
+            }
+            if let Some((_, inner)) = &current {
+                let name = self.labels[label as usize].bind(py);
+                let before: u32 = match inner.get_item(name)? {
+                    Some(v) => v.extract()?,
+                    None => 0,
+                };
+                inner.set_item(name, before + n)?;
+            }
         }
         Ok(out)
     }
