@@ -45,7 +45,7 @@ def body_config(config: Config) -> Config:
 
 
 def order_value(rng: random.Random, customer: int, amount: int, region: str) -> bytes:
-    """A JSON order of about 1 KB with 30 fields (leaves), the three read ones among them, spread out."""
+    """A JSON order of 1 KB with 30 leaves (fields and array elements), the three read ones among them, spread out."""
     doc = {
         "order_id": f"ord-{rng.randrange(10**9):09d}",
         "created_at": "2026-11-26T05:00:00.000Z",
@@ -56,7 +56,6 @@ def order_value(rng: random.Random, customer: int, amount: int, region: str) -> 
             "name": "Customer " + "x" * rng.randrange(10, 30),
             "email": f"c{customer}@example.com",
             "tier": rng.choice(("gold", "silver", "bronze")),
-            "since": 2015 + rng.randrange(10),
         },
         "items": [
             {
@@ -68,14 +67,12 @@ def order_value(rng: random.Random, customer: int, amount: int, region: str) -> 
         ],
         "notes": "",
         "discount": {"code": "WINTER", "percent": 10, "applied": True},
-        "payment": {"method": "card", "last4": f"{rng.randrange(10**4):04d}", "authorized": True},
+        "payment": {"method": "card", "last4": f"{rng.randrange(10**4):04d}"},
         "tags": ["priority", "gift", "fragile"],
         "amount": amount,
         "shipping": {
             "method": rng.choice(("express", "standard")),
             "street": "Long Street " + str(rng.randrange(1000)),
-            "city": "Springfield",
-            "postcode": f"{rng.randrange(10**5):05d}",
             "region": region,
         },
     }
