@@ -128,8 +128,8 @@ def decode_headers(
     declared ones).
     """
     if only is not None:
-        props, failed = decode_with(headers, decoders_for(types, only))
-        return props, sum(failed.values())
+        found, failed = decode_with(headers, decoders_for(types, only))
+        return found, sum(failed.values())
     props: dict[str, PropertyValue] = {}
     failures = 0
     if not headers:

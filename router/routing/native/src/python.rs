@@ -721,8 +721,7 @@ impl NativeDecider {
         let plan = Arc::clone(&self.plan);
         let (timestamps, now_ms) = (given.timestamps, given.now_ms);
         let (decided, state) = py.detach(move || {
-            let failures =
-                decider.read_bodies(&mut batch, &all_routes, &routes, &values, &buffer);
+            let failures = decider.read_bodies(&mut batch, &all_routes, &routes, &values, &buffer);
             let outcomes = plan.match_batch_with_errors(&batch, true);
             let decided = decider.decide(
                 &batch,
@@ -959,7 +958,11 @@ impl NativeDecider {
                         &f.evaluation_errors,
                         counts(record.evaluation_errors)?.as_any(),
                     ),
-                    (&f.decode_errors, self.decode_counts(py, decided, record.decode_errors)?.as_any()),
+                    (
+                        &f.decode_errors,
+                        self.decode_counts(py, decided, record.decode_errors)?
+                            .as_any(),
+                    ),
                 ],
             )?;
             out.append(result)?;
