@@ -99,13 +99,13 @@ pub struct BodyProperty {
     pub label: u32,
 }
 
-/// Where a record's value is for `Decider::read_bodies`: not read (its route reads no body), undecodable
-/// without reading it (null, or larger than `body_json::MAX_BODY_BYTES`), or a range of the values' buffer.
+/// A record's value for `Decider::read_bodies`: not read (its route reads no body), undecodable without
+/// reading it (null, or larger than `body_json::MAX_BODY_BYTES`), or its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecordValue {
+pub enum RecordValue<'a> {
     Unread,
     Undecodable,
-    At(usize, usize),
+    Bytes(&'a [u8]),
 }
 
 /// Everything fixed for a table: the apps, each plan position's owner and exactness, the environments' declared
@@ -396,8 +396,7 @@ impl Decider {
         batch: &mut Batch,
         routes: &[Route],
         record_routes: &[u32],
-        values: &[RecordValue],
-        buffer: &[u8],
+        values: &[RecordValue<'_>],
     ) -> Vec<Vec<u32>> {
         let mut failures = Vec::with_capacity(values.len());
         for (r, &value) in values.iter().enumerate() {
@@ -405,7 +404,7 @@ impl Decider {
             let route = record_routes.get(r).and_then(|&i| routes.get(i as usize));
             if let (Some(route), false) = (route, value == RecordValue::Unread) {
                 let bytes = match value {
-                    RecordValue::At(s, e) => Some(&buffer[s..e]),
+                    RecordValue::Bytes(bytes) => Some(bytes),
                     _ => None,
                 };
                 for (&i, got) in route

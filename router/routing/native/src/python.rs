@@ -710,7 +710,8 @@ impl NativeDecider {
         }
         let all_routes = Arc::clone(&*self.routes.lock().map_err(|_| poisoned())?);
         let routes = given.routes;
-        let (values, buffer) = match &given.values {
+        // Kept until the batch is decided: `values` points into these objects' buffers.
+        let (owners, values) = match &given.values {
             Some(values) => record_values(values.bind(py), &all_routes, &routes)?,
             None => (Vec::new(), Vec::new()),
         };
@@ -721,7 +722,8 @@ impl NativeDecider {
         let plan = Arc::clone(&self.plan);
         let (timestamps, now_ms) = (given.timestamps, given.now_ms);
         let (decided, state) = py.detach(move || {
-            let failures = decider.read_bodies(&mut batch, &all_routes, &routes, &values, &buffer);
+            let values: Vec<RecordValue<'_>> = values.iter().map(|v| v.get()).collect();
+            let failures = decider.read_bodies(&mut batch, &all_routes, &routes, &values);
             let outcomes = plan.match_batch_with_errors(&batch, true);
             let decided = decider.decide(
                 &batch,
@@ -735,6 +737,7 @@ impl NativeDecider {
             );
             (decided.map(|d| (d, batch)), state)
         });
+        drop(owners); // the values were read
         let (decided, batch) = decided.map_err(PyValueError::new_err)?;
         let results = self.results(py, &decided, &batch.bytes)?;
         let moved = PyDict::new(py);
@@ -768,38 +771,67 @@ impl NativeDecider {
     }
 }
 
-/// Where each record's value is (`RecordValue`), copied into one buffer: only those of records whose route
-/// reads a body, and only values small enough to be read.
-fn record_values(
-    values: &Bound<'_, PyList>,
+/// A record's value as `RecordValue`, its bytes borrowed from a Python `bytes` object without a copy, to be read
+/// with the GIL released.
+#[derive(Clone, Copy)]
+enum Borrowed {
+    Unread,
+    Undecodable,
+    Bytes(*const u8, usize),
+}
+
+// SAFETY: a `Bytes` points into the buffer of a Python `bytes` object, which is immutable and which the batch
+// holds a reference to (`record_values`' owners) until it is decided, so reading it from another thread, and
+// without the GIL, is sound.
+unsafe impl Send for Borrowed {}
+
+impl Borrowed {
+    fn get(&self) -> RecordValue<'_> {
+        match *self {
+            Borrowed::Unread => RecordValue::Unread,
+            Borrowed::Undecodable => RecordValue::Undecodable,
+            // SAFETY: see `impl Send for Borrowed`: the object outlives the batch, and its buffer holds `len`
+            // bytes.
+            Borrowed::Bytes(data, len) => {
+                RecordValue::Bytes(unsafe { std::slice::from_raw_parts(data, len) })
+            }
+        }
+    }
+}
+
+/// Each record's value (`Borrowed`), and the objects holding those read: only records whose route reads a
+/// body, and only values small enough to be read.
+fn record_values<'py>(
+    values: &Bound<'py, PyList>,
     all_routes: &[Route],
     routes: &[u32],
-) -> PyResult<(Vec<RecordValue>, Vec<u8>)> {
+) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<Borrowed>)> {
     if values.len() != routes.len() {
         return Err(PyValueError::new_err("one value per record"));
     }
-    let mut buffer = Vec::new();
+    let mut owners = Vec::new();
     let mut out = Vec::with_capacity(routes.len());
     for (value, &route) in values.iter().zip(routes) {
         let reads = all_routes
             .get(route as usize)
             .is_some_and(Route::reads_body);
         out.push(if !reads {
-            RecordValue::Unread
+            Borrowed::Unread
         } else if value.is_none() {
-            RecordValue::Undecodable
+            Borrowed::Undecodable
         } else {
-            let bytes = value.cast::<PyBytes>()?.as_bytes();
+            let object = value.cast_into::<PyBytes>()?;
+            let bytes = object.as_bytes();
             if bytes.len() > body_json::MAX_BODY_BYTES {
-                RecordValue::Undecodable
+                Borrowed::Undecodable
             } else {
-                let start = buffer.len();
-                buffer.extend_from_slice(bytes);
-                RecordValue::At(start, buffer.len())
+                let borrowed = Borrowed::Bytes(bytes.as_ptr(), bytes.len());
+                owners.push(object);
+                borrowed
             }
         });
     }
-    Ok((out, buffer))
+    Ok((owners, out))
 }
 
 fn poisoned() -> PyErr {
