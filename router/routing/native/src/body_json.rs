@@ -63,6 +63,7 @@ pub fn read_json(value: Option<&[u8]>, reads: &[Read]) -> Vec<Got> {
         stack: Vec::with_capacity(MAX_DEPTH),
         key: Vec::new(),
         hit: false,
+        dead_at: usize::MAX,
     };
     match reader.document() {
         Ok(()) => reader.got,
@@ -83,6 +84,9 @@ struct Reader<'a> {
     key: Vec<u8>,
     /// Whether the last `enter` took some read one token further (the value after it may be a leaf).
     hit: bool,
+    /// The stack depth of the outermost open container no read goes into (`usize::MAX`: none): inside it no
+    /// path is followed.
+    dead_at: usize,
 }
 
 impl Reader<'_> {
@@ -119,6 +123,9 @@ impl Reader<'_> {
     /// earlier duplicate of it gave (the last duplicate key wins).
     fn enter(&mut self, depth: usize, token: Option<&[u8]>, index: Option<usize>) {
         self.hit = false;
+        if depth >= self.dead_at {
+            return; // no read goes into this container
+        }
         for r in 0..self.reads.len() {
             if self.matched[r] >= depth {
                 self.matched[r] = depth - 1;
@@ -196,6 +203,12 @@ impl Reader<'_> {
     /// The container at path length `depth` - 1 closes.
     fn close(&mut self, depth: usize) {
         self.stack.pop();
+        if depth >= self.dead_at {
+            if self.stack.len() < self.dead_at {
+                self.dead_at = usize::MAX;
+            }
+            return; // no read went into it
+        }
         for m in &mut self.matched {
             if *m >= depth {
                 *m = depth - 1;
@@ -235,8 +248,8 @@ impl Reader<'_> {
     fn value(&mut self) -> Result<(), Bad> {
         let depth = self.stack.len();
         // Only a value `enter` just matched can be a leaf (the root never is: a path has a token).
-        let wanted = self.hit && self.leaves(depth).next().is_some();
-        self.hit = false;
+        let hit = std::mem::take(&mut self.hit);
+        let wanted = hit && self.leaves(depth).next().is_some();
         match self.peek().ok_or(Bad)? {
             open @ (b'{' | b'[') => {
                 if depth == MAX_DEPTH {
@@ -247,12 +260,21 @@ impl Reader<'_> {
                     // An object or array is no property value.
                     self.set_leaves(depth, |_| Got::Failed);
                 }
-                // Its members are read by `document`'s loop.
+                // Its members are read by `document`'s loop; no read goes into it unless one took its key (or
+                // it is the root).
                 self.stack.push(if open == b'{' {
                     Frame::ObjectStart
                 } else {
                     Frame::ArrayStart
                 });
+                let live = if depth == 0 {
+                    !self.reads.is_empty()
+                } else {
+                    hit
+                };
+                if !live && self.dead_at == usize::MAX {
+                    self.dead_at = self.stack.len();
+                }
                 Ok(())
             }
             b'"' => {
