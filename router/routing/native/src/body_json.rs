@@ -126,24 +126,27 @@ impl Reader<'_> {
         if depth >= self.dead_at {
             return; // no read goes into this container
         }
-        for r in 0..self.reads.len() {
-            if self.matched[r] >= depth {
-                self.matched[r] = depth - 1;
+        let parent = depth - 1;
+        let reads = self.reads.iter().zip(self.got.iter_mut());
+        for (matched, (read, got)) in self.matched.iter_mut().zip(reads) {
+            if *matched >= depth {
+                *matched = parent;
             }
-            if self.matched[r] != depth - 1 {
+            if *matched != parent {
                 continue;
             }
-            let Some(want) = self.reads[r].tokens.get(depth - 1) else {
+            let Some(want) = read.tokens.get(parent) else {
                 continue;
             };
             let hit = match (token, index) {
-                (Some(key), _) => key == want.as_slice(),
+                // Most keys differ in length or first byte: no call to compare them.
+                (Some(key), _) => key.first() == want.first() && key == want.as_slice(),
                 (None, Some(i)) => is_index(want, i),
                 _ => false,
             };
             if hit {
-                self.matched[r] = depth;
-                self.got[r] = Got::Missing;
+                *matched = depth;
+                *got = Got::Missing;
                 self.hit = true;
             }
         }
