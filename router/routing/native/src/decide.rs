@@ -911,6 +911,59 @@ mod tests {
     }
 
     #[test]
+    fn bodies_are_read_once_per_record_into_their_slots_and_failures_by_property() {
+        let read = |tokens: &[&str], declared| body_json::Read {
+            tokens: tokens.iter().map(|t| t.as_bytes().to_vec()).collect(),
+            declared,
+        };
+        let body = vec![
+            BodyProperty {
+                read: read(&["customer", "id"], PropType::Int),
+                slot: Some(0),
+                label: 7,
+            },
+            BodyProperty {
+                read: read(&["sku"], PropType::Str),
+                slot: None, // read for its failures only
+                label: 8,
+            },
+        ];
+        let spec = app(Fairness::Fast, vec![candidate(0, None, 0, None)]).spec;
+        // Environment 0 reads both body properties, environment 1 none.
+        let decider = Decider::new(
+            vec![spec],
+            vec![0],
+            vec![true],
+            0,
+            vec![vec![], vec![]],
+            body,
+            vec![vec![1, 0, 1]],
+            None,
+        )
+        .expect("a valid decider");
+        let routes = vec![
+            decider.route(vec![(0, vec![0])]).expect("a route"),
+            decider.route(vec![(1, vec![0])]).expect("a route"),
+        ];
+        assert!(routes[0].reads_body() && !routes[1].reads_body());
+        let mut batch = Batch::default();
+        for _ in 0..4 {
+            batch.end_record();
+        }
+        let values = [
+            RecordValue::Bytes(br#"{"customer": {"id": 5}, "sku": 3}"#),
+            RecordValue::Undecodable,
+            RecordValue::Unread,
+            RecordValue::Bytes(b"{}"),
+        ];
+        let failures = decider.read_bodies(&mut batch, &routes, &[0, 0, 1, 0], &values);
+        assert_eq!(failures, vec![vec![1], vec![0, 1], vec![], vec![]]);
+        assert_eq!(batch.typed, vec![(0, Typed::Int(5))]);
+        assert_eq!(batch.typed_records, vec![(0, 1), (1, 1), (1, 1), (1, 1)]);
+        assert_eq!(decider.body[1].label, 8);
+    }
+
+    #[test]
     fn round_robin_takes_turns_and_skips_full_groups() {
         let a = app(
             Fairness::RoundRobin,
