@@ -51,7 +51,8 @@ pub fn read_json(value: Option<&[u8]>, reads: &[Read]) -> Vec<Got> {
     let Some(bytes) = value else {
         return vec![Got::Failed; reads.len()];
     };
-    if bytes.len() > MAX_BODY_BYTES || std::str::from_utf8(bytes).is_err() {
+    // Not UTF-8 is found where it can be: in strings (`skip_plain`); elsewhere only ASCII is JSON.
+    if bytes.len() > MAX_BODY_BYTES {
         return vec![Got::Failed; reads.len()];
     }
     let mut reader = Reader {
@@ -227,7 +228,7 @@ impl Reader<'_> {
         }
         self.pos += 1;
         let start = self.pos;
-        self.skip_plain();
+        self.skip_plain()?;
         if self.peek() == Some(b'"') {
             // A key without escapes (most are) is compared where it lies.
             let (bytes, end) = (self.bytes, self.pos);
@@ -383,7 +384,7 @@ impl Reader<'_> {
         let mut lone = false;
         loop {
             let start = self.pos;
-            self.skip_plain();
+            self.skip_plain()?;
             if let Some(out) = out.as_deref_mut() {
                 out.extend_from_slice(&self.bytes[start..self.pos]);
             }
@@ -443,28 +444,48 @@ impl Reader<'_> {
 
     /// Past the plain bytes of a string (neither a quote, a backslash nor a control byte), eight at a time: strings
     /// are most of a document's bytes.
-    fn skip_plain(&mut self) {
+    ///
+    /// The value is UTF-8 as a whole exactly when these runs are: outside strings only ASCII is JSON, and a run
+    /// ends at an ASCII byte, which no UTF-8 sequence holds. So a run with a byte past ASCII is checked here,
+    /// and nothing else needs to be.
+    fn skip_plain(&mut self) -> Result<(), Bad> {
         const ONES: u64 = 0x0101_0101_0101_0101;
         const HIGH: u64 = 0x8080_8080_8080_8080;
         // A byte's high bit is set where it is zero (exact up to the first such byte, which is all that is used).
         let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+        let start = self.pos;
+        let mut wide = 0; // the high bits seen
         while let Some(chunk) = self.bytes.get(self.pos..self.pos + 8) {
             let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
             let special = zero(x ^ (ONES * u64::from(b'"')))
                 | zero(x ^ (ONES * u64::from(b'\\')))
                 | (x.wrapping_sub(ONES * 0x20) & !x & HIGH); // below 0x20
             if special != 0 {
-                self.pos += (special.trailing_zeros() / 8) as usize;
-                return;
+                let plain = special.trailing_zeros() / 8;
+                // The high bits of the plain bytes before it (a shift by 64 would overflow: plain < 8 here).
+                wide |= x & HIGH & ((1u64 << (plain * 8)) - 1);
+                self.pos += plain as usize;
+                return self.check_text(start, wide);
             }
+            wide |= x & HIGH;
             self.pos += 8;
         }
         while let Some(b) = self.peek() {
             if b == b'"' || b == b'\\' || b < 0x20 {
                 break;
             }
+            wide |= u64::from(b & 0x80);
             self.pos += 1;
         }
+        self.check_text(start, wide)
+    }
+
+    /// The run from `start` is UTF-8 (checked only when it holds a byte past ASCII: `wide`).
+    fn check_text(&self, start: usize, wide: u64) -> Result<(), Bad> {
+        if wide != 0 && std::str::from_utf8(&self.bytes[start..self.pos]).is_err() {
+            return Err(Bad);
+        }
+        Ok(())
     }
 
     fn hex4(&mut self) -> Result<u32, Bad> {
