@@ -94,8 +94,10 @@ class RouterMetrics:
         )
         self.property_decode_errors = Counter(
             "subroute_property_decode_errors_total",
-            "Header values that did not decode as the app's declared property type.",
-            ["app"],
+            "Properties that could not be decoded: a header value not of the app's declared type, or a body "
+            "property (an undecodable body, a leaf of the wrong type), by app and property (its declared or read "
+            "name).",
+            ["app", "property"],
             registry=r,
         )
         self.dropped_headers = Counter(

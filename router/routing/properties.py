@@ -8,6 +8,7 @@ the caller counts it): an expression never sees a half-decoded value.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 
 from subroute.errors import SubrouteError
 
@@ -83,14 +84,18 @@ def _decoder(type_name: str) -> Decoder:
     return bytes.decode if type_name == "string" else DECODERS[type_name]
 
 
+_NO_FAILURES: Mapping[str, int] = MappingProxyType({})
+
+
 def decode_with(
     headers: Sequence[tuple[str, bytes | None]] | None, decoders: Mapping[str, Decoder]
-) -> tuple[dict[str, PropertyValue], int]:
-    """``decode_headers`` for the names of ``decoders`` only: other headers are neither decoded nor counted."""
+) -> tuple[dict[str, PropertyValue], Mapping[str, int]]:
+    """``decode_headers`` for the names of ``decoders`` only: other headers are neither decoded nor counted. The
+    failures by header name (a read-only empty mapping when none failed)."""
     props: dict[str, PropertyValue] = {}
-    failures = 0
+    failures: dict[str, int] | None = None
     if not headers:
-        return props, failures
+        return props, _NO_FAILURES
     for name, raw in headers:
         decode = decoders.get(name)
         if decode is None:
@@ -105,8 +110,10 @@ def decode_with(
             props[name] = decode(raw)
         except ValueError:  # PropertyDecodeError, UnicodeDecodeError, int()'s own
             props.pop(name, None)
-            failures += 1
-    return props, failures
+            if failures is None:
+                failures = {}
+            failures[name] = failures.get(name, 0) + 1
+    return props, failures or _NO_FAILURES
 
 
 def decode_headers(
@@ -121,7 +128,8 @@ def decode_headers(
     declared ones).
     """
     if only is not None:
-        return decode_with(headers, decoders_for(types, only))
+        found, failed = decode_with(headers, decoders_for(types, only))
+        return found, sum(failed.values())
     props: dict[str, PropertyValue] = {}
     failures = 0
     if not headers:

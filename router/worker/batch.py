@@ -43,7 +43,7 @@ from subroute.wire import EXPIRED, HEADER_PREFIX, REJECTED, WAITING_REASONS
 from subroute.worker.assignment import Assignment
 from subroute.worker.checkpoint import Checkpoint
 from subroute.worker.pending import DEFAULT_SWEEP_SECONDS, PendingPartition, PendingPartitions
-from subroute.worker.tally import BatchTally, add_counts, count_decision
+from subroute.worker.tally import BatchTally, add_counts, add_nested_counts, count_decision
 
 log = logging.getLogger(__name__)
 
@@ -306,7 +306,7 @@ class BatchRouter:
                 message, [Decision(app, Action.DEAD_LETTER, reason=REJECTED)], now_ms, True, envelopes
             )
         if result.decode_errors:
-            add_counts(tally.decode_errors, result.decode_errors)
+            add_nested_counts(tally.decode_errors, result.decode_errors)
         if result.evaluation_errors:
             add_counts(tally.evaluation_errors, result.evaluation_errors)
         for decision in (*result.routed, *result.filtered):
@@ -419,7 +419,7 @@ class BatchRouter:
         consumer or for room (writing it again would put it behind the records parked after it)."""
         redriven = pending_app is not None
         if result.decode_errors:
-            add_counts(tally.decode_errors, result.decode_errors)
+            add_nested_counts(tally.decode_errors, result.decode_errors)
         if result.evaluation_errors:
             add_counts(tally.evaluation_errors, result.evaluation_errors)
         if redriven:

@@ -31,6 +31,11 @@ def add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
         into[name] = into.get(name, 0) + count
 
 
+def add_nested_counts(into: dict[str, dict[str, int]], counts: dict[str, dict[str, int]]) -> None:
+    for name, inner in counts.items():
+        add_counts(into.setdefault(name, {}), inner)
+
+
 @dataclass
 class BatchTally:
     """Per batch: input positions (next offset to commit, first offset seen) and what routing decided."""
@@ -49,7 +54,7 @@ class BatchTally:
     dropped_headers: int = 0
     decisions: list[Decision] = field(default_factory=list)
     filtered: list[Sequence[Decision]] = field(default_factory=list)
-    decode_errors: dict[str, int] = field(default_factory=dict)
+    decode_errors: dict[str, dict[str, int]] = field(default_factory=dict)  # app -> property -> count
     evaluation_errors: dict[str, int] = field(default_factory=dict)
 
     def publish(self, metrics: RouterMetrics) -> None:
@@ -60,8 +65,9 @@ class BatchTally:
             metrics.record_age.observe(max(0, self.age_ms) / 1000)
         if self.dropped_headers:
             metrics.dropped_headers.inc(self.dropped_headers)
-        for app, count in self.decode_errors.items():
-            metrics.property_decode_errors.labels(app).inc(count)
+        for app, by_property in self.decode_errors.items():
+            for prop, count in by_property.items():
+                metrics.property_decode_errors.labels(app, prop).inc(count)
         for app, count in self.evaluation_errors.items():
             metrics.evaluation_errors.labels(app).inc(count)
         for decision, count in count_by_identity(self.decisions):

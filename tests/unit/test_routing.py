@@ -318,7 +318,7 @@ def test_undecodable_header_is_a_missing_property_and_counted() -> None:
     view = MessageView("orders", [("CustomerId", b"\xff\xfe")], 0)
     result = Router().route(table, view, {}, 0)
     assert result.decisions[0].action is Action.PENDING
-    assert result.decode_errors == {"billing": 1}
+    assert result.decode_errors == {"billing": {"CustomerId": 1}}
 
 
 # --- priority (AMPS Priority) ----------------------------------------------------------------------------------

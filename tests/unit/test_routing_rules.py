@@ -112,7 +112,7 @@ def test_expiry_of_what_passes_the_filter_keeps_its_error_counts() -> None:
     (result,) = both(cfg, [MessageView("orders", headers, 1_000)], now_ms=ROUTED_AT)
     assert [(d.action, d.reason) for d in result.decisions] == [(Action.DEAD_LETTER, "expired")]
     assert result.evaluation_errors == {"express": 1}
-    assert result.decode_errors == {"express": 1}
+    assert result.decode_errors == {"express": {"n": 1}}
 
 
 # --- 5. round-robin rotates over groups (consumers), not subscriptions ------------------------------------------

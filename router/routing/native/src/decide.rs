@@ -7,8 +7,9 @@
 use blake2::digest::{Update, VariableOutput};
 use blake2::Blake2bVar;
 
+use crate::body_json::{self, Got, Value};
 use crate::decode::{decode, is_python_space, PropType};
-use crate::plan::{Batch, FxMap, Header};
+use crate::plan::{Batch, FxMap, Header, Typed};
 
 /// How an app chooses among the matching candidates of one priority level (`AppConfig.fairness`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,11 +67,14 @@ struct App {
 
 pub const NONE: u32 = u32::MAX;
 
-/// The apps a record is routed for, by environment (`RoutingTable.groups_for`).
+/// The apps a record is routed for, by environment (`RoutingTable.groups_for`), and the body properties its
+/// environments read (indexes into the decider's, ascending, with what each reads).
 #[derive(Clone, Debug)]
 pub struct Route {
     groups: Vec<(u32, Vec<u32>, bool)>,
     members: Vec<u32>,
+    body: Vec<u32>,
+    reads: Vec<body_json::Read>,
 }
 
 impl Route {
@@ -78,6 +82,30 @@ impl Route {
     pub fn members(&self) -> &[u32] {
         &self.members
     }
+
+    /// Whether a record of this route has its value read.
+    pub fn reads_body(&self) -> bool {
+        !self.body.is_empty()
+    }
+}
+
+/// A property read from JSON record values (`routing/body.py`), and the plan slot it fills (None: no entry reads
+/// it; only its failures count).
+#[derive(Clone, Debug)]
+pub struct BodyProperty {
+    pub read: body_json::Read,
+    pub slot: Option<u32>,
+    /// Its name, as the index of a name (shared with header names) its decode failures are counted under.
+    pub label: u32,
+}
+
+/// A record's value for `Decider::read_bodies`: not read (its route reads no body), undecodable without
+/// reading it (null, or larger than `body_json::MAX_BODY_BYTES`), or its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordValue<'a> {
+    Unread,
+    Undecodable,
+    Bytes(&'a [u8]),
 }
 
 /// Everything fixed for a table: the apps, each plan position's owner and exactness, the environments' declared
@@ -88,6 +116,9 @@ pub struct Decider {
     exact: Vec<bool>,
     filter_count: u32,
     env_types: Vec<Vec<Option<PropType>>>,
+    /// Every body property, and per environment those it reads (indexes into `body`, ascending).
+    body: Vec<BodyProperty>,
+    env_body: Vec<Vec<u32>>,
     expiration_name: Option<u32>,
     pub slot_count: usize,
     pub cursor_count: usize,
@@ -173,8 +204,10 @@ pub struct Decided {
     pub records: Vec<Record>,
     pub made: Vec<Made>,
     pub filtered: Vec<u32>,
-    /// (app, count)
+    /// Evaluation errors: (app, count)
     pub counts: Vec<(u32, u32)>,
+    /// Decode failures: (app, property name index, count)
+    pub decode: Vec<(u32, u32, u32)>,
 }
 
 /// `_stable_hash`: blake2b with an 8-byte digest, big-endian.
@@ -226,17 +259,31 @@ pub fn parse_duration_ms(text: &[u8]) -> Option<i128> {
 }
 
 impl Decider {
-    /// `env_types[env]` are the declared type of each header name an environment decodes (by name index).
+    /// `env_types[env]` are the declared type of each header name an environment decodes (by name index);
+    /// `env_body[env]` the body properties it reads (indexes into `body`).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         specs: Vec<AppSpec>,
         owner: Vec<u32>,
         exact: Vec<bool>,
         filter_count: u32,
         env_types: Vec<Vec<Option<PropType>>>,
+        body: Vec<BodyProperty>,
+        mut env_body: Vec<Vec<u32>>,
         expiration_name: Option<u32>,
     ) -> Result<Decider, String> {
         if owner.len() != exact.len() || filter_count as usize > owner.len() {
             return Err("owner, exact and filter_count disagree".into());
+        }
+        if env_body.len() > env_types.len()
+            || env_body.iter().flatten().any(|&i| i as usize >= body.len())
+        {
+            return Err("bad body properties".into());
+        }
+        env_body.resize(env_types.len(), Vec::new());
+        for reads in &mut env_body {
+            reads.sort_unstable();
+            reads.dedup();
         }
         let mut slot_count = 0;
         let mut cursor_count = 0;
@@ -298,6 +345,8 @@ impl Decider {
             exact,
             filter_count,
             env_types,
+            body,
+            env_body,
             expiration_name,
             slot_count,
             cursor_count,
@@ -307,11 +356,17 @@ impl Decider {
     /// A record's apps, by environment, in table order (`[(env, apps)]`).
     pub fn route(&self, groups: Vec<(u32, Vec<u32>)>) -> Result<Route, String> {
         let mut members = Vec::new();
+        let mut body: Vec<u32> = Vec::new();
         let mut out = Vec::with_capacity(groups.len());
         for (env, apps) in groups {
             if apps.iter().any(|&a| a as usize >= self.apps.len()) {
                 return Err("a route names an unknown app".into());
             }
+            body.extend(
+                self.env_body
+                    .get(env as usize)
+                    .ok_or("unknown environment")?,
+            );
             let expiring = apps
                 .iter()
                 .any(|&a| self.apps[a as usize].spec.expiration_ms.is_some());
@@ -319,18 +374,78 @@ impl Decider {
             out.push((env, apps, expiring));
         }
         members.sort_unstable();
+        body.sort_unstable();
+        body.dedup();
+        let reads = body
+            .iter()
+            .map(|&i| self.body[i as usize].read.clone())
+            .collect();
         Ok(Route {
             groups: out,
             members,
+            body,
+            reads,
         })
     }
 
+    /// Each record's body properties, read once per record (the union its route's environments read): the
+    /// values found go to the batch as typed values of their slots, and per record the properties that failed
+    /// (an undecodable value, or a leaf of the wrong type) are returned (empty `values`: nothing is read).
+    pub fn read_bodies(
+        &self,
+        batch: &mut Batch,
+        routes: &[Route],
+        record_routes: &[u32],
+        values: &[RecordValue<'_>],
+    ) -> Vec<Vec<u32>> {
+        let mut failures = Vec::with_capacity(values.len());
+        for (r, &value) in values.iter().enumerate() {
+            let mut failed = Vec::new();
+            let route = record_routes.get(r).and_then(|&i| routes.get(i as usize));
+            if let (Some(route), false) = (route, value == RecordValue::Unread) {
+                let bytes = match value {
+                    RecordValue::Bytes(bytes) => Some(bytes),
+                    _ => None,
+                };
+                for (&i, got) in route
+                    .body
+                    .iter()
+                    .zip(body_json::read_json(bytes, &route.reads))
+                {
+                    let found = match got {
+                        Got::Missing => continue,
+                        Got::Failed => {
+                            failed.push(i);
+                            continue;
+                        }
+                        Got::Found(found) => found,
+                    };
+                    let Some(slot) = self.body[i as usize].slot else {
+                        continue;
+                    };
+                    let typed = match found {
+                        Value::Str(text) => batch.push_str(&text),
+                        Value::Int(n) => Typed::Int(n),
+                        Value::Bool(b) => Typed::Bool(b),
+                        Value::Float(f) => Typed::Float(f),
+                    };
+                    batch.typed.push((slot, typed));
+                }
+            }
+            batch.end_typed();
+            failures.push(failed);
+        }
+        failures
+    }
+
     /// Decide the batch's records in order, each on `routes[record_routes[i]]`, from the plan's
-    /// `(matched, failed)` positions; stops before a record that needs `Router.route`.
+    /// `(matched, failed)` positions and the body properties that failed (`read_bodies`; empty: none read);
+    /// stops before a record that needs `Router.route`.
     #[allow(clippy::too_many_arguments)]
     pub fn decide(
         &self,
         batch: &Batch,
+        body_failures: &[Vec<u32>],
         outcomes: &[(Vec<u32>, Vec<u32>)],
         routes: &[Route],
         record_routes: &[u32],
@@ -362,19 +477,26 @@ impl Decider {
             let made_start = out.made.len();
             let filtered_start = out.filtered.len();
             let errors_start = out.counts.len();
-            let mut decode_counts: Vec<(u32, u32)> = Vec::new();
+            let decode_start = out.decode.len();
+            let mut failures: Vec<(u32, u32)> = Vec::new();
             let timestamp = timestamps[r];
             let own = if timestamp > 0 {
                 self.own_expiration(headers, &batch.bytes)
             } else {
                 None
             };
+            let failed_body = body_failures.get(r).map_or(&[][..], Vec::as_slice);
             for (env, apps, expiring) in &route.groups {
-                let failures = self.decode_failures(*env, headers, &batch.bytes);
-                for &a in apps {
-                    if failures > 0 {
-                        decode_counts.push((a, failures));
+                failures.clear();
+                self.decode_failures(*env, headers, &batch.bytes, &mut failures);
+                for &i in &self.env_body[*env as usize] {
+                    if failed_body.contains(&i) {
+                        failures.push((self.body[i as usize].label, 1));
                     }
+                }
+                for &a in apps {
+                    out.decode
+                        .extend(failures.iter().map(|&(label, n)| (a, label, n)));
                     // As route: an app's own filter errors count for every app of the group.
                     let own_errors = failed
                         .iter()
@@ -430,13 +552,11 @@ impl Decider {
                     out.made.push(made);
                 }
             }
-            let errors_end = out.counts.len();
-            out.counts.extend_from_slice(&decode_counts);
             out.records.push(Record {
                 made: (made_start, out.made.len()),
                 filtered: (filtered_start, out.filtered.len()),
-                evaluation_errors: (errors_start, errors_end),
-                decode_errors: (errors_end, out.counts.len()),
+                evaluation_errors: (errors_start, out.counts.len()),
+                decode_errors: (decode_start, out.decode.len()),
             });
         }
         Ok(out)
@@ -497,18 +617,26 @@ impl Decider {
             })
     }
 
-    /// `properties.decode_failures`: every occurrence of a declared (or read) header that does not decode.
-    fn decode_failures(&self, env: u32, headers: &[Header], bytes: &[u8]) -> u32 {
+    /// `properties.decode_with`'s failures: every occurrence of a declared (or read) header that does not
+    /// decode, counted by name into `into` (name index, count).
+    fn decode_failures(
+        &self,
+        env: u32,
+        headers: &[Header],
+        bytes: &[u8],
+        into: &mut Vec<(u32, u32)>,
+    ) {
         let types = &self.env_types[env as usize];
-        headers
-            .iter()
-            .filter(|h| {
-                matches!(
-                    (types.get(h.name as usize), h.value),
-                    (Some(Some(t)), Some((s, e))) if decode(&bytes[s..e], *t).is_none()
-                )
-            })
-            .count() as u32
+        for h in headers {
+            if let (Some(Some(t)), Some((s, e))) = (types.get(h.name as usize), h.value) {
+                if decode(&bytes[s..e], *t).is_none() {
+                    match into.iter_mut().find(|(name, _)| *name == h.name) {
+                        Some(entry) => entry.1 += 1,
+                        None => into.push((h.name, 1)),
+                    }
+                }
+            }
+        }
     }
 
     /// `decide_app` for app `a` given its matched plan positions (ascending, within its span).
@@ -780,6 +908,59 @@ mod tests {
             cursors: vec![0; n],
             slots: (0..n as u32).collect(),
         }
+    }
+
+    #[test]
+    fn bodies_are_read_once_per_record_into_their_slots_and_failures_by_property() {
+        let read = |tokens: &[&str], declared| body_json::Read {
+            tokens: tokens.iter().map(|t| t.as_bytes().to_vec()).collect(),
+            declared,
+        };
+        let body = vec![
+            BodyProperty {
+                read: read(&["customer", "id"], PropType::Int),
+                slot: Some(0),
+                label: 7,
+            },
+            BodyProperty {
+                read: read(&["sku"], PropType::Str),
+                slot: None, // read for its failures only
+                label: 8,
+            },
+        ];
+        let spec = app(Fairness::Fast, vec![candidate(0, None, 0, None)]).spec;
+        // Environment 0 reads both body properties, environment 1 none.
+        let decider = Decider::new(
+            vec![spec],
+            vec![0],
+            vec![true],
+            0,
+            vec![vec![], vec![]],
+            body,
+            vec![vec![1, 0, 1]],
+            None,
+        )
+        .expect("a valid decider");
+        let routes = vec![
+            decider.route(vec![(0, vec![0])]).expect("a route"),
+            decider.route(vec![(1, vec![0])]).expect("a route"),
+        ];
+        assert!(routes[0].reads_body() && !routes[1].reads_body());
+        let mut batch = Batch::default();
+        for _ in 0..4 {
+            batch.end_record();
+        }
+        let values = [
+            RecordValue::Bytes(br#"{"customer": {"id": 5}, "sku": 3}"#),
+            RecordValue::Undecodable,
+            RecordValue::Unread,
+            RecordValue::Bytes(b"{}"),
+        ];
+        let failures = decider.read_bodies(&mut batch, &routes, &[0, 0, 1, 0], &values);
+        assert_eq!(failures, vec![vec![1], vec![0, 1], vec![], vec![]]);
+        assert_eq!(batch.typed, vec![(0, Typed::Int(5))]);
+        assert_eq!(batch.typed_records, vec![(0, 1), (1, 1), (1, 1), (1, 1)]);
+        assert_eq!(decider.body[1].label, 8);
     }
 
     #[test]

@@ -11,13 +11,15 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple, PyType};
 
+use crate::body_json::{self, Got, Value};
 use crate::boundary::{
-    self, AppSpec as AppIn, ArithmeticNode, BatchState, BetweenNode, CompareNode, DeciderSpec,
-    EntrySpec, EqualityGate, InNode, IntervalGate, IsNullNode, JunctionNode, LikeNode, PlanSpec,
-    PropertyNode, RangeGate, RouteGroup, UnaryNode, ValueNode,
+    self, AppSpec as AppIn, ArithmeticNode, BatchState, BetweenNode, BodyRead, CompareNode,
+    DeciderSpec, EntrySpec, EqualityGate, InNode, IntervalGate, IsNullNode, JunctionNode, LikeNode,
+    PlanSpec, PropertyNode, RangeGate, RouteGroup, UnaryNode, ValueNode,
 };
 use crate::decide::{
-    self, AppSpec, Decided, Decider, Fairness, GroupKey, Made, Route, State, Waiting,
+    self, AppSpec, BodyProperty, Decided, Decider, Fairness, GroupKey, Made, RecordValue, Route,
+    State, Waiting,
 };
 use crate::decode::PropType;
 use crate::like::LikePattern;
@@ -333,7 +335,7 @@ impl NativePlan {
             .map(|n| node_spec(n.bind(py)))
             .collect::<PyResult<Vec<_>>>()?;
         let entries = spec.entries;
-        let (opens, requires) = (spec.opens, spec.requires);
+        let (opens, requires, body_slots) = (spec.opens, spec.requires, spec.body_slots);
         let plan = py
             .detach(|| {
                 let subs: Vec<SubSpec> = entries
@@ -349,7 +351,7 @@ impl NativePlan {
                         }
                     })
                     .collect();
-                Plan::build(&props, nodes, &subs)
+                Plan::build_with_body(&props, &body_slots, nodes, &subs)
             })
             .map_err(PyValueError::new_err)?;
         let names = plan
@@ -488,6 +490,8 @@ struct BatchOutcome {
 struct NativeDecider {
     plan: Arc<Plan>,
     names: FxMap<String, u32>,
+    /// Each name by its index: the property label of decode failures.
+    labels: Vec<Py<PyString>>,
     decider: Arc<Decider>,
     apps: Vec<AppObjects>,
     making: Making,
@@ -603,12 +607,28 @@ impl NativeDecider {
             }
             env_types.push(dense);
         }
+        let body = spec
+            .body
+            .iter()
+            .map(|p| {
+                Ok(BodyProperty {
+                    read: body_json::Read {
+                        tokens: p.read.tokens.clone(),
+                        declared: declared(&p.read.declared)?,
+                    },
+                    slot: p.slot.map(|s| s as u32),
+                    label: name_of(&p.read.name, &mut names),
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
         let decider = Decider::new(
             specs,
             spec.owner,
             spec.exact,
             spec.filter_count,
             env_types,
+            body,
+            spec.bodies,
             Some(expiration),
         )
         .map_err(PyValueError::new_err)?;
@@ -622,9 +642,17 @@ impl NativeDecider {
             capacity: words.capacity,
             no_consumer: words.no_consumer,
         };
+        // Indexes are dense (`name_of` numbers each new name by the count so far).
+        let mut by_index: Vec<(&String, u32)> = names.iter().map(|(n, &i)| (n, i)).collect();
+        by_index.sort_unstable_by_key(|&(_, i)| i);
+        let labels = by_index
+            .into_iter()
+            .map(|(name, _)| PyString::new(py, name).unbind())
+            .collect();
         Ok(NativeDecider {
             plan: Arc::clone(&plan.plan),
             names,
+            labels,
             decider: Arc::new(decider),
             apps: objects,
             making,
@@ -655,7 +683,7 @@ impl NativeDecider {
         state: &Bound<'py, PyAny>,
     ) -> PyResult<BatchOutcome> {
         let given: BatchState = state.extract()?;
-        let batch = read_batch(&self.names, records)?;
+        let mut batch = read_batch(&self.names, records)?;
         let decider = Arc::clone(&self.decider);
         let mut state = State::new(decider.slot_count, decider.cursor_count);
         if given.cursors.len() != decider.cursor_count {
@@ -682,6 +710,11 @@ impl NativeDecider {
         }
         let all_routes = Arc::clone(&*self.routes.lock().map_err(|_| poisoned())?);
         let routes = given.routes;
+        // Kept until the batch is decided: `values` points into these objects' buffers.
+        let (owners, values) = match &given.values {
+            Some(values) => record_values(values.bind(py), &all_routes, &routes)?,
+            None => (Vec::new(), Vec::new()),
+        };
         if let Some(holders) = &given.holders {
             state.holding = true;
             self.look_up_holders(holders.bind(py), &batch, &all_routes, &routes, &mut state)?;
@@ -689,9 +722,12 @@ impl NativeDecider {
         let plan = Arc::clone(&self.plan);
         let (timestamps, now_ms) = (given.timestamps, given.now_ms);
         let (decided, state) = py.detach(move || {
+            let values: Vec<RecordValue<'_>> = values.iter().map(|v| v.get()).collect();
+            let failures = decider.read_bodies(&mut batch, &all_routes, &routes, &values);
             let outcomes = plan.match_batch_with_errors(&batch, true);
             let decided = decider.decide(
                 &batch,
+                &failures,
                 &outcomes,
                 &all_routes,
                 &routes,
@@ -701,6 +737,7 @@ impl NativeDecider {
             );
             (decided.map(|d| (d, batch)), state)
         });
+        drop(owners); // the values were read
         let (decided, batch) = decided.map_err(PyValueError::new_err)?;
         let results = self.results(py, &decided, &batch.bytes)?;
         let moved = PyDict::new(py);
@@ -732,6 +769,69 @@ impl NativeDecider {
             held_groups: held_groups.unbind(),
         })
     }
+}
+
+/// A record's value as `RecordValue`, its bytes borrowed from a Python `bytes` object without a copy, to be read
+/// with the GIL released.
+#[derive(Clone, Copy)]
+enum Borrowed {
+    Unread,
+    Undecodable,
+    Bytes(*const u8, usize),
+}
+
+// SAFETY: a `Bytes` points into the buffer of a Python `bytes` object, which is immutable and which the batch
+// holds a reference to (`record_values`' owners) until it is decided, so reading it from another thread, and
+// without the GIL, is sound.
+unsafe impl Send for Borrowed {}
+
+impl Borrowed {
+    fn get(&self) -> RecordValue<'_> {
+        match *self {
+            Borrowed::Unread => RecordValue::Unread,
+            Borrowed::Undecodable => RecordValue::Undecodable,
+            // SAFETY: see `impl Send for Borrowed`: the object outlives the batch, and its buffer holds `len`
+            // bytes.
+            Borrowed::Bytes(data, len) => {
+                RecordValue::Bytes(unsafe { std::slice::from_raw_parts(data, len) })
+            }
+        }
+    }
+}
+
+/// Each record's value (`Borrowed`), and the objects holding those read: only records whose route reads a
+/// body, and only values small enough to be read.
+fn record_values<'py>(
+    values: &Bound<'py, PyList>,
+    all_routes: &[Route],
+    routes: &[u32],
+) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<Borrowed>)> {
+    if values.len() != routes.len() {
+        return Err(PyValueError::new_err("one value per record"));
+    }
+    let mut owners = Vec::new();
+    let mut out = Vec::with_capacity(routes.len());
+    for (value, &route) in values.iter().zip(routes) {
+        let reads = all_routes
+            .get(route as usize)
+            .is_some_and(Route::reads_body);
+        out.push(if !reads {
+            Borrowed::Unread
+        } else if value.is_none() {
+            Borrowed::Undecodable
+        } else {
+            let object = value.cast_into::<PyBytes>()?;
+            let bytes = object.as_bytes();
+            if bytes.len() > body_json::MAX_BODY_BYTES {
+                Borrowed::Undecodable
+            } else {
+                let borrowed = Borrowed::Bytes(bytes.as_ptr(), bytes.len());
+                owners.push(object);
+                borrowed
+            }
+        });
+    }
+    Ok((owners, out))
 }
 
 fn poisoned() -> PyErr {
@@ -890,10 +990,41 @@ impl NativeDecider {
                         &f.evaluation_errors,
                         counts(record.evaluation_errors)?.as_any(),
                     ),
-                    (&f.decode_errors, counts(record.decode_errors)?.as_any()),
+                    (
+                        &f.decode_errors,
+                        self.decode_counts(py, decided, record.decode_errors)?
+                            .as_any(),
+                    ),
                 ],
             )?;
             out.append(result)?;
+        }
+        Ok(out)
+    }
+
+    /// A record's decode failures: app name -> property name -> count.
+    fn decode_counts<'py>(
+        &self,
+        py: Python<'py>,
+        decided: &Decided,
+        (from, to): (usize, usize),
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        let mut current: Option<(u32, Bound<'py, PyDict>)> = None;
+        for &(app, label, n) in &decided.decode[from..to] {
+            if current.as_ref().is_none_or(|(a, _)| *a != app) {
+                let inner = PyDict::new(py);
+                out.set_item(self.apps[app as usize].name.bind(py), &inner)?;
+                current = Some((app, inner));
+            }
+            if let Some((_, inner)) = &current {
+                let name = self.labels[label as usize].bind(py);
+                let before: u32 = match inner.get_item(name)? {
+                    Some(v) => v.extract()?,
+                    None => 0,
+                };
+                inner.set_item(name, before + n)?;
+            }
         }
         Ok(out)
     }
@@ -920,9 +1051,58 @@ impl NativeDecider {
     }
 }
 
+/// What `read_json` found: the values by property name, and the properties that failed (each counted once).
+#[pyclass(frozen, get_all, module = "subroute.routing._native")]
+struct BodyReading {
+    props: Py<PyDict>,
+    failures: Py<PyDict>,
+}
+
+/// The properties `reads` (`[BodyRead]`) name in one JSON record value (None: a record without one), as
+/// `routing/body.py`'s `read_json` reads them.
+#[pyfunction]
+fn read_json<'py>(
+    py: Python<'py>,
+    value: Option<&Bound<'py, PyBytes>>,
+    reads: Vec<BodyRead>,
+) -> PyResult<BodyReading> {
+    let specs = reads
+        .iter()
+        .map(|r| {
+            Ok(body_json::Read {
+                tokens: r.tokens.clone(),
+                declared: declared(&r.declared)?,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let bytes = value.map(|v| v.as_bytes().to_vec());
+    let got = py.detach(move || body_json::read_json(bytes.as_deref(), &specs));
+    let (props, failures) = (PyDict::new(py), PyDict::new(py));
+    for (read, got) in reads.iter().zip(got) {
+        match got {
+            Got::Missing => {}
+            Got::Failed => failures.set_item(&read.name, 1)?,
+            Got::Found(Value::Str(s)) => {
+                let text =
+                    std::str::from_utf8(&s).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                props.set_item(&read.name, text)?;
+            }
+            Got::Found(Value::Int(i)) => props.set_item(&read.name, i)?,
+            Got::Found(Value::Bool(b)) => props.set_item(&read.name, b)?,
+            Got::Found(Value::Float(f)) => props.set_item(&read.name, f)?,
+        }
+    }
+    Ok(BodyReading {
+        props: props.unbind(),
+        failures: failures.unbind(),
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add_function(wrap_pyfunction!(read_json, m)?)?;
+    m.add_class::<BodyReading>()?;
     m.add_class::<NativePlan>()?;
     m.add_class::<Entry>()?;
     m.add_class::<Matches>()?;
