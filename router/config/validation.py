@@ -528,7 +528,8 @@ def check_topics(values: Iterable[AppConfig | GroupConfig], prefix: str) -> list
     apps' data, or loop on its own), and every topic name subroute derives stays within Kafka's length."""
     items = list(values)
     owned = project_topics(items, prefix)
-    candidates = [*owned, *_shapes(prefix)]
+    # The settle topic exists once an operator settles by filter (``queue ack``), whatever the config holds.
+    candidates = [*owned, wire.settle_topic(prefix), *_shapes(prefix)]
     errors: list[ConfigError] = []
     for app in items:
         if not isinstance(app, AppConfig):

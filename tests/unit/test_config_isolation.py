@@ -24,6 +24,8 @@ def errors_for(*inputs: str, priority: str | None = None) -> list[str]:
         ("acme.shop.vip", "acme.shop.vip"),
         ("acme.shop.pending", "acme.shop.pending"),
         ("acme.shop.dlq", "acme.shop.dlq"),
+        ("acme.settle", "acme.settle"),  # the operator's settle entries (queue ack)
+        ("^acme\\.se", "acme.settle"),
         ("acme.thief.pending", "acme.thief.pending"),  # its own pending topic: a loop
         ("^.*", "acme.config"),
         ("^acme\\.", "acme.config"),
