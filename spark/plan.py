@@ -302,8 +302,8 @@ def route_columns(
     at_ms: int | None,
     summary: PartitionSummary,
 ) -> None:
-    """Route one batch of records (``columns``: topic, partition, offset, ts_ms, headers, as Arrow gives them)
-    under the ``(current, proposed)`` tables with their routers, and add each record to ``summary``.
+    """Route one batch of records (``columns``: topic, partition, offset, ts_ms, headers, and value when an app
+    reads properties from the body, as Arrow gives them) under the ``(current, proposed)`` tables with their routers, and add each record to ``summary``.
 
     One ``Router.route_batch`` per table: its decisions are ``Router.route``'s for each record in turn, and
     the round-robin cursors move as they would. On arrival (``at_ms`` None) a record is routed at its own
@@ -313,13 +313,16 @@ def route_columns(
     """
     headers = [tuple((h["key"], h["value"]) for h in raw or ()) for raw in columns["headers"]]
     topics = columns["topic"]
+    values = columns.get("value") or [None] * len(topics)
     if at_ms is None:
-        views = [MessageView(topic, h, 0) for topic, h in zip(topics, headers, strict=True)]
+        views = [
+            MessageView(topic, h, 0, value) for topic, h, value in zip(topics, headers, values, strict=True)
+        ]
         now_ms = 0
     else:
         views = [
-            MessageView(topic, h, ts_ms or 0)
-            for topic, h, ts_ms in zip(topics, headers, columns["ts_ms"], strict=True)
+            MessageView(topic, h, ts_ms or 0, value)
+            for topic, h, ts_ms, value in zip(topics, headers, columns["ts_ms"], values, strict=True)
         ]
         now_ms = at_ms
     old_results = routers[0].route_batch(tables[0], views, EMPTY_LAG, now_ms)
@@ -406,14 +409,16 @@ def read_history(
     return spark.read.format(kafka_source.FORMAT).options(**options).load(), kafka_source.FORMAT
 
 
-def select_records(frame: DataFrame, since_ms: int | None, limit: int | None) -> DataFrame:
-    """What routing needs of each record, after ``--since`` and ``--limit`` (the N most recent per topic)."""
+def select_records(
+    frame: DataFrame, since_ms: int | None, limit: int | None, with_value: bool = False
+) -> DataFrame:
+    """What routing needs of each record, after ``--since`` and ``--limit`` (the N most recent per topic): the
+    value too ``with_value`` (an app reads properties from the body; otherwise it is left in Kafka's files)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    records = frame.select(
-        "topic", "partition", "offset", F.unix_millis("timestamp").alias("ts_ms"), "headers"
-    )
+    columns = ["topic", "partition", "offset", F.unix_millis("timestamp").alias("ts_ms"), "headers"]
+    records = frame.select(*columns, *(["value"] if with_value else []))
     if since_ms is not None:
         records = records.filter(F.col("ts_ms") >= F.lit(since_ms))
     if limit is not None:
@@ -465,7 +470,9 @@ def compute_plan(
         return result
     frame, result.source_format = read_history(spark, settings, topics, limit=limit, source=source)
     at_ms = int(time.time() * 1000) if evaluate_at == "now" else None
-    records = select_records(frame, since_ms, limit)
+    # Body properties are read from the value, as the worker reads them (routing/body.py).
+    with_value = any(app.paths for config in (current, proposed) for app in config.apps.values())
+    records = select_records(frame, since_ms, limit, with_value)
     summaries = records.mapInArrow(
         route_records(current, proposed, at_ms, max(examples, 0)), summary_schema()
     )

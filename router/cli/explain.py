@@ -24,6 +24,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--header", action="append", metavar="K=V", help="a message header (property), repeatable"
     )
+    parser.add_argument(
+        "--value", metavar="TEXT", help="the message's value (body), e.g. a JSON document, with --header"
+    )
     parser.add_argument("--topic", help="input topic of a stored message (or of the headers given)")
     parser.add_argument("--partition", type=int)
     parser.add_argument("--offset", type=int)
@@ -35,7 +38,8 @@ def _stored_message(settings: Settings, topic: str, partition: int, offset: int)
     message = clients.read_record(settings, topic, partition, offset)
     if message is None:
         raise SettingsError(f"no record at {topic}/{partition}/{offset}")
-    return MessageView(topic, cast(wire.Headers, message.headers() or []), message.timestamp()[1])
+    headers = cast(wire.Headers, message.headers() or [])
+    return MessageView(topic, headers, message.timestamp()[1], message.value())
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -54,7 +58,8 @@ def _run(args: argparse.Namespace) -> int:
             if app is None:
                 raise SettingsError("give --app APP (an existing app) or --topic TOPIC")
             topic = next(iter(app.input_names), None) or "<input>"
-        message = MessageView(topic, headers, int(time.time() * 1000))
+        value = None if args.value is None else args.value.encode()
+        message = MessageView(topic, headers, int(time.time() * 1000), value)
     monitor = CapacityMonitor(settings, interval=0)
     monitor.watch(config)
     lag = _measure(monitor, settings)

@@ -37,19 +37,21 @@ GROUP_SCHEMA = "subroute.GroupConfig"
 _SCHEMA_FILES: dict[tuple[str, int], str] = {
     (APP_SCHEMA, 1): "app_config",
     (APP_SCHEMA, 2): "app_config_v2",  # adds presence, on_expire, default_group
+    (APP_SCHEMA, 3): "app_config_v3",  # adds format, paths, schema
     (GROUP_SCHEMA, 1): "group_config",
     (GROUP_SCHEMA, 2): "group_config_v2",  # adds max_leased_per_member
 }
 # The newest versions this code writes. An app record is written with the oldest version that holds all of its
 # values (version 1 unless presence, on_expire or default_group is not the default), so workers that predate a field keep reading every
 # config that does not use it, and a rolling upgrade needs no order.
-APP_SCHEMA_VERSION = 2
+APP_SCHEMA_VERSION = 3
 GROUP_SCHEMA_VERSION = 2
 # The fields each app schema version adds, with the value a reader of an older record takes.
 # on_expire and default_group joined version 2 before any release wrote version 2 (CHANGELOG: Unreleased), so no reader of a
 # version-2 record without it exists; one version per release keeps the decoders few.
 _APP_FIELDS_SINCE: dict[int, dict[str, object]] = {
-    2: {"presence": DEFAULT_PRESENCE, "on_expire": DEFAULT_ON_EXPIRE, "default_group": None}
+    2: {"presence": DEFAULT_PRESENCE, "on_expire": DEFAULT_ON_EXPIRE, "default_group": None},
+    3: {"format": "none", "paths": {}, "schema": None},
 }
 # The same for group records: a group written without a cap stays version 1, readable by older workers.
 _GROUP_FIELDS_SINCE: dict[int, dict[str, object]] = {2: {"max_leased_per_member": None}}
@@ -115,6 +117,9 @@ def to_record(value: ConfigValue) -> dict[str, Any]:
             "inputs": list(value.inputs),
             "dialect": value.dialect,
             "properties": dict(value.properties),
+            "format": value.format,
+            "paths": dict(value.paths),
+            "schema": value.schema,
             "filter": list(value.filter),
             "group_by": value.group_by,
             "default_group": value.default_group,
@@ -239,6 +244,9 @@ def _from_record(key: ConfigKey, record: dict[str, Any]) -> ConfigValue:
             inputs=tuple(record["inputs"]),
             dialect=record["dialect"],
             properties=dict(record["properties"]),
+            format=record.get("format", "none"),
+            paths=dict(record.get("paths") or {}),
+            schema=record.get("schema"),
             filter=tuple(record["filter"]),
             group_by=record["group_by"],
             default_group=record.get("default_group"),

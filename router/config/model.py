@@ -72,6 +72,12 @@ class AppConfig:
     inputs: tuple[str, ...]
     dialect: str = "bmq"
     properties: Mapping[str, str] = field(default_factory=lambda: _frozen(None))
+    # Where the record's value is read from: "none" (headers only), "json" or "avro" (routing/body.py).
+    format: str = "none"
+    # The properties read from the body, by name: their JSON Pointer (the others are headers).
+    paths: Mapping[str, str] = field(default_factory=lambda: _frozen(None))
+    # format avro: a schemaless-Avro writer schema (the file's text, stored inline); None: Confluent wire format.
+    schema: str | None = None
     # App subscriptions, OR'ed; empty means every message passes.
     filter: tuple[str, ...] = ()
     group_by: str | None = None
@@ -93,6 +99,8 @@ class AppConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.properties, MappingProxyType):
             object.__setattr__(self, "properties", _frozen(self.properties))
+        if not isinstance(self.paths, MappingProxyType):
+            object.__setattr__(self, "paths", _frozen(self.paths))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from subroute import expressions, wire
+from subroute.config.body_paths import BODY_FORMATS, FORMATS, PointerError, parse_pointer
 from subroute.config.limits import Limits, LimitsError, current_limits
 from subroute.config.model import (
     DIALECTS,
@@ -242,6 +243,7 @@ def validate_app(app: AppConfig, limits: Limits | None = None) -> list[ConfigErr
             errors.append(
                 ConfigError(at, "type float needs dialect sql92 (bmq has no floating-point numbers)")
             )
+    _check_body(errors, where, app)
     if not app.inputs:
         errors.append(ConfigError(f"{where}.inputs", "no input topics: list topic names or ^regexes"))
     seen: set[str] = set()
@@ -328,6 +330,71 @@ def validate_app(app: AppConfig, limits: Limits | None = None) -> list[ConfigErr
             )
     if not isinstance(app.spillover, bool):
         errors.append(ConfigError(f"{where}.spillover", f"expected true or false, got {app.spillover!r}"))
+    return errors
+
+
+def _check_body(errors: list[ConfigError], where: str, app: AppConfig) -> None:
+    """The body format and each property's ``path`` (routing/body.py reads them)."""
+    if app.format not in FORMATS:
+        errors.append(ConfigError(f"{where}.format", f"unknown format {app.format!r}: use one of {FORMATS}"))
+    elif app.format == "avro":
+        # The model takes it; decoding Avro bodies is the Avro branch of issue 25 (routing/body.py read_avro).
+        errors.append(ConfigError(f"{where}.format", "format avro is not decoded by this build yet"))
+    if app.schema is not None and app.format != "avro":
+        errors.append(ConfigError(f"{where}.schema", "only meaningful with format: avro"))
+    for prop, path in app.paths.items():
+        at = f"{where}.properties.{prop}.path"
+        if prop not in app.properties:
+            errors.append(ConfigError(at, "a path without a type: give the property's type"))
+        if app.format not in BODY_FORMATS:
+            errors.append(
+                ConfigError(at, "a property read from the body needs the app's format: json (or avro)")
+            )
+        try:
+            parse_pointer(path)
+        except PointerError as exc:
+            errors.append(ConfigError(at, str(exc)))
+    if app.group_by is not None and app.group_by in app.paths:
+        errors.append(
+            ConfigError(
+                f"{where}.group_by", f"{app.group_by!r} is read from the body; group_by names a header"
+            )
+        )
+
+
+def check_body_sources(values: Iterable[AppConfig | GroupConfig]) -> list[ConfigError]:
+    """A property name has one source across the config: a name read from the body is read from the same path,
+    format and type by every app that declares it, and no app declares it as a header (routing decodes each
+    name once per record, whichever apps read it)."""
+    errors: list[ConfigError] = []
+    apps = sorted((v for v in values if isinstance(v, AppConfig)), key=lambda a: a.name)
+    first: dict[str, tuple[str, tuple[str, str, str] | None]] = {}
+    for app in apps:
+        for prop, kind in app.properties.items():
+            path = app.paths.get(prop)
+            source = (app.format, path, kind) if path is not None else None
+            seen = first.setdefault(prop, (app.name, source))
+            if seen[1] == source:
+                continue
+            (other, theirs) = seen
+            if source is None or theirs is None:
+                body_app = app.name if source is not None else other
+                errors.append(
+                    ConfigError(
+                        f"{app_location(app.name)}.properties.{prop}",
+                        f"{prop!r} is a header in one app and a body property in another (app {body_app}): a "
+                        "body property and a header may not share a name; rename one",
+                    )
+                )
+            else:
+                errors.append(
+                    ConfigError(
+                        f"{app_location(app.name)}.properties.{prop}",
+                        f"{prop!r} is read as {source[2]} from {source[1]} ({source[0]}) here and as {theirs[2]}"
+                        f" from {theirs[1]} ({theirs[0]}) in app {other}: a body property is the same in every "
+                        "app that declares it; rename one",
+                    )
+                )
     return errors
 
 
@@ -544,6 +611,7 @@ class StateValidator:
             errors.extend(found)
         self._checked = checked
         errors.extend(check_limits(items, bounds))
+        errors.extend(check_body_sources(items))
         if self._prefix is not None:
             errors.extend(check_topics(items, self._prefix))
         if not self._newer_rules:

@@ -7,7 +7,10 @@ values mean (names, dialects, expressions) is ``subroute.config.validation``'s j
       billing:
         inputs: [orders]                 # topic names, or ^regex
         dialect: bmq                     # or sql92
-        properties: {CustomerId: int, OrderType: string}
+        format: json                     # or avro, none (default): where body properties are read from
+        properties:                      # a type (a header), or {type, path} (a JSON Pointer into the body)
+          CustomerId: {type: int, path: /customer/id}
+          OrderType: string
         filter: ['OrderType == "EXPRESS"']   # OR'ed; omitted = every message
         group_by: CustomerId
         default_group: unknown-customer  # group of messages without CustomerId (default subroute.no-group)
@@ -50,6 +53,8 @@ from subroute.durations import parse_duration_ms as parse_duration_ms_text
 APP_KEYS = (
     "inputs",
     "dialect",
+    "format",
+    "schema",
     "properties",
     "filter",
     "group_by",
@@ -68,6 +73,7 @@ APP_KEYS = (
 )
 GROUP_KEYS = ("subscriptions", "max_leased_per_member")
 SUBSCRIPTION_KEYS = ("expression", "priority", "max_unconfirmed")
+PROPERTY_KEYS = ("type", "path")
 
 
 @dataclass
@@ -342,12 +348,16 @@ def _parse_app(shape: _Shape, result: ParsedConfig, name: str, body: object) -> 
             fields[key] = shape.text(f"{where}.{key}", spec[key])
     if "filter" in spec:
         fields["filter"] = shape.text_list(f"{where}.filter", spec["filter"], single_ok=True)
+    for key in ("format", "schema"):
+        if key in spec and spec[key] is not None:
+            fields[key] = shape.text(f"{where}.{key}", spec[key])
     if "properties" in spec:
         props = shape.mapping(f"{where}.properties", spec["properties"], None)
         if props is not None:
-            for prop, kind in props.items():
-                shape.text(f"{where}.properties.{prop}", kind)
-            fields["properties"] = dict(props)
+            types, paths = _parse_properties(shape, where, props)
+            fields["properties"] = types
+            if paths:
+                fields["paths"] = paths
     if "spillover" in spec:
         fields["spillover"] = shape.boolean(f"{where}.spillover", spec["spillover"])
     for key in ("partitions", "max_cancels", "max_deliveries"):
@@ -366,6 +376,31 @@ def _parse_app(shape: _Shape, result: ParsedConfig, name: str, body: object) -> 
         group = _parse_group(shape, name, group_name, group_body, order)
         if group is not None and app_ok:
             result.values[key_of(group)] = group
+
+
+def _parse_properties(
+    shape: _Shape, where: str, props: Mapping[str, object]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each property's type, and the JSON Pointer of those read from the body (the long form ``{type, path}``;
+    ``{type}`` alone is a header)."""
+    types: dict[str, Any] = {}
+    paths: dict[str, Any] = {}
+    for prop, kind in props.items():
+        at = f"{where}.properties.{prop}"
+        if not isinstance(kind, dict):
+            shape.text(at, kind)
+            types[prop] = kind
+            continue
+        long = shape.mapping(at, kind, PROPERTY_KEYS)
+        if long is None:
+            continue
+        if long.get("type") is None:
+            shape.fail(f"{at}.type", "missing: give the property's type (int, string, bool, float)")
+        else:
+            types[prop] = shape.text(f"{at}.type", long["type"])
+        if long.get("path") is not None:
+            paths[prop] = shape.text(f"{at}.path", long["path"])
+    return types, paths
 
 
 def _parse_group(shape: _Shape, app: str, name: str, body: object, order: int) -> GroupConfig | None:
@@ -433,8 +468,15 @@ def record_document(value: ConfigValue) -> dict[str, Any]:
 def _app_document(app: AppConfig, groups: list[GroupConfig]) -> dict[str, Any]:
     default = AppConfig(name=app.name, inputs=())
     doc: dict[str, Any] = {"inputs": list(app.inputs), "dialect": app.dialect}
+    if app.format != default.format:
+        doc["format"] = app.format
+    if app.schema is not None:
+        doc["schema"] = app.schema
     if app.properties:
-        doc["properties"] = dict(app.properties)
+        doc["properties"] = {
+            name: {"type": kind, "path": app.paths[name]} if name in app.paths else kind
+            for name, kind in app.properties.items()
+        }
     if app.filter:
         doc["filter"] = list(app.filter)
     optional: Mapping[str, object] = {

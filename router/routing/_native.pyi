@@ -16,6 +16,7 @@ from subroute.routing.native_boundary import (
     AvroNode,
     AvroRead,
     BatchState,
+    BodyRead,
     DeciderSpec,
     EntrySpec,
     PlanSpec,
@@ -28,6 +29,16 @@ READS: dict[str, list[str]]
 
 MAKES: dict[str, list[str]]
 """Each Python class the module makes objects of (``RouteResult``, ``Decision``) with the fields it sets."""
+
+def read_json(value: bytes | None, reads: list[BodyRead]) -> BodyReading:
+    """The properties ``reads`` name in one JSON record value, as ``routing/body.py``'s ``read_json``: the
+    values found and the failures by property (one pass, no tree)."""
+
+class BodyReading:
+    """What ``read_json`` found: the values by property, and the properties that failed (each counted once)."""
+
+    props: dict[str, int | float | str | bool]
+    failures: dict[str, int]
 
 class Entry:
     """One subscription lowered: its gate and residual (router/routing/native_plan.py). Made once and shared by

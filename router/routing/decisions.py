@@ -27,6 +27,7 @@ from typing import Any, cast
 
 from subroute import expressions, wire
 from subroute.config.model import AppConfig, Config, GroupConfig
+from subroute.routing.body import BodyRead, body_read, read_body
 from subroute.routing.expiration import message_expiration, should_drop
 from subroute.routing.properties import Decoder, PropertyValue, decode_with, decoders_for
 from subroute.routing.snapshot import Snapshot
@@ -111,14 +112,27 @@ class AppRoute:
 
 @dataclass(frozen=True)
 class Environment:
-    """Apps that declare the same property types share one decoding of the headers and one plan of their app
-    filters."""
+    """Apps that declare the same properties (types, and sources: header or body path, and body format) share
+    one decoding of the headers and the body and one plan of their app filters."""
 
     types: Mapping[str, str]
     plan: expressions.Plan  # the app filters of the environment's apps
     # The headers worth decoding: those an expression reads and the declared ones (whose decoding failures are
-    # counted), each with its decoder. Others are never looked at.
+    # counted), each with its decoder. Others are never looked at; nor are headers named as a body property.
     decoders: Mapping[str, Decoder] = field(default_factory=dict)
+    format: str = "none"  # the body's format, when ``body`` reads properties from it
+    body: tuple[BodyRead, ...] = ()  # the properties read from the record value
+
+
+def environment_signature(app: AppConfig) -> tuple[object, ...]:
+    """What decides an app's environment: each property's type and source, and the body format."""
+    props = tuple(sorted((name, kind, app.paths.get(name)) for name, kind in app.properties.items()))
+    return (props, app.format if app.paths else "none")
+
+
+def body_reads(app: AppConfig) -> tuple[BodyRead, ...]:
+    """The properties ``app`` reads from the record value, in name order."""
+    return tuple(body_read(name, app.paths[name], app.properties[name]) for name in sorted(app.paths))
 
 
 @dataclass(frozen=True)
@@ -284,20 +298,24 @@ def build_table(
     """
     before = {app.name: app for app in previous.apps} if previous is not None else {}
     before_filters = (
-        {tuple(sorted(env.types.items())): env.plan for env in previous.environments} if previous else {}
+        {(env.format, env.body, tuple(sorted(env.types.items()))): env.plan for env in previous.environments}
+        if previous
+        else {}
     )
-    env_index: dict[tuple[tuple[str, str], ...], int] = {}
+    env_index: dict[tuple[object, ...], int] = {}
     env_filters: list[list[expressions.Subscription]] = []
     env_types: list[Mapping[str, str]] = []
     env_reads: list[set[str]] = []
+    env_bodies: list[tuple[str, tuple[BodyRead, ...]]] = []
     apps: list[AppRoute] = []
     for app in sorted(config.apps.values(), key=lambda a: a.name):
-        signature = tuple(sorted(app.properties.items()))
+        signature = environment_signature(app)
         if signature not in env_index:
             env_index[signature] = len(env_types)
             env_types.append(dict(app.properties))
             env_filters.append([])
             env_reads.append(set())
+            env_bodies.append((app.format, body_reads(app)) if app.paths else ("none", ()))
         env = env_index[signature]
         types = dict(app.properties)
         filter_ids = []
@@ -346,12 +364,16 @@ def build_table(
             )
         )
     environments = []
-    for env_type, filters, reads in zip(env_types, env_filters, env_reads, strict=True):
-        filter_plan = before_filters.get(tuple(sorted(env_type.items())))
+    for env_type, filters, reads, (format, body) in zip(
+        env_types, env_filters, env_reads, env_bodies, strict=True
+    ):
+        filter_plan = before_filters.get((format, body, tuple(sorted(env_type.items()))))
         if filter_plan is None or filter_plan.subscriptions != tuple(filters):
             filter_plan = expressions.compile_plan(filters, reuse=filter_plan, pause=pause)
-        readable = reads | filter_plan.properties | set(env_type)
-        environments.append(Environment(env_type, filter_plan, decoders_for(env_type, sorted(readable))))
+        from_body = {read.name for read in body}
+        readable = (reads | filter_plan.properties | set(env_type)) - from_body
+        decoders = decoders_for(env_type, sorted(readable))
+        environments.append(Environment(env_type, filter_plan, decoders, format, body))
     return RoutingTable(config.version, tuple(apps), tuple(environments))
 
 
@@ -599,6 +621,7 @@ class MessageView:
     topic: str
     headers: wire.HeadersIn | None
     timestamp_ms: int = 0
+    value: bytes | None = None  # the record's value: read only by apps with body properties (routing/body.py)
 
 
 @dataclass(slots=True)
@@ -642,6 +665,10 @@ class Router:
         for group in table.groups_for(message.topic, only_app):
             env = group.environment
             props, failures = decode_with(headers, env.decoders)
+            if env.body:
+                from_body, body_failures = read_body(message.value, env.format, env.body)
+                props.update(from_body)
+                failures += sum(body_failures.values())
             held, filter_errors = env.plan.match_with_errors(props)
             outcome = group.outcomes.get(held) or group.outcome(held)
             if failures or filter_errors:

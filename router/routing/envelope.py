@@ -50,13 +50,12 @@ class ConsumedRecord(Protocol):
 class InputRecord(MessageView):
     """A consumed record with the types confluent-kafka leaves optional pinned down (it came without error).
 
-    It is the router's ``MessageView`` itself (topic, headers, timestamp), so routing needs no second object.
+    It is the router's ``MessageView`` itself (topic, headers, timestamp, value), so routing needs no second object.
     """
 
     partition: int = 0
     offset: int = 0
     key: bytes | None = None
-    value: bytes | None = None
 
     @property
     def headers_list(self) -> Headers:
@@ -70,10 +69,10 @@ class InputRecord(MessageView):
             message.topic(),  # type: ignore[arg-type]
             message.headers() or [],
             message.timestamp()[1],
+            message.value(),
             message.partition(),  # type: ignore[arg-type]
             message.offset(),  # type: ignore[arg-type]
             message.key(),
-            message.value(),
         )
 
 

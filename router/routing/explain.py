@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from subroute import expressions, wire
-from subroute.routing.decisions import Action, Lag, MessageView, Router, RoutingTable
+from subroute.routing.body import read_body
+from subroute.routing.decisions import Action, Lag, MessageView, Router, RoutingTable, body_reads
 from subroute.routing.properties import PropertyValue, decode_headers
 from subroute.routing.snapshot import Snapshot
 from subroute.wire import CAPACITY, NO_CONSUMER
@@ -34,6 +35,10 @@ class AppExplanation:
     destination: str | None = None
     why: str = ""
     advice: str | None = None  # what an operator can do about it (records waiting for a consumer)
+    # Where each declared property comes from: "header <name>" or "body <format> <path>".
+    sources: dict[str, str] = field(default_factory=dict)
+    # The body properties that were counted as decode errors (undecodable body, wrong type).
+    undecodable: list[str] = field(default_factory=list)
 
 
 def waiting_advice(prefix: str, app: str, absent: Iterable[str]) -> str:
@@ -68,8 +73,18 @@ def explain(
     for route in apps:
         config = route.config
         types = dict(config.properties)
-        props, _ = decode_headers(message.headers, types)
+        reads = body_reads(config)
+        from_body = {read.name for read in reads}
+        headers = [(k, v) for k, v in message.headers or () if k not in from_body]
+        props, _ = decode_headers(headers, types)
+        body_props, failures = read_body(message.value, config.format, reads)
+        props.update(body_props)
         entry = AppExplanation(route.name, props)
+        entry.sources = {
+            name: f"body {config.format} {config.paths[name]}" if name in from_body else f"header {name}"
+            for name in sorted(types)
+        }
+        entry.undecodable = sorted(failures)
         for i, text in enumerate(config.filter):
             entry.filter.append(_evaluate(f"filter[{i}]", text, config.dialect, types, props))
         for level in route.levels:
@@ -123,6 +138,10 @@ def render(report: list[AppExplanation]) -> str:
     for entry in report:
         lines.append(f"app {entry.app}")
         lines.append(f"  properties: {entry.properties}")
+        for name, source in entry.sources.items():
+            shown = repr(entry.properties[name]) if name in entry.properties else "absent"
+            bad = " (could not be decoded: counted)" if name in entry.undecodable else ""
+            lines.append(f"    {name} from {source}: {shown}{bad}")
         if entry.filter:
             for e in entry.filter:
                 lines.append(f"  filter {e.label}: {e.expression!r} -> {_outcome(e)}")
@@ -149,6 +168,8 @@ def to_document(report: list[AppExplanation], version: int) -> dict[str, object]
             {
                 "app": entry.app,
                 "properties": entry.properties,
+                "sources": entry.sources,
+                "undecodable": entry.undecodable,
                 "filter": [evaluation(e) for e in entry.filter],
                 "subscriptions": [{"priority": p, **evaluation(e)} for p, e in entry.subscriptions],
                 "action": entry.action,

@@ -40,6 +40,16 @@ class TypedHeader(TypedDict):
     declared: PropertyType
 
 
+class BodyRead(TypedDict):
+    """A property read from a JSON record value (``routing/body.py``'s ``BodyRead``): its name, its source (the
+    JSON Pointer as written), the pointer's reference tokens (UTF-8) and its declared type."""
+
+    name: str
+    path: str
+    tokens: list[bytes]
+    declared: PropertyType
+
+
 # --- the plan's nodes: children are indexes of earlier nodes; ``sql``: the sql92 dialect (else bmq) ----------
 
 
@@ -186,9 +196,11 @@ class EntrySpec(TypedDict):
 
 class PlanSpec(TypedDict):
     """A plan: its slots (by index), nodes (children first) and entries, each entry opening a group (its matching
-    lets the entries that require that group be evaluated) or requiring one, or neither (None)."""
+    lets the entries that require that group be evaluated) or requiring one, or neither (None). ``body_slots``
+    are filled from record bodies (by the decider), never from headers of their names."""
 
     slots: list[TypedHeader]
+    body_slots: list[int]
     nodes: list[Node]
     entries: list[_native.Entry]
     opens: list[int | None]
@@ -250,16 +262,28 @@ class Vocabulary(TypedDict):
     no_consumer: str  # wire.NO_CONSUMER
 
 
+class BodyProperty(TypedDict):
+    """A property read from JSON record values, and the plan slot it fills (None: no entry reads it, only its
+    decode failures count)."""
+
+    read: BodyRead
+    slot: int | None
+
+
 class DeciderSpec(TypedDict):
     """A table's decider: its apps, and per plan position the app it belongs to (``owner``) and whether it reports
     exactly its Python plan's errors (``exact``; a record with an error on an inexact entry of its apps is handed
-    back); the first ``filter_count`` positions are app filters. Per environment, the headers it decodes."""
+    back); the first ``filter_count`` positions are app filters. Per environment, the headers it decodes and the
+    body properties it reads (indexes into ``body``: each is read once per record, whichever environments read
+    it)."""
 
     apps: list[AppSpec]
     owner: list[int]
     exact: list[bool]
     filter_count: int
     environments: list[list[TypedHeader]]
+    body: list[BodyProperty]
+    bodies: list[list[int]]
     expiration_header: str
     vocabulary: Vocabulary
 
@@ -275,7 +299,8 @@ class BatchState(TypedDict):
     """What one batch is decided with, besides its headers: per record its route (``add_route``) and timestamp;
     the unconfirmed count of each slot whose count decides (a candidate there has a max_unconfirmed), the slots
     whose count routing adds to (measured), every cursor's value, the absent slots, and the holders of message
-    groups (``Holders.by_app``; None: nothing is held)."""
+    groups (``Holders.by_app``; None: nothing is held); and each record's value (None when the decider reads no
+    body)."""
 
     routes: list[int]
     timestamps: list[int]
@@ -285,6 +310,7 @@ class BatchState(TypedDict):
     cursors: list[int]
     absent: list[int]
     holders: dict[str, dict[bytes, str]] | None
+    values: list[bytes | None] | None
 
 
 # --- Avro bodies (native/src/body_avro.rs; native_avro.py lowers a writer schema to these) ---------------------
@@ -330,6 +356,8 @@ READ: dict[str, type] = {
     cls.__name__: cls
     for cls in (
         TypedHeader,
+        BodyRead,
+        BodyProperty,
         ValueNode,
         PropertyNode,
         UnaryNode,

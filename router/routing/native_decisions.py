@@ -3,8 +3,8 @@ made for a whole batch in one native call with the GIL released.
 
 ``NativeDecisions.build`` describes every app to the native side once, with the table (in the config thread):
 its plan positions, candidates, fairness, spillover, presence, group_by, expiration and priority bands, and each
-environment's declared header types (``native_boundary.DeciderSpec``). Per batch, ``decide`` hands over the
-records' headers, their apps (a route index per topic), timestamps and the mutable state (round-robin cursors,
+environment's declared header types and body properties (``native_boundary.DeciderSpec``). Per batch, ``decide``
+hands over the records' headers (and values, when some environment reads the body), their apps (a route index per topic), timestamps and the mutable state (round-robin cursors,
 unconfirmed counts, absent groups, the consumer groups holding message groups: ``native_boundary.BatchState``),
 and writes back what the batch moved: the cursors, what it routed to each measured group, and where it placed
 each keyed record (``Snapshot``, ``Holders.hold``). When to call it, and what to do with a record it hands back,
@@ -59,6 +59,7 @@ class NativeDecisions:
     app_index: Mapping[str, int]
     environment: Mapping[str, int]  # app -> its environment's index
     # The routes registered with the decider: by topic (a record for every app reading it), by only_app.
+    reads_body: bool = False  # some environment reads properties from record values
     by_topic: dict[str, int] = field(default_factory=dict)
     by_app: dict[str, int] = field(default_factory=dict)
 
@@ -143,12 +144,44 @@ class NativeDecisions:
             ]
             for env in environments
         ]
+        # Each body property once (a property has one path and type across a valid config: validation's
+        # check_body_sources), with the plan slot it fills.
+        body: list[boundary.BodyProperty] = []
+        body_index: dict[tuple[str, str, str], int] = {}
+        slot_paths: dict[int, str] = {}
+        bodies: list[list[int]] = []
+        for env in environments:
+            indexes = []
+            for read in env.body:
+                key = (read.name, read.declared, read.path)
+                if key not in body_index:
+                    slot = plan.body_slot(read.name, read.declared)
+                    if slot is not None and slot_paths.setdefault(slot, read.path) != read.path:
+                        raise ValueError(f"body property {read.name!r} is read from two paths")
+                    body_index[key] = len(body)
+                    tokens = [t.encode("utf-8", "surrogatepass") for t in read.tokens]
+                    declared = cast(boundary.PropertyType, read.declared)
+                    body.append(
+                        {
+                            "read": {
+                                "name": read.name,
+                                "path": read.path,
+                                "tokens": tokens,
+                                "declared": declared,
+                            },
+                            "slot": slot,
+                        }
+                    )
+                indexes.append(body_index[key])
+            bodies.append(indexes)
         spec: boundary.DeciderSpec = {
             "apps": described,
             "owner": owner,
             "exact": list(exact),
             "filter_count": filter_count,
             "environments": headers,
+            "body": body,
+            "bodies": bodies,
             "expiration_header": wire.EXPIRATION,
             "vocabulary": _VOCABULARY,
         }
@@ -160,6 +193,7 @@ class NativeDecisions:
             tuple(cursors),
             app_index,
             {app.name: app.environment for app in apps},
+            reads_body=bool(body),
         )
 
     def route_of(self, table: RoutingTable, topic: str, only_app: str | None) -> int:
@@ -223,6 +257,7 @@ class NativeDecisions:
             ),
             # message groups follow their holders only where decide_app sees them: with a snapshot
             "holders": snapshot.holders.by_app if snapshot is not None else None,
+            "values": [m.value for m in messages] if self.reads_body else None,
         }
         outcome = self.decider.decide([m.headers for m in messages], state)
         for cursor, value in outcome.moved.items():

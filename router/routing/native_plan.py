@@ -6,9 +6,10 @@ headers and evaluates every subscription of a batch of records with the GIL rele
 The flat form is a list of nodes, children first (``native_boundary.Node``); equal sub-expressions are one node
 (hash-consed), so a predicate shared by several subscriptions, of one app or of many, is evaluated at most once
 per record. A property is a *slot*: a header name with the type declared for it (undeclared: string), decoded once
-per record. Each subscription's gate is the one its Python plan chose, translated; nothing is chosen here, so the
-two plans evaluate a subscription on the same records (except where the native plan cannot index by that gate:
-``translate_gate``).
+per record. A property read from the record's body (routing/body.py) is a slot of its own, filled from the body
+only, never from a header of its name (``bodies``). Each subscription's gate is the one its Python plan chose,
+translated; nothing is chosen here, so the two plans evaluate a subscription on the same records (except where the
+native plan cannot index by that gate: ``translate_gate``).
 
 Semantics are those of ``subroute.expressions.interpreter`` and ``subroute.routing.properties``; the tests in
 ``tests/unit/native`` hold the native plan to them.
@@ -27,7 +28,8 @@ from subroute.routing import native_boundary as boundary
 from subroute.routing.native_boundary import _native
 from subroute.wire import HeadersIn
 
-# What a lowered entry depends on: its text, dialect, the number of its declared types, and its gate.
+# What a lowered entry depends on: its text, dialect, the number of its declared types and body properties, and its
+# gate.
 _EntryKey = tuple[str, str, int, Gate | None]
 
 # A later plan extends the node list of the plan it reuses, so nodes only entries of earlier plans read stay
@@ -77,20 +79,19 @@ class _Lowering:
     def __init__(self, extend: _Lowering | None = None) -> None:
         # Extending an earlier plan's lowering keeps its slot and node numbers, so its lowered entries stay
         # valid; a copy, as that plan may still be read (or extended again) while this one is built.
-        self.slots: dict[tuple[str, str], int] = dict(extend.slots) if extend else {}
+        # (name, declared type, read from the body) -> slot
+        self.slots: dict[tuple[str, str, bool], int] = dict(extend.slots) if extend else {}
         self.nodes: list[boundary.Node] = list(extend.nodes) if extend else []
         self.index: dict[tuple[object, ...], int] = dict(extend.index) if extend else {}
         # The node count at the end of the build that started this lowering empty.
         self.fresh: int = extend.fresh if extend else 0
-        # A number for each set of declared types met (sorted (name, type) pairs).
-        self.type_numbers: dict[tuple[tuple[str, str], ...], int] = (
-            dict(extend.type_numbers) if extend else {}
-        )
+        # A number for each set of declared types and body properties met (sorted (name, type) pairs, body names).
+        self.type_numbers: dict[tuple[object, ...], int] = dict(extend.type_numbers) if extend else {}
         # Every entry lowered into these nodes, by what it depends on; and how many there were at the fresh start.
         self.entries: dict[_EntryKey, _native.Entry] = dict(extend.entries) if extend else {}
         self.fresh_entries: int = extend.fresh_entries if extend else 0
 
-    def types_number(self, type_key: tuple[tuple[str, str], ...]) -> int:
+    def types_number(self, type_key: tuple[object, ...]) -> int:
         return self.type_numbers.setdefault(type_key, len(self.type_numbers))
 
     def extensible(self) -> bool:
@@ -101,8 +102,8 @@ class _Lowering:
             and len(self.entries) <= 2 * self.fresh_entries + GARBAGE_SLACK
         )
 
-    def slot(self, name: str, types: Mapping[str, str]) -> int:
-        key = (name, types.get(name, "string"))
+    def slot(self, name: str, types: Mapping[str, str], body: frozenset[str]) -> int:
+        key = (name, types.get(name, "string"), name in body)
         found = self.slots.get(key)
         if found is None:
             found = self.slots[key] = len(self.slots)
@@ -116,7 +117,7 @@ class _Lowering:
             self.nodes.append(node())
         return found
 
-    def lower(self, node: ast.Node, sql: bool, types: Mapping[str, str]) -> int:
+    def lower(self, node: ast.Node, sql: bool, types: Mapping[str, str], body: frozenset[str]) -> int:
         """The node of a normalized tree (``expressions.plan``: chains flattened into ``Junction``s, literals on
         the right of comparisons)."""
         if isinstance(node, ast.BoolLit):
@@ -139,32 +140,34 @@ class _Lowering:
             return self.add(("null", sql), lambda: {"tag": "null", "sql": sql, "value": None})
         if isinstance(node, ast.Prop | ast.Exists):
             tag: Literal["prop", "exists"] = "prop" if isinstance(node, ast.Prop) else "exists"
-            slot = self.slot(node.name, types)
+            slot = self.slot(node.name, types, body)
             return self.add((tag, sql, slot), lambda: {"tag": tag, "sql": sql, "slot": slot})
         if isinstance(node, ast.Unary):
             op = cast(Literal["not", "neg", "pos"], node.op)
-            operand = self.lower(node.operand, sql, types)
+            operand = self.lower(node.operand, sql, types, body)
             return self.add((op, sql, operand), lambda: {"tag": op, "sql": sql, "operand": operand})
         if isinstance(node, ast.Arith):
             arith = cast(boundary.ArithmeticOp, node.op)
-            left, right = self.lower(node.left, sql, types), self.lower(node.right, sql, types)
+            left, right = self.lower(node.left, sql, types, body), self.lower(node.right, sql, types, body)
             return self.add(
                 ("arith", sql, arith, left, right),
                 lambda: {"tag": "arith", "sql": sql, "op": arith, "left": left, "right": right},
             )
         if isinstance(node, ast.Compare):
             cmp = cast(boundary.ComparisonOp, node.op)
-            left, right = self.lower(node.left, sql, types), self.lower(node.right, sql, types)
+            left, right = self.lower(node.left, sql, types, body), self.lower(node.right, sql, types, body)
             return self.add(
                 ("cmp", sql, cmp, left, right),
                 lambda: {"tag": "cmp", "sql": sql, "op": cmp, "left": left, "right": right},
             )
         if isinstance(node, ast.Junction):
             junction = cast(Literal["and", "or"], node.op)
-            items = [self.lower(item, sql, types) for item in node.items]
+            items = [self.lower(item, sql, types, body) for item in node.items]
             return self.add((junction, sql, *items), lambda: {"tag": junction, "sql": sql, "items": items})
         if isinstance(node, ast.Between):
-            operand, low, high = (self.lower(n, sql, types) for n in (node.operand, node.low, node.high))
+            operand, low, high = (
+                self.lower(n, sql, types, body) for n in (node.operand, node.low, node.high)
+            )
             negated = node.negated
             return self.add(
                 ("between", sql, operand, low, high, negated),
@@ -178,14 +181,14 @@ class _Lowering:
                 },
             )
         if isinstance(node, ast.In):
-            operand, negated = self.lower(node.operand, sql, types), node.negated
+            operand, negated = self.lower(node.operand, sql, types, body), node.negated
             values = sorted({_text(v) for v in node.values})
             return self.add(
                 ("in", sql, operand, negated, *values),
                 lambda: {"tag": "in", "sql": sql, "operand": operand, "values": values, "negated": negated},
             )
         if isinstance(node, ast.Like):
-            operand, negated = self.lower(node.operand, sql, types), node.negated
+            operand, negated = self.lower(node.operand, sql, types, body), node.negated
             escape = None if node.escape is None else ord(node.escape)
             pattern = [ord(c) for c in node.pattern]
             return self.add(
@@ -200,7 +203,7 @@ class _Lowering:
                 },
             )
         if isinstance(node, ast.IsNull):
-            operand, negated = self.lower(node.operand, sql, types), node.negated
+            operand, negated = self.lower(node.operand, sql, types, body), node.negated
             return self.add(
                 ("isnull", sql, operand, negated),
                 lambda: {"tag": "isnull", "sql": sql, "operand": operand, "negated": negated},
@@ -236,6 +239,10 @@ class NativePlan:
     is evaluated, and can match, only on records where a subscription that opens g matched. An app filter's
     entries open the app's group and its consumer subscriptions require it; an app without a filter leaves its
     subscriptions requiring nothing. A subscription that is not evaluated reports no error.
+
+    ``bodies`` (aligned with the entries) names, per entry, the properties its app reads from the record's body:
+    they are slots of their own (``body_slot``), which the native decider fills from the body, never from a
+    header of that name.
     """
 
     def __init__(
@@ -245,6 +252,7 @@ class NativePlan:
         pause: Callable[[], None] | None = None,
         opens: Sequence[Hashable | None] | None = None,
         requires: Sequence[Hashable | None] | None = None,
+        bodies: Sequence[frozenset[str]] | None = None,
     ) -> None:
         given: tuple[PlanEntry | Subscription, ...] = tuple(entries)
         if all(isinstance(e, PlanEntry) for e in given):
@@ -267,6 +275,9 @@ class NativePlan:
             return [None if g is None else group_ids.setdefault(g, len(group_ids)) for g in labels]
 
         opened, required = groups(opens, "opens"), groups(requires, "requires")
+        if bodies is not None and len(bodies) != count:
+            raise ValueError(f"bodies has {len(bodies)} entries for {count} subscriptions")
+        no_body: frozenset[str] = frozenset()
         if any(o is not None and r is not None for o, r in zip(opened, required, strict=True)):
             raise ValueError("a subscription cannot both open a group and require one")
         # Lowered entries of ``reuse`` are valid only in its node and slot numbering: extend its lowering.
@@ -277,50 +288,57 @@ class NativePlan:
         # very same entries, found here without computing their keys. (An id is taken only with the object it
         # was recorded for, which that plan keeps alive.)
         earlier_by_entry = reuse._by_entry if extend and reuse is not None else {}
-        by_entry: dict[int, tuple[PlanEntry, _native.Entry]] = {}
+        by_entry: dict[int, tuple[PlanEntry, _native.Entry, frozenset[str]]] = {}
         # The subscriptions of one app share one types mapping: its number is found once per build (ids are
         # stable, as ``planned`` holds every mapping until the end), and an entry's key holds that number,
         # cheaper to hash than the types themselves.
-        type_of: dict[int, tuple[dict[str, str], int]] = {}
+        type_of: dict[tuple[int, frozenset[str]], tuple[dict[str, str], int]] = {}
         lowered: list[_native.Entry] = []
         reused = 0
         made: set[_EntryKey] = (
             set()
         )  # the keys lowered by this build (an equal entry takes that one, unreused)
-        for entry in planned:
+        for i, entry in enumerate(planned):
+            body = bodies[i] if bodies is not None else no_body
             hit = earlier_by_entry.get(id(entry))
-            found: _native.Entry | None = hit[1] if hit is not None and hit[0] is entry else None
+            found: _native.Entry | None = (
+                hit[1] if hit is not None and hit[0] is entry and hit[2] == body else None
+            )
             sub = entry.subscription
             if found is None:
-                found_types = type_of.get(id(sub.types))
+                found_types = type_of.get((id(sub.types), body))
                 if found_types is None:
                     type_key = tuple(sorted((sub.types or {}).items()))
-                    found_types = type_of[id(sub.types)] = (dict(type_key), lowering.types_number(type_key))
+                    found_types = type_of[(id(sub.types), body)] = (
+                        dict(type_key),
+                        lowering.types_number((*type_key, tuple(sorted(body)))),
+                    )
                 types, type_number = found_types
                 key: _EntryKey = (sub.text, sub.dialect, type_number, entry.gate)
                 found = cache.get(key)
                 if found is None:
-                    found = cache[key] = self._lower(entry, types, lowering)
+                    found = cache[key] = self._lower(entry, types, body, lowering)
                     made.add(key)
                     if (
                         pause is not None
                     ):  # a rebuild parses little: lowering the expressions is then the work
                         pause()
                 if key in made:
-                    by_entry[id(entry)] = (entry, found)
+                    by_entry[id(entry)] = (entry, found, body)
                     lowered.append(found)
                     continue
-            by_entry[id(entry)] = (entry, found)
+            by_entry[id(entry)] = (entry, found, body)
             lowered.append(found)
             reused += 1
             if pause is not None and not reused % 64:  # a reused entry costs about a microsecond
                 pause()
         slots: list[boundary.TypedHeader] = [
             {"name": name, "declared": cast(boundary.PropertyType, declared)}
-            for (name, declared) in lowering.slots
+            for (name, declared, _) in lowering.slots
         ]
         spec: boundary.PlanSpec = {
             "slots": slots,
+            "body_slots": [slot for (_, _, from_body), slot in lowering.slots.items() if from_body],
             "nodes": lowering.nodes,
             "entries": lowered,
             "opens": opened,
@@ -333,7 +351,7 @@ class NativePlan:
         if not extend:
             lowering.fresh, lowering.fresh_entries = len(lowering.nodes), len(cache)
         self._gate_kinds: tuple[str | None, ...] = tuple([e.kind for e in lowered])
-        self.properties: frozenset[str] = frozenset(name for name, _ in lowering.slots)
+        self.properties: frozenset[str] = frozenset(name for name, _, _ in lowering.slots)
         self.stats: dict[str, int] = {
             "subscriptions": count,
             "indexed_equality": self._gate_kinds.count("equality"),
@@ -346,20 +364,22 @@ class NativePlan:
         }
         self._ids: tuple[Hashable, ...] = tuple(sub.id for sub in self.subscriptions)
         self._lowering: _Lowering = lowering
-        self._by_entry: dict[int, tuple[PlanEntry, _native.Entry]] = by_entry
+        self._by_entry: dict[int, tuple[PlanEntry, _native.Entry, frozenset[str]]] = by_entry
 
     @staticmethod
-    def _lower(entry: PlanEntry, types: Mapping[str, str], lowering: _Lowering) -> _native.Entry:
+    def _lower(
+        entry: PlanEntry, types: Mapping[str, str], body: frozenset[str], lowering: _Lowering
+    ) -> _native.Entry:
         """The entry's gate, translated, and its residual: the conjuncts that gate leaves (all of them when the
         native plan cannot take the gate)."""
         sql = entry.subscription.dialect == "sql92"
         gate = entry.gate
         native_gate = None
         if gate is not None:
-            slot = lowering.slot(gate.prop, types)
+            slot = lowering.slot(gate.prop, types, body)
             native_gate = translate_gate(gate, sql, slot, types.get(gate.prop, "string"))
         rest = entry.residual if native_gate is not None else entry.conjuncts
-        residual = [lowering.lower(c, sql, types) for c in rest]
+        residual = [lowering.lower(c, sql, types, body) for c in rest]
         try:
             return _native.Entry({"gate": native_gate, "residual": residual})
         except ValueError as exc:
@@ -377,6 +397,10 @@ class NativePlan:
     def core(self) -> _native.NativePlan:
         """The native plan itself (``router/routing/native_decisions.py`` builds a decider on it)."""
         return self._native
+
+    def body_slot(self, name: str, declared: str) -> int | None:
+        """The slot of the body property ``name`` of type ``declared``; None when no entry reads it."""
+        return self._lowering.slots.get((name, declared, True))
 
     def gate_of(self, position: int) -> str | None:
         """How the subscription at ``position`` is indexed: "equality", "range", "interval", or None (it is

@@ -132,14 +132,20 @@ def build_native(
 ) -> NativeRouting | None:
     """One native plan of every app's filters and plan entries (see ``NativeRouting``); None if the native
     side refuses it (a bug: the table then routes on the Python path alone, as before the native core)."""
+    if any(env.body and env.format != "json" for env in environments):
+        return None  # the native core reads JSON bodies only: such a table routes on the Python path
     entries: list[PlanEntry] = []
     opens: list[str | None] = []
     requires: list[str | None] = []
-    for env in environments:
+    # Per environment, the properties it reads from the body: slots of their own in the native plan.
+    body_names = [frozenset(read.name for read in env.body) for env in environments]
+    bodies: list[frozenset[str]] = []
+    for env, names in zip(environments, body_names, strict=True):
         for entry in env.plan.entries:
             entries.append(entry)
             opens.append(cast(PlanId, entry.subscription.id)[1])  # filter ids are ("filter", app, i)
             requires.append(None)
+            bodies.append(names)
     filter_count = len(entries)
     spans: dict[str, tuple[int, int]] = {}
     for app in apps:
@@ -148,6 +154,7 @@ def build_native(
         entries.extend(app.plan.entries)
         opens.extend([None] * len(app.plan))
         requires.extend([label] * len(app.plan))
+        bodies.extend([body_names[app.environment]] * len(app.plan))
         spans[app.name] = (start, len(entries))
     try:
         # The Python plans' entries: the native plan parses nothing, chooses no gate, and lowers only the
@@ -158,6 +165,7 @@ def build_native(
             pause=pause,
             opens=opens,
             requires=requires,
+            bodies=bodies,
         )
     except NativePlanError:
         log.exception("the native plan refused this config; routing on the Python path")

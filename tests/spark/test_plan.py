@@ -1,5 +1,5 @@
 """``subroute plan`` on a known history: the exact transition table, the unmatched records, --since/--limit/--prune,
-a refused proposal, and a config topic left as it was."""
+a refused proposal, a proposal reading properties from the JSON values, and a config topic left as it was."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from subroute.cli import main as cli
-from subroute.config.model import Config
+from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.config.store import read_config
 from subroute.spark import plan
 from tests.integration.harness import Env, apply, make_env
@@ -89,7 +89,8 @@ class History:
 
 @pytest.fixture(scope="module")
 def history(kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
-    """30 records over 2 partitions (record i: Amount i*10, Region EU every third, partition i % 2)."""
+    """30 records over 2 partitions (record i: Amount i*10, Region EU every third, partition i % 2; the value a
+    JSON order with the amount and a nested sequence number)."""
     env = make_env(kafka.bootstrap_servers, f"p{uuid.uuid4().hex[:8]}", partitions=PARTITIONS)
     assert apply(env, CURRENT) == 0
     producer = Producer(env.settings.client_config({"linger.ms": 5}))
@@ -97,7 +98,7 @@ def history(kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[History
         headers = [("Amount", str(i * 10).encode()), ("Region", region(i).encode()), ("Seq", str(i).encode())]
         producer.produce(
             env.input,
-            value=f"m{i}".encode(),
+            value=json.dumps({"amount": i * 10, "order": {"seq": i}}).encode(),
             partition=i % PARTITIONS,
             headers=headers,
             timestamp=BASE_MS + i * 1000,
@@ -159,6 +160,33 @@ def test_plan_counts_every_transition(spark_session: SparkSession, history: Hist
     assert f"  {history.env.input}/0/5 [billing] Amount=100 Region=US Seq=10" in text
     assert "empty lag snapshot" in text and "round-robin splits are indicative" in text
     assert f"nothing was written to {history.env.settings.config_topic}" in text
+
+
+def test_plan_reads_body_properties_from_the_values(spark_session: SparkSession, history: History) -> None:
+    """A proposed app reading Amount and Seq from the JSON value (format: json, path:) is routed on them, as the
+    worker would route it (routing/body.py)."""
+    current = read_config(history.env.settings)
+    shipping = AppConfig(
+        name="shipping",
+        inputs=(history.env.input,),
+        format="json",
+        properties={"Amount": "int", "Seq": "int"},
+        paths={"Amount": "/amount", "Seq": "/order/seq"},
+        filter=("Seq % 2 == 0",),
+    )
+    big = GroupConfig("shipping", "big", (SubscriptionConfig("Amount >= 150", priority=1),))
+    rest = GroupConfig("shipping", "rest", ())
+    proposed = Config(
+        current.version,
+        {**current.apps, "shipping": shipping},
+        {**current.groups, ("shipping", "big"): big, ("shipping", "rest"): rest},
+    )
+    result = plan.compute_plan(spark_session, history.env.settings, current, proposed)
+    assert result.tables["shipping"] == {
+        ("(app absent)", "(filtered)"): 15,  # odd sequence numbers
+        ("(app absent)", "big"): 7,  # 16, 18, ..., 28: amounts 160..280
+        ("(app absent)", "rest"): 8,  # 0, 2, ..., 14
+    }
 
 
 def test_plan_command_since_limit_prune(

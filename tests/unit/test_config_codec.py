@@ -76,7 +76,7 @@ def test_unknown_schema_version_is_refused_with_advice() -> None:
     """Schemaless Avro needs the writer schema: a version this reader does not know cannot be guessed."""
     key, value, _ = encode(FULL_APP)
     with pytest.raises(ConfigDecodeError, match="upgrade subroute"):
-        decode(key, value, [(SCHEMA_HEADER, b"subroute.AppConfig/3")])
+        decode(key, value, [(SCHEMA_HEADER, b"subroute.AppConfig/99")])
 
 
 @pytest.mark.parametrize(

@@ -121,7 +121,7 @@ def test_parked_records_of_a_message_group_are_keyed_by_the_group() -> None:
     envelopes = Envelopes("p", table)
     keys = []
     for i, (cart, input_key) in enumerate([("c1", b"a"), ("c1", b"b"), ("c1", None), ("none", b"c")]):
-        message = InputRecord("orders", [("Cart", cart.encode())], 1_000, 0, i, input_key, b"v")
+        message = InputRecord("orders", [("Cart", cart.encode())], 1_000, b"v", 0, i, input_key)
         decisions = Router().route(table, MessageView("orders", message.headers, 0), nobody, 5_000).routed
         [(topic, _, key, _, _)] = records_for(message, decisions, 5_000, False, envelopes)
         assert topic == "p.carts.pending"

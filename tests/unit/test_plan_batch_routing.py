@@ -1,7 +1,8 @@
 """``subroute plan``'s routing function without Spark: ``route_columns`` (``Router.route_batch``, one native plan
 evaluation per Arrow batch and table) gives exactly the partition summary that routing each record alone with
 ``Router.route`` gives (transitions, counts, unmatched records and their examples), on arrival and with
-``--evaluate-at now``, over random configurations and records (tests/unit/native/test_native_routing.py's)."""
+``--evaluate-at now``, over random configurations and records (tests/unit/native/test_native_routing.py's, JSON
+values included: apps that read body properties read them from the record's value as the worker does)."""
 
 from __future__ import annotations
 
@@ -26,11 +27,11 @@ def per_record(current: Config, proposed: Config, columns: dict[str, list[Any]],
     old_table, new_table = build_table(current), build_table(proposed)
     old_router, new_router = Router(), Router()
     summary = plan.PartitionSummary(3)
-    for topic, partition, offset, ts_ms, raw in zip(
-        *(columns[c] for c in ("topic", "partition", "offset", "ts_ms", "headers")), strict=True
+    for topic, partition, offset, ts_ms, raw, value in zip(
+        *(columns[c] for c in ("topic", "partition", "offset", "ts_ms", "headers", "value")), strict=True
     ):
         headers = tuple((h["key"], h["value"]) for h in raw or ())
-        view = MessageView(topic, headers, ts_ms or 0)
+        view = MessageView(topic, headers, ts_ms or 0, value)
         now_ms = at_ms if at_ms is not None else ts_ms or 0
         old = {d.app: d for d in old_router.route(old_table, view, plan.EMPTY_LAG, now_ms).decisions}
         new = {d.app: d for d in new_router.route(new_table, view, plan.EMPTY_LAG, now_ms).decisions}
@@ -60,6 +61,7 @@ def test_batch_routing_gives_the_per_record_summary(data: st.DataObject) -> None
         # Kafka's "no timestamp" (-1) and a missing one too; the drawn ones are 0, 5,000 and 9,500.
         "ts_ms": [data.draw(st.sampled_from((m.timestamp_ms, m.timestamp_ms, -1, None))) for m, _ in drawn],
         "headers": [[{"key": k, "value": v} for k, v in m.headers or ()] or None for m, _ in drawn],
+        "value": [m.value for m, _ in drawn],
     }
     at_ms = data.draw(st.sampled_from((None, 10_000, 6_000)))
     # Arrow hands the records over in batches: split them anywhere, the round-robin carries across.

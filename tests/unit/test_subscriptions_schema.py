@@ -11,8 +11,9 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
+from subroute.config.body_paths import FORMATS, MAX_PATH_BYTES
 from subroute.config.model import DIALECTS, FAIRNESS_MODELS, ON_EXPIRE_ACTIONS, PRESENCE_MODES, PROPERTY_TYPES
-from subroute.config.yaml import APP_KEYS, GROUP_KEYS, SUBSCRIPTION_KEYS, load_yaml_file
+from subroute.config.yaml import APP_KEYS, GROUP_KEYS, PROPERTY_KEYS, SUBSCRIPTION_KEYS, load_yaml_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "schemas" / "subscriptions.schema.json"
@@ -39,7 +40,11 @@ def test_the_schema_names_exactly_the_keys_and_choices_the_parser_takes() -> Non
     assert (app["dialect"]["enum"], app["fairness"]["enum"]) == (list(DIALECTS), list(FAIRNESS_MODELS))
     assert app["presence"]["enum"] == list(PRESENCE_MODES)
     assert app["on_expire"]["enum"] == list(ON_EXPIRE_ACTIONS)
-    assert app["properties"]["additionalProperties"]["enum"] == list(PROPERTY_TYPES)
+    assert defs["propertyType"]["enum"] == list(PROPERTY_TYPES)
+    assert app["format"]["enum"] == list(FORMATS)
+    long_form = app["properties"]["additionalProperties"]["oneOf"][1]["properties"]
+    assert set(long_form) == set(PROPERTY_KEYS)
+    assert long_form["path"]["maxLength"] == MAX_PATH_BYTES
     assert set(defs["group"]["properties"]) == set(GROUP_KEYS)
     assert set(defs["subscription"]["properties"]) == set(SUBSCRIPTION_KEYS)
 

@@ -9,7 +9,10 @@ expirations with either on_expire, reading overlapping topics; groups with subsc
 a group's at one, so several match one message) and capacities (differing within a group). Records are random
 header lists (missing, repeated, null, mistyped and undecodable values, int64 edges, NaN), on any topic, some
 redriven for one app (``only_app``), some expired by the app's limit or their own (parsable or not)
-``subroute.expiration``. Lags are plain mappings or snapshots with measured counts (so what a batch routes moves
+``subroute.expiration``. Some apps read properties from JSON record values (``format: json``, ``path:``): records
+carry random documents (nested, missing fields, nulls, wrong types, huge numbers, escapes, lone surrogates,
+duplicate keys, too deep) and values that are no JSON at all or null; headers of those names are then ignored.
+Lags are plain mappings or snapshots with measured counts (so what a batch routes moves
 later records' capacity), absent groups and message groups already held by some consumer group (a group of the
 app, or one no longer in the config); cursors start anywhere.
 """
@@ -109,6 +112,66 @@ headers_strategy: st.SearchStrategy[Headers] = st.lists(
 )
 
 
+# Properties some apps read from the record's JSON value: one path and type each across the config (as validation
+# requires); the others read them as headers, or (undeclared) as string headers.
+BODY = {
+    "a": ("int", "/a"),
+    "b": ("int", "/n/b"),
+    "c": ("float", "/c"),
+    "s": ("string", "/items/0/s"),
+    "t": ("string", "/t~1x"),
+    "f": ("bool", "/f"),
+}
+LEAVES = (
+    "0", "-0", "1", "2", "-1", "2.5", "1.0", "1e2", "1e400", "-0.0", "9223372036854775807", "9223372036854775808",
+    "-9223372036854775808", "123456789012345678901234567890", '"a"', '"ab"', '"1"', '"%"', '"\u00e9"',
+    '"\ud800"', '"\ud83d\ude00"', '"a\"b"', "true", "false", "null", "[]", "[1]", '{"b": 1}', "{}",
+)  # fmt: skip
+leaves = st.one_of(st.sampled_from(LEAVES), st.integers(-(2**64), 2**64).map(str))
+
+
+@st.composite
+def json_values(draw: st.DrawFn) -> bytes | None:
+    """A record value for the apps that read its body: a document with some of BODY's paths (any leaf), or
+    one that is not decodable."""
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        return draw(
+            st.sampled_from(
+                (
+                    None,
+                    b"",
+                    b"not json",
+                    b'{"a": 1',
+                    b"\xff",
+                    b'{"a": 1} x',
+                    b"NaN",
+                    b'{"a": NaN}',
+                    b"[" * 70 + b"]" * 70,
+                )
+            )
+        )
+    if kind == 1:
+        return draw(st.binary(max_size=6))
+    members = []
+    for key, text in (
+        ("a", '"a": {}'),
+        ("n", '"n": {{"b": {}}}'),
+        ("c", '"c": {}'),
+        ("items", '"items": [{{"s": {}}}]'),
+        ("t", '"t/x": {}'),
+        ("f", '"f": {}'),
+    ):
+        if draw(st.integers(0, 3)):
+            members.append(text.format(draw(leaves)))
+    if draw(st.integers(0, 5)) == 0:
+        members.insert(0, f'"a": {draw(leaves)}')  # a duplicate key: the last one wins
+    document = "{" + ", ".join(draw(st.permutations(members))) + "}"
+    if draw(st.integers(0, 9)) == 0:
+        document = "[" * 64 + document + "]" * 64  # too deep, or not an object at the root
+    return f" {document}\n".encode("utf-8", "surrogatepass")
+
+
 # A record's own expiration: parsable (units, spaces, bare ms, 0, past any int64) or not (first that parses wins).
 expirations = st.one_of(
     st.sampled_from(
@@ -165,6 +228,7 @@ def configs(draw: st.DrawFn) -> Config:
     # A conjunct many entries share is a poor gate in the one native plan and may be a good one in an app's own
     # plan: the native plan must index each entry as its Python plan does (errors are counted where evaluated).
     shared = {"bmq": draw(plan_bmq), "sql92": draw(plan_sql)}
+    body_names = sorted(draw(st.sets(st.sampled_from(sorted(BODY))))) if draw(st.integers(0, 2)) else []
     for i in range(draw(st.integers(1, 4))):
         name = f"app{i}"
         dialect = draw(st.sampled_from(("bmq", "sql92")))
@@ -172,6 +236,16 @@ def configs(draw: st.DrawFn) -> Config:
         types = dict(_BMQ_TYPES if dialect == "bmq" else _SQL_TYPES)
         if draw(st.booleans()):
             types = draw(type_maps(dialect))
+        # An app that reads the body declares each body property with its one type and path; the others do not
+        # declare them (they read headers of those names as strings).
+        json = bool(body_names) and draw(st.booleans())
+        for prop in body_names:
+            declared, _ = BODY[prop]
+            if not json or (declared == "float" and dialect == "bmq"):
+                types.pop(prop, None)
+            elif prop in types or draw(st.booleans()):
+                types[prop] = declared
+        paths = {prop: BODY[prop][1] for prop in body_names if json and prop in types}
         texts = _texts(dialect)
         common = shared[dialect]
         if common and draw(st.booleans()):
@@ -186,8 +260,10 @@ def configs(draw: st.DrawFn) -> Config:
             inputs=draw(st.sampled_from(INPUTS)),
             dialect=dialect,
             properties=types,
+            format="json" if paths else "none",
+            paths=paths,
             filter=tuple(filters),
-            group_by=draw(st.sampled_from((None, None, "g", "s"))),
+            group_by=draw(st.sampled_from((None, None, "g", *(("s",) if "s" not in paths else ())))),
             default_group=draw(st.sampled_from((None, "dg", ""))),
             fairness=draw(st.sampled_from(("round-robin", "proportional", "fast"))),
             spillover=draw(st.booleans()),
@@ -225,7 +301,8 @@ def records(draw: st.DrawFn, apps: Sequence[str]) -> tuple[MessageView, str | No
         headers.append((wire.EXPIRATION, draw(expirations)))
     timestamp = draw(st.sampled_from((0, 9_500, 5_000)))
     only_app = draw(st.one_of(st.none(), st.none(), st.sampled_from((*apps, "missing"))))
-    return MessageView(draw(st.sampled_from(TOPICS)), headers, timestamp), only_app
+    value = draw(json_values())
+    return MessageView(draw(st.sampled_from(TOPICS)), headers, timestamp, value), only_app
 
 
 def _fields(result: RouteResult) -> tuple[object, ...]:
@@ -346,6 +423,7 @@ def test_route_batch_equals_route(data: st.DataObject) -> None:
         # What the examples reach (pytest --hypothesis-show-statistics).
         event("evaluation errors" if result.evaluation_errors else "no evaluation error")
         event("decode errors" if result.decode_errors else "no decode error")
+        event("reads bodies" if any(env.body for env in table.environments) else "headers only")
         event(f"{len(result.routed)} routed, {len(result.filtered)} filtered")
         for decision in result.routed:
             event(f"{decision.action.value} {decision.reason or ''} {'key' if decision.key else ''}")

@@ -3,7 +3,7 @@
 //! compares it with its declarations at import, so a module built from other sources fails there by name.
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 
 use crate::python::Entry;
 
@@ -37,6 +37,15 @@ read_by_key! {
     /// header an environment decodes.
     pub struct TypedHeader {
         pub name: String,
+        pub declared: String,
+    }
+
+    /// A property read from a JSON record value: its name, the JSON Pointer it comes from (as written: its
+    /// source, for messages), the pointer's reference tokens (UTF-8) and its declared type.
+    pub struct BodyRead {
+        pub name: String,
+        pub path: String,
+        pub tokens: Vec<Vec<u8>>,
         pub declared: String,
     }
 
@@ -141,6 +150,8 @@ read_by_key! {
     /// The nodes are node structures (by their "tag").
     pub struct PlanSpec {
         pub slots: Vec<TypedHeader>,
+        /// Slots filled from record bodies by the decider, never from headers.
+        pub body_slots: Vec<usize>,
         pub nodes: Vec<Py<PyAny>>,
         pub entries: Vec<Py<Entry>>,
         pub opens: Vec<Option<u32>>,
@@ -195,12 +206,21 @@ read_by_key! {
         pub no_consumer: Py<PyAny>,
     }
 
+    /// A property read from JSON record values and the plan slot it fills (None: only its failures count).
+    pub struct BodyProperty {
+        pub read: BodyRead,
+        pub slot: Option<usize>,
+    }
+
     pub struct DeciderSpec {
         pub apps: Vec<AppSpec>,
         pub owner: Vec<u32>,
         pub exact: Vec<bool>,
         pub filter_count: u32,
         pub environments: Vec<Vec<TypedHeader>>,
+        /// Every body property read, and per environment those it reads (indexes into `body`).
+        pub body: Vec<BodyProperty>,
+        pub bodies: Vec<Vec<u32>>,
         pub expiration_header: String,
         pub vocabulary: Vocabulary,
     }
@@ -220,6 +240,8 @@ read_by_key! {
         pub cursors: Vec<i64>,
         pub absent: Vec<u32>,
         pub holders: Option<Py<PyDict>>,
+        /// Each record's value (bytes or None); None when the decider reads no body.
+        pub values: Option<Py<PyList>>,
     }
 
     /// A writer schema's node: `kind` is an Avro type name; `children` node positions; `names` a record's field

@@ -7,8 +7,9 @@
 use blake2::digest::{Update, VariableOutput};
 use blake2::Blake2bVar;
 
+use crate::body_json::{self, Got, Value};
 use crate::decode::{decode, is_python_space, PropType};
-use crate::plan::{Batch, FxMap, Header};
+use crate::plan::{Batch, FxMap, Header, Typed};
 
 /// How an app chooses among the matching candidates of one priority level (`AppConfig.fairness`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,11 +67,14 @@ struct App {
 
 pub const NONE: u32 = u32::MAX;
 
-/// The apps a record is routed for, by environment (`RoutingTable.groups_for`).
+/// The apps a record is routed for, by environment (`RoutingTable.groups_for`), and the body properties its
+/// environments read (indexes into the decider's, ascending, with what each reads).
 #[derive(Clone, Debug)]
 pub struct Route {
     groups: Vec<(u32, Vec<u32>, bool)>,
     members: Vec<u32>,
+    body: Vec<u32>,
+    reads: Vec<body_json::Read>,
 }
 
 impl Route {
@@ -78,6 +82,28 @@ impl Route {
     pub fn members(&self) -> &[u32] {
         &self.members
     }
+
+    /// Whether a record of this route has its value read.
+    pub fn reads_body(&self) -> bool {
+        !self.body.is_empty()
+    }
+}
+
+/// A property read from JSON record values (`routing/body.py`), and the plan slot it fills (None: no entry reads
+/// it; only its failures count).
+#[derive(Clone, Debug)]
+pub struct BodyProperty {
+    pub read: body_json::Read,
+    pub slot: Option<u32>,
+}
+
+/// Where a record's value is for `Decider::read_bodies`: not read (its route reads no body), undecodable
+/// without reading it (null, or larger than `body_json::MAX_BODY_BYTES`), or a range of the values' buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordValue {
+    Unread,
+    Undecodable,
+    At(usize, usize),
 }
 
 /// Everything fixed for a table: the apps, each plan position's owner and exactness, the environments' declared
@@ -88,6 +114,9 @@ pub struct Decider {
     exact: Vec<bool>,
     filter_count: u32,
     env_types: Vec<Vec<Option<PropType>>>,
+    /// Every body property, and per environment those it reads (indexes into `body`, ascending).
+    body: Vec<BodyProperty>,
+    env_body: Vec<Vec<u32>>,
     expiration_name: Option<u32>,
     pub slot_count: usize,
     pub cursor_count: usize,
@@ -226,17 +255,31 @@ pub fn parse_duration_ms(text: &[u8]) -> Option<i128> {
 }
 
 impl Decider {
-    /// `env_types[env]` are the declared type of each header name an environment decodes (by name index).
+    /// `env_types[env]` are the declared type of each header name an environment decodes (by name index);
+    /// `env_body[env]` the body properties it reads (indexes into `body`).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         specs: Vec<AppSpec>,
         owner: Vec<u32>,
         exact: Vec<bool>,
         filter_count: u32,
         env_types: Vec<Vec<Option<PropType>>>,
+        body: Vec<BodyProperty>,
+        mut env_body: Vec<Vec<u32>>,
         expiration_name: Option<u32>,
     ) -> Result<Decider, String> {
         if owner.len() != exact.len() || filter_count as usize > owner.len() {
             return Err("owner, exact and filter_count disagree".into());
+        }
+        if env_body.len() > env_types.len()
+            || env_body.iter().flatten().any(|&i| i as usize >= body.len())
+        {
+            return Err("bad body properties".into());
+        }
+        env_body.resize(env_types.len(), Vec::new());
+        for reads in &mut env_body {
+            reads.sort_unstable();
+            reads.dedup();
         }
         let mut slot_count = 0;
         let mut cursor_count = 0;
@@ -298,6 +341,8 @@ impl Decider {
             exact,
             filter_count,
             env_types,
+            body,
+            env_body,
             expiration_name,
             slot_count,
             cursor_count,
@@ -307,11 +352,13 @@ impl Decider {
     /// A record's apps, by environment, in table order (`[(env, apps)]`).
     pub fn route(&self, groups: Vec<(u32, Vec<u32>)>) -> Result<Route, String> {
         let mut members = Vec::new();
+        let mut body: Vec<u32> = Vec::new();
         let mut out = Vec::with_capacity(groups.len());
         for (env, apps) in groups {
             if apps.iter().any(|&a| a as usize >= self.apps.len()) {
                 return Err("a route names an unknown app".into());
             }
+            body.extend(self.env_body.get(env as usize).ok_or("unknown environment")?);
             let expiring = apps
                 .iter()
                 .any(|&a| self.apps[a as usize].spec.expiration_ms.is_some());
@@ -319,18 +366,79 @@ impl Decider {
             out.push((env, apps, expiring));
         }
         members.sort_unstable();
+        body.sort_unstable();
+        body.dedup();
+        let reads = body
+            .iter()
+            .map(|&i| self.body[i as usize].read.clone())
+            .collect();
         Ok(Route {
             groups: out,
             members,
+            body,
+            reads,
         })
     }
 
+    /// Each record's body properties, read once per record (the union its route's environments read): the
+    /// values found go to the batch as typed values of their slots, and per record the properties that failed
+    /// (an undecodable value, or a leaf of the wrong type) are returned (empty `values`: nothing is read).
+    pub fn read_bodies(
+        &self,
+        batch: &mut Batch,
+        routes: &[Route],
+        record_routes: &[u32],
+        values: &[RecordValue],
+        buffer: &[u8],
+    ) -> Vec<Vec<u32>> {
+        let mut failures = Vec::with_capacity(values.len());
+        for (r, &value) in values.iter().enumerate() {
+            let mut failed = Vec::new();
+            let route = record_routes.get(r).and_then(|&i| routes.get(i as usize));
+            if let (Some(route), false) = (route, value == RecordValue::Unread) {
+                let bytes = match value {
+                    RecordValue::At(s, e) => Some(&buffer[s..e]),
+                    _ => None,
+                };
+                for (&i, got) in route
+                    .body
+                    .iter()
+                    .zip(body_json::read_json(bytes, &route.reads))
+                {
+                    let found = match got {
+                        Got::Missing => continue,
+                        Got::Failed => {
+                            failed.push(i);
+                            continue;
+                        }
+                        Got::Found(found) => found,
+                    };
+                    let Some(slot) = self.body[i as usize].slot else {
+                        continue;
+                    };
+                    let typed = match found {
+                        Value::Str(text) => batch.push_str(&text),
+                        Value::Int(n) => Typed::Int(n),
+                        Value::Bool(b) => Typed::Bool(b),
+                        Value::Float(f) => Typed::Float(f),
+                    };
+                    batch.typed.push((slot, typed));
+                }
+            }
+            batch.end_typed();
+            failures.push(failed);
+        }
+        failures
+    }
+
     /// Decide the batch's records in order, each on `routes[record_routes[i]]`, from the plan's
-    /// `(matched, failed)` positions; stops before a record that needs `Router.route`.
+    /// `(matched, failed)` positions and the body properties that failed (`read_bodies`; empty: none read);
+    /// stops before a record that needs `Router.route`.
     #[allow(clippy::too_many_arguments)]
     pub fn decide(
         &self,
         batch: &Batch,
+        body_failures: &[Vec<u32>],
         outcomes: &[(Vec<u32>, Vec<u32>)],
         routes: &[Route],
         record_routes: &[u32],
@@ -369,8 +477,13 @@ impl Decider {
             } else {
                 None
             };
+            let failed_body = body_failures.get(r).map_or(&[][..], Vec::as_slice);
             for (env, apps, expiring) in &route.groups {
-                let failures = self.decode_failures(*env, headers, &batch.bytes);
+                let failures = self.decode_failures(*env, headers, &batch.bytes)
+                    + self.env_body[*env as usize]
+                        .iter()
+                        .filter(|i| failed_body.contains(i))
+                        .count() as u32;
                 for &a in apps {
                     if failures > 0 {
                         decode_counts.push((a, failures));

@@ -348,7 +348,8 @@ pub struct PlanStats {
 }
 
 pub struct Plan {
-    /// Distinct header names and, for each, the slots (one per declared type) it fills.
+    /// Distinct header names and, for each, the slots (one per declared type) it fills (body slots are in no
+    /// name's list).
     names: Vec<String>,
     name_slots: Vec<Vec<(usize, PropType)>>,
     slot_count: usize,
@@ -375,13 +376,27 @@ pub struct Header {
     pub value: Option<(usize, usize)>,
 }
 
+/// A property value read from a record's body, already typed (its slot is never filled from a header); a
+/// string is a range of the batch's bytes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Typed {
+    Str(usize, usize),
+    Int(i64),
+    Bool(bool),
+    Float(f64),
+}
+
 /// A batch of records: every header value in one buffer, the headers of all records in one list, and each
-/// record as a range of that list (so a batch costs a few allocations, not a few per header).
+/// record as a range of that list (so a batch costs a few allocations, not a few per header). Values read from
+/// the records' bodies are `(slot, value)` in one list, each record's a range of it (`typed_records`, aligned
+/// with `records`, or empty: no record has any).
 #[derive(Default, Debug)]
 pub struct Batch {
     pub bytes: Vec<u8>,
     pub headers: Vec<Header>,
     pub records: Vec<(usize, usize)>,
+    pub typed: Vec<(u32, Typed)>,
+    pub typed_records: Vec<(usize, usize)>,
 }
 
 impl Batch {
@@ -398,6 +413,19 @@ impl Batch {
     pub fn end_record(&mut self) {
         let start = self.records.last().map_or(0, |r| r.1);
         self.records.push((start, self.headers.len()));
+    }
+
+    /// A string read from a body, kept in the batch's bytes.
+    pub fn push_str(&mut self, text: &[u8]) -> Typed {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(text);
+        Typed::Str(start, self.bytes.len())
+    }
+
+    /// Close the typed values of the next record: those pushed to `typed` since the previous one.
+    pub fn end_typed(&mut self) {
+        let start = self.typed_records.last().map_or(0, |r| r.1);
+        self.typed_records.push((start, self.typed.len()));
     }
 }
 
@@ -437,10 +465,26 @@ impl Plan {
         specs: Vec<NodeSpec>,
         subs: &[SubSpec],
     ) -> Result<Plan, String> {
+        Plan::build_with_body(props, &[], specs, subs)
+    }
+
+    /// `build`, with `body_slots` filled only by the batch's typed values (`Batch::typed`), never by headers.
+    pub fn build_with_body(
+        props: &[(String, PropType)],
+        body_slots: &[usize],
+        specs: Vec<NodeSpec>,
+        subs: &[SubSpec],
+    ) -> Result<Plan, String> {
+        if body_slots.iter().any(|&s| s >= props.len()) {
+            return Err("bad body slot".into());
+        }
         let mut names: Vec<String> = Vec::new();
         let mut name_slots: Vec<Vec<(usize, PropType)>> = Vec::new();
         let mut by_name: HashMap<&str, usize> = HashMap::new();
         for (slot, (name, t)) in props.iter().enumerate() {
+            if body_slots.contains(&slot) {
+                continue;
+            }
             let i = *by_name.entry(name.as_str()).or_insert_with(|| {
                 names.push(name.clone());
                 name_slots.push(Vec::new());
@@ -665,8 +709,19 @@ impl Plan {
         batch
             .records
             .iter()
-            .map(|&(start, end)| {
-                self.match_record(&batch.headers[start..end], &batch.bytes, &mut ctx, errors)
+            .enumerate()
+            .map(|(r, &(start, end))| {
+                let typed = batch
+                    .typed_records
+                    .get(r)
+                    .map_or(&[][..], |&(s, e)| &batch.typed[s..e]);
+                self.match_record(
+                    &batch.headers[start..end],
+                    typed,
+                    &batch.bytes,
+                    &mut ctx,
+                    errors,
+                )
             })
             .collect()
     }
@@ -674,6 +729,7 @@ impl Plan {
     fn match_record<'a>(
         &'a self,
         headers: &[Header],
+        typed: &[(u32, Typed)],
         bytes: &'a [u8],
         ctx: &mut Ctx<'a>,
         errors: bool,
@@ -698,6 +754,16 @@ impl Plan {
                     Decoded::Int(i) => V::Int(i),
                     Decoded::Bool(b) => V::Bool(b),
                     Decoded::Float(f) => V::Float(f),
+                });
+            }
+        }
+        for &(slot, value) in typed {
+            if let Some(p) = ctx.props.get_mut(slot as usize) {
+                *p = Some(match value {
+                    Typed::Str(s, e) => V::Str(&bytes[s..e]),
+                    Typed::Int(i) => V::Int(i),
+                    Typed::Bool(b) => V::Bool(b),
+                    Typed::Float(f) => V::Float(f),
                 });
             }
         }

@@ -11,13 +11,15 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple, PyType};
 
+use crate::body_json::{self, Got, Value};
 use crate::boundary::{
-    self, AppSpec as AppIn, ArithmeticNode, BatchState, BetweenNode, CompareNode, DeciderSpec,
-    EntrySpec, EqualityGate, InNode, IntervalGate, IsNullNode, JunctionNode, LikeNode, PlanSpec,
-    PropertyNode, RangeGate, RouteGroup, UnaryNode, ValueNode,
+    self, AppSpec as AppIn, ArithmeticNode, BatchState, BetweenNode, BodyRead, CompareNode,
+    DeciderSpec, EntrySpec, EqualityGate, InNode, IntervalGate, IsNullNode, JunctionNode, LikeNode,
+    PlanSpec, PropertyNode, RangeGate, RouteGroup, UnaryNode, ValueNode,
 };
 use crate::decide::{
-    self, AppSpec, Decided, Decider, Fairness, GroupKey, Made, Route, State, Waiting,
+    self, AppSpec, BodyProperty, Decided, Decider, Fairness, GroupKey, Made, RecordValue, Route,
+    State, Waiting,
 };
 use crate::decode::PropType;
 use crate::like::LikePattern;
@@ -333,7 +335,7 @@ impl NativePlan {
             .map(|n| node_spec(n.bind(py)))
             .collect::<PyResult<Vec<_>>>()?;
         let entries = spec.entries;
-        let (opens, requires) = (spec.opens, spec.requires);
+        let (opens, requires, body_slots) = (spec.opens, spec.requires, spec.body_slots);
         let plan = py
             .detach(|| {
                 let subs: Vec<SubSpec> = entries
@@ -349,7 +351,7 @@ impl NativePlan {
                         }
                     })
                     .collect();
-                Plan::build(&props, nodes, &subs)
+                Plan::build_with_body(&props, &body_slots, nodes, &subs)
             })
             .map_err(PyValueError::new_err)?;
         let names = plan
@@ -603,12 +605,27 @@ impl NativeDecider {
             }
             env_types.push(dense);
         }
+        let body = spec
+            .body
+            .iter()
+            .map(|p| {
+                Ok(BodyProperty {
+                    read: body_json::Read {
+                        tokens: p.read.tokens.clone(),
+                        declared: declared(&p.read.declared)?,
+                    },
+                    slot: p.slot.map(|s| s as u32),
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
         let decider = Decider::new(
             specs,
             spec.owner,
             spec.exact,
             spec.filter_count,
             env_types,
+            body,
+            spec.bodies,
             Some(expiration),
         )
         .map_err(PyValueError::new_err)?;
@@ -655,7 +672,7 @@ impl NativeDecider {
         state: &Bound<'py, PyAny>,
     ) -> PyResult<BatchOutcome> {
         let given: BatchState = state.extract()?;
-        let batch = read_batch(&self.names, records)?;
+        let mut batch = read_batch(&self.names, records)?;
         let decider = Arc::clone(&self.decider);
         let mut state = State::new(decider.slot_count, decider.cursor_count);
         if given.cursors.len() != decider.cursor_count {
@@ -682,6 +699,10 @@ impl NativeDecider {
         }
         let all_routes = Arc::clone(&*self.routes.lock().map_err(|_| poisoned())?);
         let routes = given.routes;
+        let (values, buffer) = match &given.values {
+            Some(values) => record_values(values.bind(py), &all_routes, &routes)?,
+            None => (Vec::new(), Vec::new()),
+        };
         if let Some(holders) = &given.holders {
             state.holding = true;
             self.look_up_holders(holders.bind(py), &batch, &all_routes, &routes, &mut state)?;
@@ -689,9 +710,12 @@ impl NativeDecider {
         let plan = Arc::clone(&self.plan);
         let (timestamps, now_ms) = (given.timestamps, given.now_ms);
         let (decided, state) = py.detach(move || {
+            let failures =
+                decider.read_bodies(&mut batch, &all_routes, &routes, &values, &buffer);
             let outcomes = plan.match_batch_with_errors(&batch, true);
             let decided = decider.decide(
                 &batch,
+                &failures,
                 &outcomes,
                 &all_routes,
                 &routes,
@@ -732,6 +756,40 @@ impl NativeDecider {
             held_groups: held_groups.unbind(),
         })
     }
+}
+
+/// Where each record's value is (`RecordValue`), copied into one buffer: only those of records whose route
+/// reads a body, and only values small enough to be read.
+fn record_values(
+    values: &Bound<'_, PyList>,
+    all_routes: &[Route],
+    routes: &[u32],
+) -> PyResult<(Vec<RecordValue>, Vec<u8>)> {
+    if values.len() != routes.len() {
+        return Err(PyValueError::new_err("one value per record"));
+    }
+    let mut buffer = Vec::new();
+    let mut out = Vec::with_capacity(routes.len());
+    for (value, &route) in values.iter().zip(routes) {
+        let reads = all_routes
+            .get(route as usize)
+            .is_some_and(Route::reads_body);
+        out.push(if !reads {
+            RecordValue::Unread
+        } else if value.is_none() {
+            RecordValue::Undecodable
+        } else {
+            let bytes = value.cast::<PyBytes>()?.as_bytes();
+            if bytes.len() > body_json::MAX_BODY_BYTES {
+                RecordValue::Undecodable
+            } else {
+                let start = buffer.len();
+                buffer.extend_from_slice(bytes);
+                RecordValue::At(start, buffer.len())
+            }
+        });
+    }
+    Ok((out, buffer))
 }
 
 fn poisoned() -> PyErr {
@@ -920,9 +978,58 @@ impl NativeDecider {
     }
 }
 
+/// What `read_json` found: the values by property name, and the properties that failed (each counted once).
+#[pyclass(frozen, get_all, module = "subroute.routing._native")]
+struct BodyReading {
+    props: Py<PyDict>,
+    failures: Py<PyDict>,
+}
+
+/// The properties `reads` (`[BodyRead]`) name in one JSON record value (None: a record without one), as
+/// `routing/body.py`'s `read_json` reads them.
+#[pyfunction]
+fn read_json<'py>(
+    py: Python<'py>,
+    value: Option<&Bound<'py, PyBytes>>,
+    reads: Vec<BodyRead>,
+) -> PyResult<BodyReading> {
+    let specs = reads
+        .iter()
+        .map(|r| {
+            Ok(body_json::Read {
+                tokens: r.tokens.clone(),
+                declared: declared(&r.declared)?,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let bytes = value.map(|v| v.as_bytes().to_vec());
+    let got = py.detach(move || body_json::read_json(bytes.as_deref(), &specs));
+    let (props, failures) = (PyDict::new(py), PyDict::new(py));
+    for (read, got) in reads.iter().zip(got) {
+        match got {
+            Got::Missing => {}
+            Got::Failed => failures.set_item(&read.name, 1)?,
+            Got::Found(Value::Str(s)) => {
+                let text =
+                    std::str::from_utf8(&s).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                props.set_item(&read.name, text)?;
+            }
+            Got::Found(Value::Int(i)) => props.set_item(&read.name, i)?,
+            Got::Found(Value::Bool(b)) => props.set_item(&read.name, b)?,
+            Got::Found(Value::Float(f)) => props.set_item(&read.name, f)?,
+        }
+    }
+    Ok(BodyReading {
+        props: props.unbind(),
+        failures: failures.unbind(),
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add_function(wrap_pyfunction!(read_json, m)?)?;
+    m.add_class::<BodyReading>()?;
     m.add_class::<NativePlan>()?;
     m.add_class::<Entry>()?;
     m.add_class::<Matches>()?;
