@@ -73,7 +73,12 @@ class RegistrySettings:
     def client_config(self) -> dict[str, Any]:
         conf: dict[str, Any] = {"url": self.url}
         for key, value in self.config:
-            conf[key] = float(value) if key in NUMERIC_PROPERTIES else value
+            # an int where it is one: the client counts retries with range(), which refuses a float
+            conf[key] = (
+                (int(value) if value.strip().lstrip("-").isdigit() else float(value))
+                if key in NUMERIC_PROPERTIES
+                else value
+            )
         return conf
 
     def __repr__(self) -> str:  # never show a password, even in a traceback

@@ -1,0 +1,78 @@
+"""The writer schemas a batch needs, fetched before it is decided: the worker's side of Avro in Confluent's wire
+format (apps with ``format: avro`` and no ``schema:``).
+
+Before a batch is routed, the schema id of every value such an app reads is looked up in the registry
+(``WriterSchemas``: each id fetched once and kept). The decisions then read through those answers only
+(``Router.writer_of``), so routing never talks to the registry. An id the registry does not have is an
+undecodable body (counted); a registry that cannot be read raises ``RegistryUnavailable`` here, before anything
+of the batch was routed or produced: the loop puts the batch back (seeks its partitions to its first offsets)
+and reads it again after a backoff wait, reporting not ready meanwhile (worker/loop.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from subroute.config.avro_schema import WriterSchema, writer_schema_chain
+from subroute.kafka.schema_registry import RegistrySettings, RegistryUnavailable, WriterSchemas
+from subroute.routing.body import WriterOf
+from subroute.routing.body_avro import schema_id
+from subroute.routing.decisions import RoutingTable
+
+NO_REGISTRY = "(no schema registry set)"
+
+
+class BatchSchemas:
+    """Writer schemas by id for the framed Avro values of a batch."""
+
+    def __init__(self, settings: RegistrySettings | None) -> None:
+        self.registry = WriterSchemas(settings, writer_schema_chain) if settings is not None else None
+        self._table: RoutingTable | None = None
+        self._framed_apps: frozenset[str] = frozenset()
+        self._framed_topics: dict[str, bool] = {}
+
+    def _follow(self, table: RoutingTable) -> None:
+        if table is self._table:
+            return
+        self._table = table
+        self._framed_apps = frozenset(
+            app.name
+            for app in table.apps
+            if app.config.format == "avro" and app.config.schema is None and app.config.paths
+        )
+        self._framed_topics = {}
+
+    def _framed(self, table: RoutingTable, topic: str, pending_app: Mapping[str, str]) -> bool:
+        """Whether an app reading records of ``topic`` (an input, or an app's pending topic) reads framed Avro."""
+        found = self._framed_topics.get(topic)
+        if found is None:
+            app = pending_app.get(topic)
+            if app is not None:
+                found = app in self._framed_apps
+            else:
+                found = any(a.name in self._framed_apps for a in table.apps_for(topic))
+            self._framed_topics[topic] = found
+        return found
+
+    def prepare(
+        self,
+        table: RoutingTable,
+        records: Iterable[tuple[str, bytes | None]],
+        pending_app: Mapping[str, str],
+    ) -> WriterOf:
+        """The lookup the batch's decisions read through, given each record's ``(topic, value)``; raises
+        RegistryUnavailable when a schema the batch needs cannot be fetched."""
+        self._follow(table)
+        found: dict[int, WriterSchema | None] = {}
+        if not self._framed_apps:
+            return found.get
+        for topic, value in records:
+            if value is None or not self._framed(table, topic, pending_app):
+                continue
+            sid = schema_id(value)
+            if sid is None or sid in found:
+                continue  # not a frame: undecodable, no lookup
+            if self.registry is None:
+                raise RegistryUnavailable(NO_REGISTRY, sid, "give --schema-registry-url")
+            found[sid] = self.registry.get(sid)
+        return found.get
