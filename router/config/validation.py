@@ -360,16 +360,55 @@ def _check_body(errors: list[ConfigError], where: str, app: AppConfig) -> None:
             errors.append(ConfigError(at, str(exc)))
             continue
         if writer is not None and prop in app.properties:
-            try:  # the schema is known: the path must be in it, with a type a property reads, the declared one
-                schema_property_type(writer, path, tokens, app.properties[prop])
-            except AvroPathError as exc:
-                errors.append(ConfigError(at, str(exc)))
+            _check_path_in_schema(errors, at, writer, path, tokens, app.properties[prop])
     if app.group_by is not None and app.group_by in app.paths:
         errors.append(
             ConfigError(
                 f"{where}.group_by", f"{app.group_by!r} is read from the body; group_by names a header"
             )
         )
+
+
+def _check_path_in_schema(
+    errors: list[ConfigError],
+    at: str,
+    writer: WriterSchema,
+    path: str,
+    tokens: tuple[str, ...],
+    declared: str,
+) -> None:
+    """The schema is known: the path must be in it, with a type a property reads, the declared one."""
+    try:
+        schema_property_type(writer, path, tokens, declared)
+    except AvroPathError as exc:
+        errors.append(ConfigError(at, str(exc)))
+
+
+def check_against_writer_schema(app: AppConfig, schema_text: str, source: str) -> list[ConfigError]:
+    """``config validate --schema``: an app of Avro in Confluent's wire format (no ``schema:`` of its own)
+    checked offline against a writer schema it will read, as an app's own schema is checked at apply."""
+    where = app_location(app.name)
+    if app.format != "avro" or app.schema is not None:
+        return [
+            ConfigError(
+                where, f"--schema {source}: only for apps with format: avro and no schema: of their own"
+            )
+        ]
+    try:
+        writer = parse_schema_text(schema_text)
+    except ValueError as exc:
+        return [ConfigError(source, str(exc))]
+    errors: list[ConfigError] = []
+    for prop, path in app.paths.items():
+        try:
+            tokens = parse_pointer(path)
+        except PointerError:
+            continue  # reported by validate_state
+        if prop in app.properties:
+            _check_path_in_schema(
+                errors, f"{where}.properties.{prop}.path", writer, path, tokens, app.properties[prop]
+            )
+    return errors
 
 
 def check_body_sources(values: Iterable[AppConfig | GroupConfig]) -> list[ConfigError]:

@@ -5,6 +5,7 @@ records arrive (they wait, the worker says so, and every one is routed once when
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import select
@@ -107,7 +108,11 @@ def test_the_worker_routes_confluent_framed_avro_by_the_writer_schema_of_its_id(
     records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]] = [
         (f"k{i}".encode(), value, []) for i, value in enumerate(values)
     ]
-    records += [(b"unknown", unknown_id, [("CustomerId", b"7")]), (b"garbage", b"\x01junk", []), (b"null", None, [])]
+    records += [
+        (b"unknown", unknown_id, [("CustomerId", b"7")]),
+        (b"garbage", b"\x01junk", []),
+        (b"null", None, []),
+    ]
     produce_raw(env, records)
     metrics = run_worker(env, schema_registry=RegistrySettings.of(schema_registry))
 
@@ -119,10 +124,14 @@ def test_the_worker_routes_confluent_framed_avro_by_the_writer_schema_of_its_id(
     assert metrics.schema_registry_unavailable._value.get() == 0
 
 
-def test_the_worker_routes_schemaless_avro_with_the_app_schema_file(kafka: Any, unique: str, tmp_path: Path) -> None:
+def test_the_worker_routes_schemaless_avro_with_the_app_schema_file(
+    kafka: Any, unique: str, tmp_path: Path
+) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
     (tmp_path / "order.avsc").write_text(json.dumps(ORDER))
-    config = FRAMED_CONFIG.replace("    format: avro\n", f"    format: avro\n    schema: {tmp_path / 'order.avsc'}\n")
+    config = FRAMED_CONFIG.replace(
+        "    format: avro\n", f"    format: avro\n    schema: {tmp_path / 'order.avsc'}\n"
+    )
     config = config.replace("{type: int, path: /price}", "{path: /price}")  # the type from the schema
     assert apply(env, config) == 0
     parsed = fastavro.parse_schema(ORDER)
@@ -132,7 +141,9 @@ def test_the_worker_routes_schemaless_avro_with_the_app_schema_file(kafka: Any, 
         fastavro.schemaless_writer(out, parsed, o)
         return out.getvalue()
 
-    produce_raw(env, [(f"k{i}".encode(), plain(o), []) for i, (o, _) in enumerate(ORDERS)] + [(b"bad", b"\x02", [])])
+    produce_raw(
+        env, [(f"k{i}".encode(), plain(o), []) for i, (o, _) in enumerate(ORDERS)] + [(b"bad", b"\x02", [])]
+    )
     metrics = run_worker(env)  # no registry needed
     wanted = {f"k{i}".encode(): where for i, (_, where) in enumerate(ORDERS)} | {b"bad": ("rest", 0)}
     assert destinations(env) == wanted
@@ -185,10 +196,8 @@ class RegistryGate:
             self.server.server_close()
             self.server = None
         for sock in list(self.open_sockets):
-            try:
+            with contextlib.suppress(OSError):  # closed already
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         self.open_sockets.clear()
 
 
@@ -211,15 +220,21 @@ def test_records_wait_while_the_registry_cannot_be_read_and_are_routed_once_when
     with BackgroundWorker(env, schema_registry=settings) as background:
         produce_raw(env, [(f"k{i}".encode(), value, []) for i, value in enumerate(values)])
         metrics = background.metrics
-        wait_for(lambda: metrics.schema_registry_unavailable._value.get() == 1, "the worker reports the registry")
+        wait_for(
+            lambda: metrics.schema_registry_unavailable._value.get() == 1, "the worker reports the registry"
+        )
         assert not background.worker.ready()
-        assert background.worker.registry_trouble is not None and gate.url in background.worker.registry_trouble
+        assert (
+            background.worker.registry_trouble is not None and gate.url in background.worker.registry_trouble
+        )
         assert metrics.schema_registry_errors._value.get() >= 1
         assert destinations(env) == {}  # nothing routed as if its fields were absent
         assert metrics.property_decode_errors.labels("orders")._value.get() == 0
         gate.open()
         try:
-            wait_for(lambda: len(destinations(env)) == len(ORDERS), "every record routed once the registry answers")
+            wait_for(
+                lambda: len(destinations(env)) == len(ORDERS), "every record routed once the registry answers"
+            )
             wait_for(background.worker.ready, "the worker ready again")
         finally:
             gate.close()

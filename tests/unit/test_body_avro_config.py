@@ -12,6 +12,7 @@ from typing import Any
 import fastavro
 import pytest
 
+from subroute.cli.main import main
 from subroute.config.avro_schema import WriterSchema, writer_schema
 from subroute.config.codec import decode, encode
 from subroute.config.model import AppConfig, Config, GroupConfig
@@ -83,7 +84,9 @@ def the_app(values: list[Any]) -> AppConfig:
 # --- the config -------------------------------------------------------------------------------------------------
 
 
-def test_the_schema_file_is_read_next_to_the_yaml_kept_inline_and_gives_the_omitted_types(tmp_path: Path) -> None:
+def test_the_schema_file_is_read_next_to_the_yaml_kept_inline_and_gives_the_omitted_types(
+    tmp_path: Path,
+) -> None:
     values, errors = parsed(tmp_path)
     assert errors == []
     app = the_app(values)
@@ -106,16 +109,25 @@ def test_the_schema_file_is_read_next_to_the_yaml_kept_inline_and_gives_the_omit
             "P: {type: string, path: /qty}",
             "apps.orders.properties.P.path: path /qty: declared string, but the schema says int",
         ),
-        ("P: {type: string, path: /blob}", "apps.orders.properties.P.path: path /blob: the schema says bytes"),
+        (
+            "P: {type: string, path: /blob}",
+            "apps.orders.properties.P.path: path /blob: the schema says bytes",
+        ),
         ("P: {path: /blob}", "apps.orders.properties.P.path: path /blob: the schema says bytes"),
-        ("P: {type: int, path: /customer/nope}", "apps.orders.properties.P.path: path /customer/nope: /customer"),
+        (
+            "P: {type: int, path: /customer/nope}",
+            "apps.orders.properties.P.path: path /customer/nope: /customer",
+        ),
         ("P: {path: /nope}", "apps.orders.properties.P.path: path /nope: the record has no field"),
     ],
 )
 def test_paths_the_schema_contradicts_are_refused_with_path_and_types(
     tmp_path: Path, properties: str, wanted: str
 ) -> None:
-    text = YAML.replace("      CustomerId: {path: /customer/id}", "      CustomerId: {path: /customer/id}\n      " + properties)
+    text = YAML.replace(
+        "      CustomerId: {path: /customer/id}",
+        "      CustomerId: {path: /customer/id}\n      " + properties,
+    )
     _, errors = parsed(tmp_path, text)
     assert any(e.startswith(wanted) for e in errors), errors
 
@@ -166,7 +178,10 @@ def test_read_body_reads_framed_avro_through_the_writer_schema_of_its_id() -> No
     assert read_body(value, "avro", READS, None, writers.get) == ({"CustomerId": 9, "Price": 30.0}, {})
     # an id the registry does not have, a bad magic byte: undecodable, each property counted once
     assert read_body(framed(6, b""), "avro", READS, None, writers.get) == ({}, {"CustomerId": 1, "Price": 1})
-    assert read_body(b"\x01" + value[1:], "avro", READS, None, writers.get)[1] == {"CustomerId": 1, "Price": 1}
+    assert read_body(b"\x01" + value[1:], "avro", READS, None, writers.get)[1] == {
+        "CustomerId": 1,
+        "Price": 1,
+    }
     with pytest.raises(NoWriterSchemas):  # no registry: not read as if the fields were absent
         read_body(value, "avro", READS, None, None)
 
@@ -197,7 +212,9 @@ def test_the_router_routes_on_avro_body_fields_and_priority_from_two_of_them(tmp
 
 
 def test_the_router_reads_framed_values_through_its_writer_of(tmp_path: Path) -> None:
-    text = YAML.replace("    schema: order.avsc\n", "").replace("{path: /customer/id}", "{type: int, path: /customer/id}")
+    text = YAML.replace("    schema: order.avsc\n", "").replace(
+        "{path: /customer/id}", "{type: int, path: /customer/id}"
+    )
     table = avro_table(tmp_path, text.replace("{path: /price}", "{type: int, path: /price}"))
     router = Router()
     router.writer_of = {3: writer_schema(ORDER)}.get
@@ -205,3 +222,38 @@ def test_the_router_reads_framed_values_through_its_writer_of(tmp_path: Path) ->
     assert [d.group for d in routed.decisions] == ["big"]
     unknown = router.route(table, message(framed(4, written(order(500)))), None, 0)
     assert ([d.group for d in unknown.decisions], unknown.decode_errors) == (["rest"], {"orders": 4})
+
+
+# --- config validate --schema -----------------------------------------------------------------------------------
+
+FRAMED = (
+    YAML.replace("    schema: order.avsc\n", "")
+    .replace("{path: /customer/id}", "{type: int, path: /customer/id}")
+    .replace("{path: /price}", "{type: int, path: /price}")
+)
+
+
+def test_config_validate_checks_framed_apps_against_a_schema_file_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUBROUTE_BOOTSTRAP_SERVERS", "127.0.0.1:1")  # no broker is needed
+    (tmp_path / "apps.yaml").write_text(
+        FRAMED.replace("{type: string, path: /customer/tier}", "{type: int, path: /customer/tier}")
+    )
+    (tmp_path / "order.avsc").write_text(json.dumps(ORDER))
+    yaml_file, schema_file = str(tmp_path / "apps.yaml"), str(tmp_path / "order.avsc")
+    assert (
+        main(["config", "validate", "-f", yaml_file]) == 0
+    )  # without the schema, nothing to check it against
+    capsys.readouterr()
+    assert main(["config", "validate", "-f", yaml_file, "--schema", f"orders={schema_file}"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "apps.orders.properties.Tier.path: path /customer/tier: declared int, but the schema says string"
+        in err
+    )
+    assert main(["config", "validate", "-f", yaml_file, "--schema", schema_file]) == 2
+    assert main(["config", "validate", "-f", yaml_file, "--schema", f"nobody={schema_file}"]) == 2
+    assert "no app 'nobody' in the file" in capsys.readouterr().err
+    (tmp_path / "apps.yaml").write_text(FRAMED)
+    assert main(["config", "validate", "-f", yaml_file, "--schema", f"orders={schema_file}"]) == 0
