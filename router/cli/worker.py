@@ -10,10 +10,10 @@ import sys
 from types import FrameType
 
 from subroute.cli import exits
-from subroute.kafka.schema_registry import ENV_URL, RegistrySettings
+from subroute.cli.registry_flags import add_schema_registry_arguments, schema_registry_settings
 from subroute.ops.http import serve
 from subroute.ops.metrics import RouterMetrics
-from subroute.ops.settings import Settings, add_common_arguments, env_checked, parse_key_values
+from subroute.ops.settings import Settings, add_common_arguments, env_checked
 from subroute.worker.loop import (
     AT_LEAST_ONCE,
     EXACTLY_ONCE,
@@ -115,19 +115,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how often each pending partition with waiting records is swept for expired ones, which leave (dead "
         "letter or drop) whatever waits in front of them (env SUBROUTE_PENDING_SWEEP_SECONDS)",
     )
-    worker.add_argument(
-        "--schema-registry-url",
-        default=os.environ.get(ENV_URL),
-        metavar="URL",
-        help="Confluent Schema Registry of the apps with format: avro and no schema: (values in Confluent's wire "
-        "format): writer schemas are fetched from it by id (env SUBROUTE_SCHEMA_REGISTRY_URL)",
-    )
-    worker.add_argument(
-        "--schema-registry-config",
-        action="append",
-        metavar="KEY=VALUE",
-        help="a SchemaRegistryClient property, repeatable (basic.auth.user.info, ssl.ca.location, ...)",
-    )
+    add_schema_registry_arguments(worker)
     worker.set_defaults(func=_run)
 
 
@@ -150,14 +138,7 @@ def _run(args: argparse.Namespace) -> int:
         presence_refresh_seconds=args.presence_refresh_seconds,
         startup_timeout=args.startup_timeout,
         pending_sweep_seconds=args.pending_sweep_seconds,
-        schema_registry=(
-            RegistrySettings.of(
-                args.schema_registry_url,
-                parse_key_values(args.schema_registry_config, "--schema-registry-config"),
-            )
-            if args.schema_registry_url
-            else None
-        ),
+        schema_registry=schema_registry_settings(args),
     )
     metrics = RouterMetrics()
     worker = Worker(settings, options, metrics)
