@@ -54,7 +54,7 @@ from subroute.topic_patterns import input_matches
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 PENDING = "(pending)"
@@ -417,7 +417,13 @@ def select_records(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    columns = ["topic", "partition", "offset", F.unix_millis("timestamp").alias("ts_ms"), "headers"]
+    columns: list[Column | str] = [
+        "topic",
+        "partition",
+        "offset",
+        F.unix_millis("timestamp").alias("ts_ms"),
+        "headers",
+    ]
     records = frame.select(*columns, *(["value"] if with_value else []))
     if since_ms is not None:
         records = records.filter(F.col("ts_ms") >= F.lit(since_ms))
