@@ -358,7 +358,11 @@ impl Decider {
             if apps.iter().any(|&a| a as usize >= self.apps.len()) {
                 return Err("a route names an unknown app".into());
             }
-            body.extend(self.env_body.get(env as usize).ok_or("unknown environment")?);
+            body.extend(
+                self.env_body
+                    .get(env as usize)
+                    .ok_or("unknown environment")?,
+            );
             let expiring = apps
                 .iter()
                 .any(|&a| self.apps[a as usize].spec.expiration_ms.is_some());

@@ -710,8 +710,7 @@ impl NativeDecider {
         let plan = Arc::clone(&self.plan);
         let (timestamps, now_ms) = (given.timestamps, given.now_ms);
         let (decided, state) = py.detach(move || {
-            let failures =
-                decider.read_bodies(&mut batch, &all_routes, &routes, &values, &buffer);
+            let failures = decider.read_bodies(&mut batch, &all_routes, &routes, &values, &buffer);
             let outcomes = plan.match_batch_with_errors(&batch, true);
             let decided = decider.decide(
                 &batch,
