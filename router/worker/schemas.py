@@ -27,6 +27,9 @@ class BatchSchemas:
 
     def __init__(self, settings: RegistrySettings | None) -> None:
         self.registry = WriterSchemas(settings, writer_schema_chain) if settings is not None else None
+        # every schema fetched so far (a registered id never changes): a record decided outside the batch it came
+        # in (a pending pass) still finds its schema; an id the registry lacked is asked again (it may come)
+        self._known: dict[int, WriterSchema] = {}
         self._table: RoutingTable | None = None
         self._framed_apps: frozenset[str] = frozenset()
         self._framed_topics: dict[str, bool] = {}
@@ -64,8 +67,13 @@ class BatchSchemas:
         RegistryUnavailable when a schema the batch needs cannot be fetched."""
         self._follow(table)
         found: dict[int, WriterSchema | None] = {}
+        known = self._known
+
+        def writer_of(sid: int) -> WriterSchema | None:
+            return found[sid] if sid in found else known.get(sid)
+
         if not self._framed_apps:
-            return found.get
+            return writer_of
         for topic, value in records:
             if value is None or not self._framed(table, topic, pending_app):
                 continue
@@ -74,5 +82,7 @@ class BatchSchemas:
                 continue  # not a frame: undecodable, no lookup
             if self.registry is None:
                 raise RegistryUnavailable(NO_REGISTRY, sid, "give --schema-registry-url")
-            found[sid] = self.registry.get(sid)
-        return found.get
+            writer = found[sid] = self.registry.get(sid)
+            if writer is not None:
+                known[sid] = writer
+        return writer_of
