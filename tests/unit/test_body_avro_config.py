@@ -20,6 +20,7 @@ from subroute.config.validation import validate_state
 from subroute.config.yaml import config_to_document, parse_document, parse_yaml
 from subroute.routing.body import NoWriterSchemas, body_read, read_body
 from subroute.routing.decisions import Action, MessageView, Router, build_table
+from subroute.routing.explain import explain
 
 ORDER: dict[str, Any] = {
     "type": "record",
@@ -257,3 +258,14 @@ def test_config_validate_checks_framed_apps_against_a_schema_file_offline(
     assert "no app 'nobody' in the file" in capsys.readouterr().err
     (tmp_path / "apps.yaml").write_text(FRAMED)
     assert main(["config", "validate", "-f", yaml_file, "--schema", f"orders={schema_file}"]) == 0
+
+
+def test_explain_reads_framed_values_through_the_writer_schemas_it_is_given(tmp_path: Path) -> None:
+    table = avro_table(tmp_path, FRAMED)
+    value = message(framed(3, written(order(500, 25, 4, tier="gold"))))
+    (report,) = explain(table, value, None, 0, writer_of={3: writer_schema(ORDER)}.get)
+    assert report.properties == {"CustomerId": 500, "Tier": "gold", "Price": 25, "Qty": 4}
+    assert report.sources["CustomerId"] == "body avro /customer/id"
+    assert (report.action, report.undecodable) == ("route", [])
+    with pytest.raises(NoWriterSchemas):  # the CLI turns it into one line naming --schema-registry-url
+        explain(table, value, None, 0)
