@@ -139,7 +139,9 @@ def test_the_table_shows_the_split_once_per_app_and_floors_as_floors() -> None:
 
 def test_apps_reading_avro_through_the_schema_registry_are_named_with_what_a_registry_outage_does() -> None:
     framed = AppConfig("F", ("in",), properties={"P": "int"}, format="avro", paths={"P": "/p"})
-    plain = AppConfig("S", ("in",), properties={"P": "int"}, format="avro", paths={"P": "/p"}, schema='"long"')
+    plain = AppConfig(
+        "S", ("in",), properties={"P": "int"}, format="avro", paths={"P": "/p"}, schema='"long"'
+    )
     config = Config(apps={"F": framed, "S": plain, "A": AppConfig("A", ("in",))}, groups={}, version=1)
     document = build(config, "p", ["A", "F", "S"], {}, {}, {})
     rows = {app["app"]: (app["body_format"], app["needs_schema_registry"]) for app in document["apps"]}
