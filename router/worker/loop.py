@@ -290,6 +290,10 @@ class Worker:
             self.metrics.schema_registry_unavailable.set(1)
             self.metrics.schema_registry_errors.inc()
             self._put_back(batch)
+            # What earlier batches routed is made durable now (the outage may last): an exactly-once
+            # transaction is not left open through it, and nothing of the held batch is in the window.
+            self._commit()
+            self._last_loop = time.monotonic()  # waiting on the registry is not a stuck loop (/healthz)
             delay = self.registry_backoff.next_delay()
             log.warning(
                 "the schema registry cannot be read: records of Avro apps wait, not routed",
