@@ -25,6 +25,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from subroute import wire
 from subroute.kafka.schema_registry import RegistrySettings
+from subroute.worker.checkpoint import GUARANTEES
 from tests.integration.harness import BackgroundWorker, Env, apply, make_env, produce_raw, read, run_worker
 
 pytestmark = pytest.mark.kafka
@@ -209,15 +210,16 @@ def wait_for(condition: Any, what: str, limit: float = 90.0) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.parametrize("guarantee", GUARANTEES)
 def test_records_wait_while_the_registry_cannot_be_read_and_are_routed_once_when_it_answers(
-    kafka: Any, unique: str, schema_registry: str
+    kafka: Any, unique: str, schema_registry: str, guarantee: str
 ) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
     assert apply(env, FRAMED_CONFIG) == 0
     values = framed_values(env, schema_registry, [o for o, _ in ORDERS])  # registered while it answers
     gate = RegistryGate(schema_registry)  # closed: nothing listens on its port
     settings = RegistrySettings.of(gate.url, {"max.retries": "0"})
-    with BackgroundWorker(env, schema_registry=settings) as background:
+    with BackgroundWorker(env, schema_registry=settings, guarantee=guarantee) as background:
         produce_raw(env, [(f"k{i}".encode(), value, []) for i, value in enumerate(values)])
         metrics = background.metrics
         wait_for(
