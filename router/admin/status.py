@@ -19,7 +19,8 @@ from typing import Any
 
 from subroute import wire
 from subroute.admin.redrive import waiting as dead_letters_waiting
-from subroute.config.model import AppConfig, Config
+from subroute.config.avro_schema import needs_schema_registry
+from subroute.config.model import Config
 from subroute.kafka import clients
 from subroute.kafka.groups import (
     Commit,
@@ -124,7 +125,7 @@ def build(
                 # Schema Registry for them (Avro in Confluent's wire format): while it cannot be read, the input
                 # records of such an app wait on the input (the router's input lag), not on its pending topic
                 "body_format": config.apps[app].format,
-                "needs_schema_registry": _needs_registry(config.apps[app]),
+                "needs_schema_registry": needs_schema_registry(config.apps[app]),
             }
         )
     router_id = wire.worker_group_id(prefix)
@@ -168,10 +169,6 @@ def build(
         },
         "apps": app_rows,
     }
-
-
-def _needs_registry(app: AppConfig) -> bool:
-    return app.format == "avro" and app.schema is None and bool(app.paths)
 
 
 def _metadata(commits: Mapping[Partition, Commit], partition: Partition) -> str | None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import fastavro
 
+from subroute.config.model import AppConfig
 from subroute.errors import SubrouteError
 
 
@@ -54,6 +55,11 @@ def writer_schema_chain(schemas: Sequence[Any]) -> WriterSchema:
     for referenced in schemas[:-1]:
         fastavro.parse_schema(_without_logical_types(referenced), named_schemas=named)
     return writer_schema(schemas[-1], named)
+
+
+def needs_schema_registry(app: AppConfig) -> bool:
+    """Whether ``app`` reads Avro in Confluent's wire format (``format: avro``, body properties, no ``schema:``)."""
+    return app.format == "avro" and app.schema is None and bool(app.paths)
 
 
 def parse_schema_text(text: str) -> WriterSchema:

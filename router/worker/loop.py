@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from subroute import wire
+from subroute.config.avro_schema import needs_schema_registry
 from subroute.config.model import Config
 from subroute.config.store import ConfigStore, no_apps_warning
 from subroute.config.topics import TopicPolicy
@@ -220,6 +221,13 @@ class Worker:
         warning = no_apps_warning(self.settings, config)
         if warning is not None:
             log.warning(warning)
+        framed = sorted(a.name for a in config.apps.values() if needs_schema_registry(a))
+        if framed and self.options.schema_registry is None:
+            log.warning(
+                "apps read Avro in Confluent's wire format but no schema registry is set: their records will wait "
+                "(give --schema-registry-url or SUBROUTE_SCHEMA_REGISTRY_URL)",
+                extra={"fields": {"apps": framed}},
+            )
         return table
 
     def _follow_holders(self, config: Config) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from subroute.config.avro_schema import WriterSchema, writer_schema_chain
+from subroute.config.avro_schema import WriterSchema, needs_schema_registry, writer_schema_chain
 from subroute.kafka.schema_registry import RegistrySettings, RegistryUnavailable, WriterSchemas
 from subroute.routing.body import WriterOf
 from subroute.routing.body_avro import schema_id
@@ -38,11 +38,7 @@ class BatchSchemas:
         if table is self._table:
             return
         self._table = table
-        self._framed_apps = frozenset(
-            app.name
-            for app in table.apps
-            if app.config.format == "avro" and app.config.schema is None and app.config.paths
-        )
+        self._framed_apps = frozenset(app.name for app in table.apps if needs_schema_registry(app.config))
         self._framed_topics = {}
 
     def _framed(self, table: RoutingTable, topic: str, pending_app: Mapping[str, str]) -> bool:
