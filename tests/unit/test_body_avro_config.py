@@ -18,6 +18,7 @@ from subroute.config.codec import decode, encode
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.validation import validate_state
 from subroute.config.yaml import config_to_document, parse_document, parse_yaml
+from subroute.routing import native_routing
 from subroute.routing.body import NoWriterSchemas, body_read, read_body
 from subroute.routing.decisions import Action, MessageView, Router, build_table
 from subroute.routing.explain import explain
@@ -269,3 +270,17 @@ def test_explain_reads_framed_values_through_the_writer_schemas_it_is_given(tmp_
     assert (report.action, report.undecodable) == ("route", [])
     with pytest.raises(NoWriterSchemas):  # the CLI turns it into one line naming --schema-registry-url
         explain(table, value, None, 0)
+
+
+def test_a_table_with_avro_apps_routes_batches_on_the_python_path(tmp_path: Path) -> None:
+    values, errors = parsed(tmp_path, FRAMED)
+    assert errors == []
+    apps = {v.name: v for v in values if isinstance(v, AppConfig)}
+    groups = {(v.app, v.name): v for v in values if isinstance(v, GroupConfig)}
+    table = native_routing.build_table(Config(1, apps, groups))
+    assert table.native is None  # the native decider reads JSON bodies only, so far
+    router = Router()
+    router.writer_of = {3: writer_schema(ORDER)}.get
+    batch = [message(framed(3, written(order(500)))), message(framed(3, written(order(5)))), message(b"")]
+    results = router.route_batch(table, batch, None, 0)
+    assert [[d.group for d in r.decisions] for r in results] == [["big"], ["rest"], ["rest"]]
