@@ -199,7 +199,7 @@ class NoWriterSchemas(SubrouteError, RuntimeError):
     """A value in Confluent's wire format was read where no writer schemas were given (no registry set)."""
 
 
-def _no_registry(schema_id: int) -> WriterSchema | None:
+def no_writer_schemas(schema_id: int) -> WriterSchema | None:
     raise NoWriterSchemas(
         f"schema id {schema_id}: no schema registry is set to read Avro in Confluent's wire format"
     )
@@ -219,7 +219,7 @@ def read_avro(
     cannot be read) goes to the caller: such a record is not read as if its fields were absent."""
     if schema is not None:
         return body_avro.read_plain(value, reads, app_writer_schema(schema))
-    return body_avro.read_framed(value, reads, writer_of or _no_registry)
+    return body_avro.read_framed(value, reads, writer_of or no_writer_schemas)
 
 
 def read_body(

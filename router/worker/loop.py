@@ -35,6 +35,7 @@ from subroute.kafka.clients import admin_client
 from subroute.kafka.schema_registry import Backoff, RegistryUnavailable
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
+from subroute.routing import native_avro
 from subroute.routing.capacity import groups_holding
 from subroute.routing.decisions import RoutingTable
 from subroute.routing.parking import pending_topics
@@ -108,6 +109,7 @@ class Worker:
         self._table: RoutingTable | None = None  # the table in force (the poll loop's)
         self._config: Config | None = None
         self.schemas = BatchSchemas(options.schema_registry)  # Avro writer schemas by id (worker/schemas.py)
+        self.batches.router.read_body = native_avro.read_body  # Avro bodies read by the native reader
         self.registry_backoff = Backoff()
         self.registry_trouble: str | None = (
             None  # why the last batch waits for the schema registry, if it does

@@ -18,7 +18,7 @@ from subroute.config.codec import decode, encode
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.validation import validate_state
 from subroute.config.yaml import config_to_document, parse_document, parse_yaml
-from subroute.routing import native_routing
+from subroute.routing import native_avro, native_routing
 from subroute.routing.body import NoWriterSchemas, body_read, read_body
 from subroute.routing.decisions import Action, MessageView, Router, build_table
 from subroute.routing.explain import explain
@@ -284,3 +284,36 @@ def test_a_table_with_avro_apps_routes_batches_on_the_python_path(tmp_path: Path
     batch = [message(framed(3, written(order(500)))), message(framed(3, written(order(5)))), message(b"")]
     results = router.route_batch(table, batch, None, 0)
     assert [[d.group for d in r.decisions] for r in results] == [["big"], ["rest"], ["rest"]]
+
+
+def test_the_native_avro_read_body_the_worker_uses_reads_as_the_reference() -> None:
+    schema = json.dumps(ORDER)
+    writers: dict[int, WriterSchema] = {5: writer_schema(ORDER)}
+    good = written(order(9, 30, 2, tier="gold"))
+    values: list[bytes | None] = [good, good[:-1], good + b"\x00", b"", b"\xff" * 12, None]
+    for value in values:
+        assert native_avro.read_body(value, "avro", READS, schema) == read_body(value, "avro", READS, schema)
+    framed_values = [
+        *(framed(5, v) for v in values if v is not None),
+        framed(6, good),
+        b"\x01" + framed(5, good)[1:],
+    ]
+    for value in [*framed_values, b"\x00\x00", None]:
+        native = native_avro.read_body(value, "avro", READS, None, writers.get)
+        assert native == read_body(value, "avro", READS, None, writers.get), value
+    with pytest.raises(NoWriterSchemas):
+        native_avro.read_body(framed(5, good), "avro", READS)
+    json_reads = (body_read("CustomerId", "/customer/id", "int"),)
+    assert native_avro.read_body(b'{"customer": {"id": 4}}', "json", json_reads) == ({"CustomerId": 4}, {})
+
+
+def test_a_router_reading_bodies_natively_decides_as_the_reference(tmp_path: Path) -> None:
+    table = avro_table(tmp_path, FRAMED)
+    batch = [message(framed(3, written(order(c, c % 7, c % 3)))) for c in range(0, 400, 7)] + [
+        message(b"\x00")
+    ]
+    reference, fast = Router(), Router()
+    for router in (reference, fast):
+        router.writer_of = {3: writer_schema(ORDER)}.get
+    fast.read_body = native_avro.read_body
+    assert fast.route_batch(table, batch, None, 0) == reference.route_batch(table, batch, None, 0)
