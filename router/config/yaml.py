@@ -369,7 +369,7 @@ def _parse_app(shape: _Shape, result: ParsedConfig, name: str, body: object) -> 
     if "properties" in spec:
         props = shape.mapping(f"{where}.properties", spec["properties"], None)
         if props is not None:
-            types, paths = _parse_properties(shape, where, props, writer)
+            types, paths = _parse_properties(shape, where, props, writer, "schema" in fields)
             fields["properties"] = types
             if paths:
                 fields["paths"] = paths
@@ -407,7 +407,11 @@ def _schema_text(shape: _Shape, at: str, given: str) -> str | None:
 
 
 def _parse_properties(
-    shape: _Shape, where: str, props: Mapping[str, object], writer: WriterSchema | None = None
+    shape: _Shape,
+    where: str,
+    props: Mapping[str, object],
+    writer: WriterSchema | None = None,
+    schema_given: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Each property's type, and the JSON Pointer of those read from the body (the long form ``{type, path}``;
     ``{type}`` alone is a header). With the app's Avro schema (``writer``), a body property's type may be left
@@ -428,6 +432,8 @@ def _parse_properties(
                 types[prop] = schema_property_type(writer, long["path"], parse_pointer(long["path"]), None)
             except ValueError as exc:  # AvroPathError, PointerError
                 shape.fail(f"{at}.path", str(exc))
+        elif long.get("type") is None and schema_given and isinstance(long.get("path"), str):
+            pass  # the app's schema could not be read: that one error says it
         elif long.get("type") is None:
             shape.fail(
                 f"{at}.type",

@@ -137,6 +137,7 @@ def test_paths_the_schema_contradicts_are_refused_with_path_and_types(
 def test_a_missing_or_bad_schema_file_is_a_located_error(tmp_path: Path) -> None:
     _, errors = parsed(tmp_path, YAML.replace("order.avsc", "nowhere.avsc"))
     assert any(e.startswith("apps.orders.schema: cannot read the schema file") for e in errors), errors
+    assert not any("type: missing" in e for e in errors), errors  # the schema's error says it once
     _, errors = parsed(tmp_path, YAML, schema={"type": "nonsense"})
     assert any(e.startswith("apps.orders.schema: not an Avro schema") for e in errors), errors
 
