@@ -76,3 +76,19 @@ def test_a_registry_that_cannot_be_read_raises_before_the_batch_is_decided() -> 
         BatchSchemas(None).prepare(TABLE, [("framed-in", frame(5))], {})
     # nothing framed in the batch: the registry is not needed
     BatchSchemas(None).prepare(TABLE, [("plain-in", frame(5)), ("framed-in", b"{}")], {})
+
+
+def test_the_worker_and_explain_take_the_registry_like_the_spark_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    from subroute.cli.main import build_parser
+    from subroute.cli.registry_flags import schema_registry_settings
+    from subroute.kafka.schema_registry import RegistrySettings
+
+    monkeypatch.delenv("SUBROUTE_SCHEMA_REGISTRY_URL", raising=False)
+    assert schema_registry_settings(build_parser().parse_args(["worker"])) is None
+    given = ["--schema-registry-url", "http://r:8081", "--schema-registry-config", "basic.auth.user.info=a:b"]
+    for command in ("worker", "explain"):
+        settings = schema_registry_settings(build_parser().parse_args([command, *given]))
+        assert settings == RegistrySettings.of("http://r:8081", {"basic.auth.user.info": "a:b"})
+    monkeypatch.setenv("SUBROUTE_SCHEMA_REGISTRY_URL", "http://env:8081")
+    settings = schema_registry_settings(build_parser().parse_args(["worker"]))
+    assert settings is not None and settings.url == "http://env:8081"
