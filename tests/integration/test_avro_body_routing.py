@@ -24,6 +24,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from subroute import wire
+from subroute.cli.main import main as cli
 from subroute.kafka.schema_registry import RegistrySettings
 from subroute.worker.checkpoint import GUARANTEES
 from tests.integration.harness import BackgroundWorker, Env, apply, make_env, produce_raw, read, run_worker
@@ -100,7 +101,7 @@ def destinations(env: Env) -> dict[bytes, tuple[str, int]]:
 
 
 def test_the_worker_routes_confluent_framed_avro_by_the_writer_schema_of_its_id(
-    kafka: Any, unique: str, schema_registry: str
+    kafka: Any, unique: str, schema_registry: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     env = make_env(kafka.bootstrap_servers, unique)
     assert apply(env, FRAMED_CONFIG) == 0
@@ -123,6 +124,16 @@ def test_the_worker_routes_confluent_framed_avro_by_the_writer_schema_of_its_id(
     assert read(env, wire.pending_topic(env.prefix, "orders")) == []
     assert metrics.property_decode_errors.labels("orders")._value.get() == 3 * 4  # each body property, once
     assert metrics.schema_registry_unavailable._value.get() == 0
+
+    # explain reads a stored framed record through the same registry (and says which flag it lacks without it)
+    capsys.readouterr()
+    where = ["--topic", env.input, "--partition", "0", "--offset", "0", *env.common()]
+    assert cli(["explain", *where, "--schema-registry-url", schema_registry, "-o", "json"]) == 0
+    [explained] = json.loads(capsys.readouterr().out)["apps"]
+    assert explained["properties"] == {"CustomerId": 7, "Sku": "BOOK-1", "Price": 3, "Qty": 2}
+    assert explained["sources"]["CustomerId"] == "body avro /customer/id"
+    assert cli(["explain", *where]) == 2
+    assert "--schema-registry-url" in capsys.readouterr().err
 
 
 def test_the_worker_routes_schemaless_avro_with_the_app_schema_file(
