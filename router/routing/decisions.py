@@ -122,9 +122,8 @@ class Environment:
     decoders: Mapping[str, Decoder] = field(default_factory=dict)
     format: str = "none"  # the body's format, when ``body`` reads properties from it
     body: tuple[BodyRead, ...] = ()  # the properties read from the record value
-    schema: str | None = (
-        None  # format avro: the app's schemaless writer schema; None: Confluent's wire format
-    )
+    # format avro: the app's schemaless writer schema; None: Confluent's wire format
+    schema: str | None = None
 
 
 def environment_signature(app: AppConfig) -> tuple[object, ...]:

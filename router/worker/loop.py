@@ -111,9 +111,8 @@ class Worker:
         self.schemas = BatchSchemas(options.schema_registry)  # Avro writer schemas by id (worker/schemas.py)
         self.batches.router.read_body = native_avro.read_body  # Avro bodies read by the native reader
         self.registry_backoff = Backoff()
-        self.registry_trouble: str | None = (
-            None  # why the last batch waits for the schema registry, if it does
-        )
+        # why the last batch waits for the schema registry, if it does (``ready``)
+        self.registry_trouble: str | None = None
 
     def healthy(self) -> bool:
         """The poll loop turns and the config store still follows the config topic (``/healthz``)."""
