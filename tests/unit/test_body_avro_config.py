@@ -11,6 +11,8 @@ from typing import Any
 
 import fastavro
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from subroute.cli.main import main
 from subroute.config.avro_schema import WriterSchema, writer_schema
@@ -318,3 +320,20 @@ def test_a_router_reading_bodies_natively_decides_as_the_reference(tmp_path: Pat
         router.writer_of = {3: writer_schema(ORDER)}.get
     fast.read_body = native_avro.read_body
     assert fast.route_batch(table, batch, None, 0) == reference.route_batch(table, batch, None, 0)
+
+
+@given(
+    schema_id=st.integers(0, 3),
+    body=st.one_of(
+        st.binary(max_size=24), st.builds(lambda c: written(order(c)), st.integers(-(2**40), 2**40))
+    ),
+    cut=st.integers(0, 30),
+    frame=st.sampled_from([b"\x00", b"\x01", b""]),
+)
+def test_the_native_framing_agrees_with_the_reference_on_any_bytes(
+    schema_id: int, body: bytes, cut: int, frame: bytes
+) -> None:
+    writers: dict[int, WriterSchema] = {1: writer_schema(ORDER), 2: writer_schema({"type": "string"})}
+    value = (frame + schema_id.to_bytes(4, "big") + body)[: len(frame) + 4 + len(body) - cut % 3]
+    native = native_avro.read_body(value, "avro", READS, None, writers.get)
+    assert native == read_body(value, "avro", READS, None, writers.get)
