@@ -38,7 +38,6 @@ from subroute.ops.settings import Settings
 from subroute.routing import native_avro
 from subroute.routing.capacity import groups_holding
 from subroute.routing.decisions import RoutingTable
-from subroute.routing.parking import pending_topics
 from subroute.worker import progress
 from subroute.worker.assignment import Assignment
 from subroute.worker.batch import BatchRouter
@@ -108,7 +107,9 @@ class Worker:
         self._lag_measured = 0.0
         self._table: RoutingTable | None = None  # the table in force (the poll loop's)
         self._config: Config | None = None
-        self.schemas = BatchSchemas(options.schema_registry)  # Avro writer schemas by id (worker/schemas.py)
+        self.schemas = BatchSchemas(
+            options.schema_registry, self.prefix
+        )  # Avro writer schemas by id (worker/schemas.py)
         self.batches.router.read_body = native_avro.read_body  # Avro bodies read by the native reader
         self.registry_backoff = Backoff()
         # why the last batch waits for the schema registry, if it does (``ready``)
@@ -293,7 +294,7 @@ class Worker:
         log line) and the loop reads them again after a backoff wait (False)."""
         records = ((m.topic() or "", m.value()) for m in batch if m.error() is None)
         try:
-            writer_of = self.schemas.prepare(table, records, pending_topics(self.prefix, table))
+            writer_of = self.schemas.prepare(table, records)
         except RegistryUnavailable as exc:
             self.registry_trouble = str(exc)
             self.metrics.schema_registry_unavailable.set(1)

@@ -11,8 +11,9 @@ and reads it again after a backoff wait, reporting not ready meanwhile (worker/l
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
+from subroute import wire
 from subroute.config.avro_schema import WriterSchema, needs_schema_registry, writer_schema_chain
 from subroute.kafka.schema_registry import RegistrySettings, RegistryUnavailable, WriterSchemas
 from subroute.routing.body import WriterOf
@@ -25,7 +26,8 @@ NO_REGISTRY = "(no schema registry set)"
 class BatchSchemas:
     """Writer schemas by id for the framed Avro values of a batch."""
 
-    def __init__(self, settings: RegistrySettings | None) -> None:
+    def __init__(self, settings: RegistrySettings | None, prefix: str = wire.DEFAULT_TOPIC_PREFIX) -> None:
+        self.prefix = prefix
         self.registry = WriterSchemas(settings, writer_schema_chain) if settings is not None else None
         # every schema fetched so far (a registered id never changes): a record decided outside the batch it came
         # in (a pending pass) still finds its schema; an id the registry lacked is asked again (it may come)
@@ -33,6 +35,7 @@ class BatchSchemas:
         self._table: RoutingTable | None = None
         self._framed_apps: frozenset[str] = frozenset()
         self._framed_topics: dict[str, bool] = {}
+        self._framed_pending: frozenset[str] = frozenset()  # the pending topics of those apps
 
     def _follow(self, table: RoutingTable) -> None:
         if table is self._table:
@@ -40,16 +43,16 @@ class BatchSchemas:
         self._table = table
         self._framed_apps = frozenset(app.name for app in table.apps if needs_schema_registry(app.config))
         self._framed_topics = {}
+        self._framed_pending = frozenset(wire.pending_topic(self.prefix, name) for name in self._framed_apps)
 
-    def _framed(self, table: RoutingTable, topic: str, pending_app: Mapping[str, str]) -> bool:
-        """Whether an app reading records of ``topic`` (an input, or an app's pending topic) reads framed Avro."""
+    def _framed(self, table: RoutingTable, topic: str) -> bool:
+        """Whether an app reading records of ``topic`` (an input, or an app's pending topic) reads framed Avro.
+        (Inputs never select the router's own topics: validation refuses it.)"""
         found = self._framed_topics.get(topic)
         if found is None:
-            app = pending_app.get(topic)
-            if app is not None:
-                found = app in self._framed_apps
-            else:
-                found = any(a.name in self._framed_apps for a in table.apps_for(topic))
+            found = topic in self._framed_pending or any(
+                a.name in self._framed_apps for a in table.apps_for(topic)
+            )
             self._framed_topics[topic] = found
         return found
 
@@ -57,7 +60,6 @@ class BatchSchemas:
         self,
         table: RoutingTable,
         records: Iterable[tuple[str, bytes | None]],
-        pending_app: Mapping[str, str],
     ) -> WriterOf:
         """The lookup the batch's decisions read through, given each record's ``(topic, value)``; raises
         RegistryUnavailable when a schema the batch needs cannot be fetched."""
@@ -71,7 +73,7 @@ class BatchSchemas:
         if not self._framed_apps:
             return writer_of
         for topic, value in records:
-            if value is None or not self._framed(table, topic, pending_app):
+            if value is None or not self._framed(table, topic):
                 continue
             sid = schema_id(value)
             if sid is None or sid in found:

@@ -44,7 +44,7 @@ class Registry:
 
 
 def schemas_with(registry: Registry) -> BatchSchemas:
-    schemas = BatchSchemas(None)
+    schemas = BatchSchemas(None, "p")
     schemas.registry = registry  # type: ignore[assignment]
     return schemas
 
@@ -62,20 +62,22 @@ def test_only_framed_values_of_apps_reading_framed_avro_are_looked_up_once_per_i
         ("plain-in", frame(7)),  # read with the app's own schema
         ("p.framed.pending", frame(8)),  # the framed app's pending topic
     ]
-    writer_of = schemas.prepare(TABLE, records, {"p.framed.pending": "framed"})
+    writer_of = schemas.prepare(TABLE, records)
     assert registry.asked == [5, 6, 8]
     assert (writer_of(5), writer_of(6), writer_of(8)) == (order, None, None)
     # a later batch still finds what was fetched (a pending pass may decide a record of an earlier batch)
-    assert schemas.prepare(TABLE, [], {})(5) is order
+    assert schemas.prepare(TABLE, [])(5) is order
 
 
 def test_a_registry_that_cannot_be_read_raises_before_the_batch_is_decided() -> None:
     with pytest.raises(RegistryUnavailable, match="refused"):
-        schemas_with(Registry({}, down=True)).prepare(TABLE, [("framed-in", frame(5))], {})
+        schemas_with(Registry({}, down=True)).prepare(TABLE, [("framed-in", frame(5))])
     with pytest.raises(RegistryUnavailable, match="no schema registry set"):  # no URL: they wait too
-        BatchSchemas(None).prepare(TABLE, [("framed-in", frame(5))], {})
+        BatchSchemas(None).prepare(TABLE, [("framed-in", frame(5))])
     # nothing framed in the batch: the registry is not needed
-    BatchSchemas(None).prepare(TABLE, [("plain-in", frame(5)), ("framed-in", b"{}")], {})
+    BatchSchemas(None, "p").prepare(
+        TABLE, [("plain-in", frame(5)), ("framed-in", b"{}"), ("p.plain.pending", frame(5))]
+    )
 
 
 def test_the_worker_and_explain_take_the_registry_like_the_spark_job(monkeypatch: pytest.MonkeyPatch) -> None:
