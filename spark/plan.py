@@ -417,14 +417,8 @@ def select_records(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    columns: list[Column | str] = [
-        "topic",
-        "partition",
-        "offset",
-        F.unix_millis("timestamp").alias("ts_ms"),
-        "headers",
-    ]
-    records = frame.select(*columns, *(["value"] if with_value else []))
+    columns: list[Column | str] = ["topic", "partition", "offset", F.unix_millis("timestamp").alias("ts_ms")]
+    records = frame.select(*columns, "headers", *(["value"] if with_value else []))
     if since_ms is not None:
         records = records.filter(F.col("ts_ms") >= F.lit(since_ms))
     if limit is not None:

@@ -153,12 +153,12 @@ class NativeDecisions:
         for env in environments:
             indexes = []
             for read in env.body:
-                body_key = (read.name, read.declared, read.path)
-                if body_key not in body_index:
+                source = (read.name, read.declared, read.path)
+                if source not in body_index:
                     slot = plan.body_slot(read.name, read.declared)
                     if slot is not None and slot_paths.setdefault(slot, read.path) != read.path:
                         raise ValueError(f"body property {read.name!r} is read from two paths")
-                    body_index[body_key] = len(body)
+                    body_index[source] = len(body)
                     tokens = [t.encode("utf-8", "surrogatepass") for t in read.tokens]
                     declared = cast(boundary.PropertyType, read.declared)
                     body.append(
@@ -172,7 +172,7 @@ class NativeDecisions:
                             "slot": slot,
                         }
                     )
-                indexes.append(body_index[body_key])
+                indexes.append(body_index[source])
             bodies.append(indexes)
         spec: boundary.DeciderSpec = {
             "apps": described,
