@@ -199,6 +199,12 @@ def avro_table(tmp_path: Path, text: str = YAML) -> Any:
     return build_table(Config(1, apps, groups))
 
 
+def counted(decode_errors: dict[str, Any]) -> int:
+    """The decode errors of app orders (a count, or counts by property where they are kept by property)."""
+    found = decode_errors.get("orders", 0)
+    return found if isinstance(found, int) else sum(found.values())
+
+
 def message(value: bytes | None) -> MessageView:
     return MessageView("orders", [("CustomerId", b"1000")], 1, value=value)
 
@@ -213,7 +219,7 @@ def test_the_router_routes_on_avro_body_fields_and_priority_from_two_of_them(tmp
     assert [d.group for d in small.decisions] == ["rest"]  # the header of the same name is not read
     bad = router.route(table, message(b"\xff\xff"), None, 0)
     assert [d.group for d in bad.decisions] == ["rest"]
-    assert bad.decode_errors == {"orders": 4}  # every body property of the app, once
+    assert counted(bad.decode_errors) == 4  # every body property of the app, once
 
 
 def test_the_router_reads_framed_values_through_its_writer_of(tmp_path: Path) -> None:
@@ -226,7 +232,7 @@ def test_the_router_reads_framed_values_through_its_writer_of(tmp_path: Path) ->
     routed = router.route(table, message(framed(3, written(order(500)))), None, 0)
     assert [d.group for d in routed.decisions] == ["big"]
     unknown = router.route(table, message(framed(4, written(order(500)))), None, 0)
-    assert ([d.group for d in unknown.decisions], unknown.decode_errors) == (["rest"], {"orders": 4})
+    assert ([d.group for d in unknown.decisions], counted(unknown.decode_errors)) == (["rest"], 4)
 
 
 # --- config validate --schema -----------------------------------------------------------------------------------
