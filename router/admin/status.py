@@ -19,6 +19,7 @@ from typing import Any
 
 from subroute import wire
 from subroute.admin.redrive import waiting as dead_letters_waiting
+from subroute.config.avro_schema import needs_schema_registry
 from subroute.config.model import Config
 from subroute.kafka import clients
 from subroute.kafka.groups import (
@@ -120,6 +121,11 @@ def build(
                 "groups": group_rows,
                 # what to do when records may be waiting for a consumer (as the worker warns, and explain says)
                 "advice": waiting_advice(prefix, app, absent) if waits_for_consumers else None,
+                # where body properties are read from (none: headers only), and whether the workers need the
+                # Schema Registry for them (Avro in Confluent's wire format): while it cannot be read, the input
+                # records of such an app wait on the input (the router's input lag), not on its pending topic
+                "body_format": config.apps[app].format,
+                "needs_schema_registry": needs_schema_registry(config.apps[app]),
             }
         )
     router_id = wire.worker_group_id(prefix)

@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from subroute import wire
@@ -28,7 +29,12 @@ from subroute.config.store import (
     read_state,
 )
 from subroute.config.topics import TopicPolicy, app_topics, sized_by, topic_resources
-from subroute.config.validation import ConfigError, subscription_count, validate_state
+from subroute.config.validation import (
+    ConfigError,
+    check_against_writer_schema,
+    subscription_count,
+    validate_state,
+)
 from subroute.config.writer import ConcurrentChange, ConfigRecord, ConfigWriter
 from subroute.config.yaml import (
     STDIN,
@@ -89,6 +95,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help="the prefix the config will be applied under (env SUBROUTE_TOPIC_PREFIX; default subroute): "
         "inputs may not select its own topics",
+    )
+    check.add_argument(
+        "--schema",
+        action="append",
+        metavar="[APP=]FILE",
+        help="check APP's body paths and types against this Avro writer schema file (.avsc), as apply checks an "
+        "app's own schema: (for apps in Confluent's wire format, whose schema is in the registry); without "
+        "APP=, every such app; repeatable",
     )
     check.set_defaults(func=validate_command)
 
@@ -246,6 +260,8 @@ def validate_command(args: argparse.Namespace) -> int:
     parsed: ParsedConfig = load_yaml_source(args.file)
     name = "<stdin>" if args.file == STDIN else args.file
     errors = parsed.errors or validate_state(parsed.values.values(), prefix=prefix)
+    if not errors:
+        errors = _against_schemas(parsed, args.schema or [])
     if errors:
         for error in errors:
             print(f"subroute: {error}", file=sys.stderr)
@@ -256,6 +272,28 @@ def validate_command(args: argparse.Namespace) -> int:
     subscriptions = sum(subscription_count(values).values())
     print(f"{name}: valid ({apps} app(s), {len(values) - apps} group(s), {subscriptions} expression(s))")
     return EXIT_OK
+
+
+def _against_schemas(parsed: ParsedConfig, given: list[str]) -> list[ConfigError]:
+    """``--schema [APP=]FILE``: the named app (or every app in Confluent's wire format) against the file."""
+    apps = {v.name: v for v in parsed.values.values() if isinstance(v, AppConfig)}
+    errors: list[ConfigError] = []
+    for item in given:
+        name, _, file = item.rpartition("=")
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            errors.append(ConfigError(f"--schema {item}", f"cannot read the schema file: {exc}"))
+            continue
+        if name and name not in apps:
+            errors.append(ConfigError(f"--schema {item}", f"no app {name!r} in the file"))
+            continue
+        targets = (
+            [apps[name]] if name else [a for a in apps.values() if a.format == "avro" and a.schema is None]
+        )
+        for app in targets:
+            errors.extend(check_against_writer_schema(app, text, file))
+    return errors
 
 
 def lint_command(args: argparse.Namespace) -> int:

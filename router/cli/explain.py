@@ -8,9 +8,13 @@ from typing import cast
 
 from subroute import wire
 from subroute.cli import output
+from subroute.cli.registry_flags import add_schema_registry_arguments, schema_registry_settings
+from subroute.config.avro_schema import writer_schema_chain
 from subroute.config.store import read_config
 from subroute.kafka import clients
+from subroute.kafka.schema_registry import RegistryUnavailable, WriterSchemas
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments, parse_key_values
+from subroute.routing.body import NoWriterSchemas
 from subroute.routing.decisions import MessageView, build_table
 from subroute.routing.explain import explain, render, to_document
 from subroute.routing.snapshot import Snapshot
@@ -30,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--topic", help="input topic of a stored message (or of the headers given)")
     parser.add_argument("--partition", type=int)
     parser.add_argument("--offset", type=int)
+    add_schema_registry_arguments(parser)
     output.add_output_argument(parser)
     parser.set_defaults(func=_run)
 
@@ -64,9 +69,23 @@ def _run(args: argparse.Namespace) -> int:
     monitor.watch(config)
     lag = _measure(monitor, settings)
     only = args.app
-    report = explain(
-        table, message, lag, int(time.time() * 1000), app=only if only else None, prefix=settings.topic_prefix
-    )
+    registry = schema_registry_settings(args)
+    schemas = WriterSchemas(registry, writer_schema_chain) if registry is not None else None
+    try:
+        report = explain(
+            table,
+            message,
+            lag,
+            int(time.time() * 1000),
+            app=only if only else None,
+            prefix=settings.topic_prefix,
+            writer_of=schemas.get if schemas is not None else None,
+        )
+    except (
+        NoWriterSchemas,
+        RegistryUnavailable,
+    ) as exc:  # Avro in Confluent's wire format, no schema to read it
+        raise SettingsError(f"{exc} (--schema-registry-url)") from None
     document = to_document(report, config.version)
     output.emit(args.output, document, lambda: f"config version {config.version}\n{render(report)}")
     return 0

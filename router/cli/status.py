@@ -174,6 +174,14 @@ def _table(document: dict[str, Any]) -> str:
     advice = [app["advice"] for app in document["apps"] if app.get("advice")]
     if advice:
         lines += ["", *(f"warning: {text}" for text in advice)]
+    framed = [app["app"] for app in document["apps"] if app.get("needs_schema_registry")]
+    if framed:
+        lines += [
+            "",
+            f"note: {', '.join(framed)} read Avro in Confluent's wire format: while a worker cannot read the schema "
+            "registry their input records wait (counted above as not routed yet), the worker is not ready and "
+            "subroute_schema_registry_unavailable is 1 (docs/runbook.md#subrouteschemaregistryunavailable)",
+        ]
     return "\n".join(lines) + "\n"
 
 

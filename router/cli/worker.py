@@ -10,6 +10,7 @@ import sys
 from types import FrameType
 
 from subroute.cli import exits
+from subroute.cli.registry_flags import add_schema_registry_arguments, schema_registry_settings
 from subroute.ops.http import serve
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings, add_common_arguments, env_checked
@@ -114,6 +115,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how often each pending partition with waiting records is swept for expired ones, which leave (dead "
         "letter or drop) whatever waits in front of them (env SUBROUTE_PENDING_SWEEP_SECONDS)",
     )
+    add_schema_registry_arguments(worker)
     worker.set_defaults(func=_run)
 
 
@@ -136,6 +138,7 @@ def _run(args: argparse.Namespace) -> int:
         presence_refresh_seconds=args.presence_refresh_seconds,
         startup_timeout=args.startup_timeout,
         pending_sweep_seconds=args.pending_sweep_seconds,
+        schema_registry=schema_registry_settings(args),
     )
     metrics = RouterMetrics()
     worker = Worker(settings, options, metrics)

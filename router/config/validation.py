@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from subroute import expressions, wire
+from subroute.config.avro_schema import AvroPathError, WriterSchema, parse_schema_text, schema_property_type
 from subroute.config.body_paths import BODY_FORMATS, FORMATS, PointerError, parse_pointer
 from subroute.config.limits import Limits, LimitsError, current_limits
 from subroute.config.model import (
@@ -337,11 +338,14 @@ def _check_body(errors: list[ConfigError], where: str, app: AppConfig) -> None:
     """The body format and each property's ``path`` (routing/body.py reads them)."""
     if app.format not in FORMATS:
         errors.append(ConfigError(f"{where}.format", f"unknown format {app.format!r}: use one of {FORMATS}"))
-    elif app.format == "avro":
-        # The model takes it; decoding Avro bodies is the Avro branch of issue 25 (routing/body.py read_avro).
-        errors.append(ConfigError(f"{where}.format", "format avro is not decoded by this build yet"))
+    writer: WriterSchema | None = None
     if app.schema is not None and app.format != "avro":
         errors.append(ConfigError(f"{where}.schema", "only meaningful with format: avro"))
+    elif app.schema is not None:
+        try:
+            writer = parse_schema_text(app.schema)
+        except ValueError as exc:
+            errors.append(ConfigError(f"{where}.schema", str(exc)))
     for prop, path in app.paths.items():
         at = f"{where}.properties.{prop}.path"
         if prop not in app.properties:
@@ -351,15 +355,60 @@ def _check_body(errors: list[ConfigError], where: str, app: AppConfig) -> None:
                 ConfigError(at, "a property read from the body needs the app's format: json (or avro)")
             )
         try:
-            parse_pointer(path)
+            tokens = parse_pointer(path)
         except PointerError as exc:
             errors.append(ConfigError(at, str(exc)))
+            continue
+        if writer is not None and prop in app.properties:
+            _check_path_in_schema(errors, at, writer, path, tokens, app.properties[prop])
     if app.group_by is not None and app.group_by in app.paths:
         errors.append(
             ConfigError(
                 f"{where}.group_by", f"{app.group_by!r} is read from the body; group_by names a header"
             )
         )
+
+
+def _check_path_in_schema(
+    errors: list[ConfigError],
+    at: str,
+    writer: WriterSchema,
+    path: str,
+    tokens: tuple[str, ...],
+    declared: str,
+) -> None:
+    """The schema is known: the path must be in it, with a type a property reads, the declared one."""
+    try:
+        schema_property_type(writer, path, tokens, declared)
+    except AvroPathError as exc:
+        errors.append(ConfigError(at, str(exc)))
+
+
+def check_against_writer_schema(app: AppConfig, schema_text: str, source: str) -> list[ConfigError]:
+    """``config validate --schema``: an app of Avro in Confluent's wire format (no ``schema:`` of its own)
+    checked offline against a writer schema it will read, as an app's own schema is checked at apply."""
+    where = app_location(app.name)
+    if app.format != "avro" or app.schema is not None:
+        return [
+            ConfigError(
+                where, f"--schema {source}: only for apps with format: avro and no schema: of their own"
+            )
+        ]
+    try:
+        writer = parse_schema_text(schema_text)
+    except ValueError as exc:
+        return [ConfigError(source, str(exc))]
+    errors: list[ConfigError] = []
+    for prop, path in app.paths.items():
+        try:
+            tokens = parse_pointer(path)
+        except PointerError:
+            continue  # reported by validate_state
+        if prop in app.properties:
+            _check_path_in_schema(
+                errors, f"{where}.properties.{prop}.path", writer, path, tokens, app.properties[prop]
+            )
+    return errors
 
 
 def check_body_sources(values: Iterable[AppConfig | GroupConfig]) -> list[ConfigError]:

@@ -8,8 +8,11 @@ values mean (names, dialects, expressions) is ``subroute.config.validation``'s j
         inputs: [orders]                 # topic names, or ^regex
         dialect: bmq                     # or sql92
         format: json                     # or avro, none (default): where body properties are read from
+        schema: order.avsc               # avro only: a schemaless writer schema file (relative to this file),
+                                         # read here and kept inline; absent: Confluent's wire format
         properties:                      # a type (a header), or {type, path} (a JSON Pointer into the body)
           CustomerId: {type: int, path: /customer/id}
+          Price: {path: /price}          # with a schema: the type may be left out, taken from it
           OrderType: string
         filter: ['OrderType == "EXPRESS"']   # OR'ed; omitted = every message
         group_by: CustomerId
@@ -44,6 +47,8 @@ from typing import Any, TextIO
 
 import yaml
 
+from subroute.config.avro_schema import WriterSchema, parse_schema_text, schema_property_type
+from subroute.config.body_paths import parse_pointer
 from subroute.config.codec import ConfigValue, key_of
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.config.validation import ConfigError, app_location, group_location
@@ -175,7 +180,8 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 
 
 def parse_yaml(text: str, source: str = "<yaml>") -> ParsedConfig:
-    """YAML text -> desired state with shape errors."""
+    """YAML text -> desired state with shape errors. A ``schema:`` file is read relative to ``source``'s folder
+    (the working directory when ``source`` is not a file, such as ``<stdin>``)."""
     try:
         document = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as exc:
@@ -235,8 +241,9 @@ def load_yaml_source(source: str, stdin: TextIO | None = None) -> ParsedConfig:
 class _Shape:
     """Collects shape errors while walking the document."""
 
-    def __init__(self) -> None:
+    def __init__(self, base: Path) -> None:
         self.errors: list[ConfigError] = []
+        self.base = base  # where a relative ``schema:`` file is
 
     def fail(self, location: str, message: str) -> None:
         self.errors.append(ConfigError(location, message))
@@ -306,7 +313,7 @@ def _describe(value: object) -> str:
 
 def parse_document(document: object, source: str = "<yaml>") -> ParsedConfig:
     """A loaded YAML document (plain dicts and lists) -> desired state with shape errors."""
-    shape = _Shape()
+    shape = _Shape(Path.cwd() if source.startswith("<") else Path(source).parent)
     result = ParsedConfig(errors=shape.errors)
     if document is None:
         shape.fail(source, "the file is empty: expected a mapping with an 'apps' key")
@@ -348,13 +355,21 @@ def _parse_app(shape: _Shape, result: ParsedConfig, name: str, body: object) -> 
             fields[key] = shape.text(f"{where}.{key}", spec[key])
     if "filter" in spec:
         fields["filter"] = shape.text_list(f"{where}.filter", spec["filter"], single_ok=True)
-    for key in ("format", "schema"):
-        if key in spec and spec[key] is not None:
-            fields[key] = shape.text(f"{where}.{key}", spec[key])
+    if spec.get("format") is not None:
+        fields["format"] = shape.text(f"{where}.format", spec["format"])
+    writer: WriterSchema | None = None
+    if spec.get("schema") is not None:
+        given = shape.text(f"{where}.schema", spec["schema"])
+        fields["schema"] = given if given is None else _schema_text(shape, f"{where}.schema", given)
+        if fields["schema"] is not None:
+            try:
+                writer = parse_schema_text(fields["schema"])
+            except ValueError as exc:
+                shape.fail(f"{where}.schema", str(exc)[:MAX_ERROR_TEXT])
     if "properties" in spec:
         props = shape.mapping(f"{where}.properties", spec["properties"], None)
         if props is not None:
-            types, paths = _parse_properties(shape, where, props)
+            types, paths = _parse_properties(shape, where, props, writer, "schema" in fields)
             fields["properties"] = types
             if paths:
                 fields["paths"] = paths
@@ -378,11 +393,29 @@ def _parse_app(shape: _Shape, result: ParsedConfig, name: str, body: object) -> 
             result.values[key_of(group)] = group
 
 
+def _schema_text(shape: _Shape, at: str, given: str) -> str | None:
+    """An app's Avro schema: inline JSON as given (what ``config get`` writes back), else the text of the file
+    it names, relative to the YAML file."""
+    if given.lstrip()[:1] in ("{", "[", '"'):
+        return given
+    path = shape.base / given
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        shape.fail(at, f"cannot read the schema file {str(path)!r}: {exc}")
+        return None
+
+
 def _parse_properties(
-    shape: _Shape, where: str, props: Mapping[str, object]
+    shape: _Shape,
+    where: str,
+    props: Mapping[str, object],
+    writer: WriterSchema | None = None,
+    schema_given: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Each property's type, and the JSON Pointer of those read from the body (the long form ``{type, path}``;
-    ``{type}`` alone is a header)."""
+    ``{type}`` alone is a header). With the app's Avro schema (``writer``), a body property's type may be left
+    out: the schema's is taken (validation checks a declared one against it)."""
     types: dict[str, Any] = {}
     paths: dict[str, Any] = {}
     for prop, kind in props.items():
@@ -394,8 +427,19 @@ def _parse_properties(
         long = shape.mapping(at, kind, PROPERTY_KEYS)
         if long is None:
             continue
-        if long.get("type") is None:
-            shape.fail(f"{at}.type", "missing: give the property's type (int, string, bool, float)")
+        if long.get("type") is None and writer is not None and isinstance(long.get("path"), str):
+            try:
+                types[prop] = schema_property_type(writer, long["path"], parse_pointer(long["path"]), None)
+            except ValueError as exc:  # AvroPathError, PointerError
+                shape.fail(f"{at}.path", str(exc))
+        elif long.get("type") is None and schema_given and isinstance(long.get("path"), str):
+            pass  # the app's schema could not be read: that one error says it
+        elif long.get("type") is None:
+            shape.fail(
+                f"{at}.type",
+                "missing: give the property's type (int, string, bool, float), or with format avro an app "
+                "schema: to take it from",
+            )
         else:
             types[prop] = shape.text(f"{at}.type", long["type"])
         if long.get("path") is not None:

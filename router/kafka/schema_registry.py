@@ -59,6 +59,12 @@ class UnusableSchema(SubrouteError, ValueError):
     """The registry has the id, but its schema is not Avro or does not parse: the bodies are undecodable."""
 
 
+def _number(text: str) -> int | float:
+    """A property's number: an int where it is one (the client counts retries with range(), which refuses a
+    float), else a float."""
+    return int(text) if text.strip().lstrip("-").isdigit() else float(text)
+
+
 @dataclass(frozen=True)
 class RegistrySettings:
     """Where the writer schemas are: the registry's URL and ``SchemaRegistryClient`` properties."""
@@ -73,7 +79,7 @@ class RegistrySettings:
     def client_config(self) -> dict[str, Any]:
         conf: dict[str, Any] = {"url": self.url}
         for key, value in self.config:
-            conf[key] = float(value) if key in NUMERIC_PROPERTIES else value
+            conf[key] = _number(value) if key in NUMERIC_PROPERTIES else value
         return conf
 
     def __repr__(self) -> str:  # never show a password, even in a traceback

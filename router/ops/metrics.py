@@ -200,3 +200,14 @@ class RouterMetrics:
             ["app", "group"],
             registry=r,
         )
+        self.schema_registry_unavailable = Gauge(
+            "subroute_schema_registry_unavailable",
+            "1 while the records of an Avro app in Confluent's wire format wait because the schema registry "
+            "cannot be read (they are read again after a backoff, not routed as if their fields were absent).",
+            registry=r,
+        )
+        self.schema_registry_errors = Counter(
+            "subroute_schema_registry_errors_total",
+            "Failed reads of the schema registry (each held a batch back for a backoff wait).",
+            registry=r,
+        )

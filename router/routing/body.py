@@ -23,9 +23,13 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import accumulate
 
+from subroute.config.avro_schema import WriterSchema, parse_schema_text
 from subroute.config.body_paths import parse_pointer
+from subroute.errors import SubrouteError
+from subroute.routing import body_avro
 from subroute.routing.properties import INT64_MAX, INT64_MIN, PropertyValue
 
 MAX_BODY_BYTES = 1_048_576  # 1 MiB
@@ -186,18 +190,48 @@ def read_json(value: bytes | None, reads: Sequence[BodyRead]) -> Reading:
     return props, failures
 
 
-def read_avro(value: bytes | None, reads: Sequence[BodyRead], schema: str | None) -> Reading:
-    """Avro bodies (schemaless with the app's ``schema``, or Confluent's wire format): decoded on the Avro
-    branch of issue 25; validation refuses ``format: avro`` until then, so this is never reached."""
-    raise NotImplementedError("format: avro is not decoded by this build")
+# The writer schema of a schema id (Confluent's wire format), None for an id the registry does not have. The
+# worker gives the schemas it fetched for the batch; routing itself never talks to the registry.
+WriterOf = Callable[[int], WriterSchema | None]
+
+
+class NoWriterSchemas(SubrouteError, RuntimeError):
+    """A value in Confluent's wire format was read where no writer schemas were given (no registry set)."""
+
+
+def no_writer_schemas(schema_id: int) -> WriterSchema | None:
+    raise NoWriterSchemas(
+        f"schema id {schema_id}: no schema registry is set to read Avro in Confluent's wire format"
+    )
+
+
+@lru_cache(maxsize=256)
+def app_writer_schema(schema: str) -> WriterSchema:
+    """The parsed writer schema of an app's ``schema:`` text (validated at apply; parsed once per text)."""
+    return parse_schema_text(schema)
+
+
+def read_avro(
+    value: bytes | None, reads: Sequence[BodyRead], schema: str | None, writer_of: WriterOf | None = None
+) -> Reading:
+    """Avro bodies: schemaless with the app's ``schema``, else Confluent's wire format whose writer schema
+    ``writer_of`` gives by id (routing/body_avro.py has the rules). What ``writer_of`` raises (the registry
+    cannot be read) goes to the caller: such a record is not read as if its fields were absent."""
+    if schema is not None:
+        return body_avro.read_plain(value, reads, app_writer_schema(schema))
+    return body_avro.read_framed(value, reads, writer_of or no_writer_schemas)
 
 
 def read_body(
-    value: bytes | None, format: str, reads: Sequence[BodyRead], schema: str | None = None
+    value: bytes | None,
+    format: str,
+    reads: Sequence[BodyRead],
+    schema: str | None = None,
+    writer_of: WriterOf | None = None,
 ) -> Reading:
     """``(props, failures_by_property)`` of one record value for an app of ``format``."""
     if format == "json":
         return read_json(value, reads)
     if format == "avro":
-        return read_avro(value, reads, schema)
+        return read_avro(value, reads, schema, writer_of)
     return {}, {}

@@ -23,18 +23,35 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
-
-import fastavro
 
 # fastavro's pure-Python reader takes a decoder object, so the strict rules below can be put under it; its
 # compiled reader cannot. Internal to fastavro, but stable across its 1.x line (pinned <2 in pyproject.toml).
 from fastavro._read_py import read_data
 from fastavro.io.binary_decoder import BinaryDecoder
 
+from subroute.config.avro_schema import (
+    AvroPathError,
+    WriterSchema,
+    is_index,
+    schema_property_type,
+    writer_schema,
+    writer_schema_chain,
+)
 from subroute.errors import SubrouteError
+
+__all__ = [
+    "AvroPathError",
+    "UndecodableBody",
+    "WriterSchema",
+    "read_framed",
+    "read_plain",
+    "schema_id",
+    "schema_property_type",
+    "writer_schema",
+    "writer_schema_chain",
+]
 
 PropertyValue = int | float | str | bool
 Reading = tuple[dict[str, PropertyValue], dict[str, int]]
@@ -63,49 +80,8 @@ class PathRead(Protocol):
     def declared(self) -> str | None: ...
 
 
-class AvroPathError(SubrouteError, ValueError):
-    """A property's path or declared type that the app's Avro schema contradicts (refused at apply)."""
-
-
 class UndecodableBody(SubrouteError, ValueError):
     """The body does not decode under its writer schema by the rules of this module."""
-
-
-@dataclass(frozen=True)
-class WriterSchema:
-    """A writer schema ready to read with: fastavro's parse of it (logical types dropped) and its named types."""
-
-    parsed: Any
-    named: dict[str, Any]
-    source: Any  # the schema as given (JSON-shaped), for the native reader's compiler
-
-
-def _without_logical_types(schema: Any) -> Any:
-    if isinstance(schema, list):
-        return [_without_logical_types(branch) for branch in schema]
-    if isinstance(schema, dict):
-        return {key: _without_logical_types(value) for key, value in schema.items() if key != "logicalType"}
-    return schema
-
-
-def writer_schema(schema: Any, named: Mapping[str, Any] | None = None) -> WriterSchema:
-    """Parse a JSON-shaped Avro schema for reading; ``named`` holds already parsed types it refers to (a
-    registry schema's references). Raises fastavro's SchemaParseException (a ValueError) for a bad schema."""
-    known = dict(named or {})
-    source = _without_logical_types(schema)
-    parsed = fastavro.parse_schema(source, named_schemas=known)
-    return WriterSchema(parsed, known, source)
-
-
-def writer_schema_chain(schemas: Sequence[Any]) -> WriterSchema:
-    """``writer_schema`` of the last of ``schemas``, the others being the types it references (each after those
-    it references itself): what a registry client hands over for one schema id."""
-    if not schemas:
-        raise ValueError("no schema")
-    named: dict[str, Any] = {}
-    for referenced in schemas[:-1]:
-        fastavro.parse_schema(_without_logical_types(referenced), named_schemas=named)
-    return writer_schema(schemas[-1], named)
 
 
 class StrictDecoder(BinaryDecoder):
@@ -231,7 +207,7 @@ def resolve(value: object, tokens: Sequence[str]) -> object:
         if type(node) is dict:
             node = node.get(token, _ABSENT)
         elif type(node) is list:
-            if not _is_index(token):
+            if not is_index(token):
                 return _ABSENT
             index = int(token)
             node = node[index] if index < len(node) else _ABSENT
@@ -305,93 +281,3 @@ def read_framed(
     if value is None or writer is None:
         return {}, {read.name: 1 for read in reads}
     return read_plain(value[WIRE_HEADER_BYTES:], reads, writer)
-
-
-# Apply-time checks: the property type a path has in a known schema.
-
-_PROPERTY_TYPES = {
-    "int": "int",
-    "long": "int",
-    "float": "float",
-    "double": "float",
-    "boolean": "bool",
-    "string": "string",
-    "enum": "string",
-}
-
-
-def _kind(schema: Any, named: Mapping[str, Any]) -> tuple[str, Any]:
-    """The type name of a parsed schema node and the node itself, named references followed."""
-    while isinstance(schema, str) and schema in named:
-        schema = named[schema]
-    if isinstance(schema, list):
-        return "union", schema
-    if isinstance(schema, dict):
-        return str(schema["type"]), schema
-    return str(schema), schema
-
-
-def _branches(schema: Any, named: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """The non-union types a schema node can hold (a union's branches, nested unions flattened), as
-    ``(type name, node)`` with named references followed."""
-    found: list[tuple[str, Any]] = []
-    stack = [schema]
-    while stack:
-        kind, node = _kind(stack.pop(), named)
-        if kind == "union":
-            stack.extend(reversed(node))
-        else:
-            found.append((kind, node))
-    return found
-
-
-def _is_index(token: str) -> bool:
-    return token == "0" or (token[:1] in "123456789" and token.isascii() and token.isdigit())
-
-
-def _leaf_kinds(writer: WriterSchema, tokens: Sequence[str], path: str) -> list[str]:
-    """The Avro types other than null the leaf at ``tokens`` can have (every branch of the unions on the way)."""
-    nodes: list[Any] = [writer.parsed]
-    for depth, token in enumerate(tokens):
-        following: list[Any] = []
-        for node in nodes:
-            for kind, schema in _branches(node, writer.named):
-                if kind in ("record", "error"):
-                    following.extend(f["type"] for f in schema["fields"] if f["name"] == token)
-                elif kind == "map":
-                    following.append(schema["values"])
-                elif kind == "array" and _is_index(token):
-                    following.append(schema["items"])
-        if not following:
-            walked = "/" + "/".join(tokens[:depth]) if depth else "the record"
-            raise AvroPathError(f"path {path}: {walked} has no field, key or item {token!r} in the schema")
-        nodes = following
-    kinds: list[str] = []
-    for node in nodes:
-        for kind, _ in _branches(node, writer.named):
-            if kind != "null" and kind not in kinds:
-                kinds.append(kind)
-    return kinds
-
-
-def schema_property_type(writer: WriterSchema, path: str, tokens: Sequence[str], declared: str | None) -> str:
-    """The property type a path reads from a known schema: ``declared`` if the schema allows it, else the leaf's
-    own. Raises AvroPathError for a path the schema lacks, a leaf that is bytes/fixed/record/array/map or
-    always null, a declared type the leaf never has, or a union of several types and no declared one."""
-    kinds = _leaf_kinds(writer, tokens, path)
-    if not kinds:
-        raise AvroPathError(f"path {path}: the schema says it is always null")
-    unread = [kind for kind in kinds if kind not in _PROPERTY_TYPES]
-    if unread:
-        raise AvroPathError(
-            f"path {path}: the schema says {' or '.join(unread)}, which is not read as a property "
-            "(properties are int, float, bool or string)"
-        )
-    types = sorted({_PROPERTY_TYPES[kind] for kind in kinds})
-    if declared is None:
-        if len(types) > 1:
-            raise AvroPathError(f"path {path}: the schema allows {' or '.join(types)}: declare the type")
-        return types[0]
-    if declared in types or (declared == "float" and "int" in types):
-        return declared
-    raise AvroPathError(f"path {path}: declared {declared}, but the schema says {' or '.join(kinds)}")

@@ -27,7 +27,7 @@ from typing import Any, cast
 
 from subroute import expressions, wire
 from subroute.config.model import AppConfig, Config, GroupConfig
-from subroute.routing.body import BodyRead, body_read, read_body
+from subroute.routing.body import BodyRead, Reading, WriterOf, body_read, read_body
 from subroute.routing.expiration import message_expiration, should_drop
 from subroute.routing.properties import Decoder, PropertyValue, decode_with, decoders_for
 from subroute.routing.snapshot import Snapshot
@@ -122,12 +122,14 @@ class Environment:
     decoders: Mapping[str, Decoder] = field(default_factory=dict)
     format: str = "none"  # the body's format, when ``body`` reads properties from it
     body: tuple[BodyRead, ...] = ()  # the properties read from the record value
+    # format avro: the app's schemaless writer schema; None: Confluent's wire format
+    schema: str | None = None
 
 
 def environment_signature(app: AppConfig) -> tuple[object, ...]:
     """What decides an app's environment: each property's type and source, and the body format."""
     props = tuple(sorted((name, kind, app.paths.get(name)) for name, kind in app.properties.items()))
-    return (props, app.format if app.paths else "none")
+    return (props, app.format if app.paths else "none", app.schema if app.paths else None)
 
 
 def body_reads(app: AppConfig) -> tuple[BodyRead, ...]:
@@ -298,7 +300,10 @@ def build_table(
     """
     before = {app.name: app for app in previous.apps} if previous is not None else {}
     before_filters = (
-        {(env.format, env.body, tuple(sorted(env.types.items()))): env.plan for env in previous.environments}
+        {
+            (env.format, env.schema, env.body, tuple(sorted(env.types.items()))): env.plan
+            for env in previous.environments
+        }
         if previous
         else {}
     )
@@ -306,7 +311,7 @@ def build_table(
     env_filters: list[list[expressions.Subscription]] = []
     env_types: list[Mapping[str, str]] = []
     env_reads: list[set[str]] = []
-    env_bodies: list[tuple[str, tuple[BodyRead, ...]]] = []
+    env_bodies: list[tuple[str, str | None, tuple[BodyRead, ...]]] = []
     apps: list[AppRoute] = []
     for app in sorted(config.apps.values(), key=lambda a: a.name):
         signature = environment_signature(app)
@@ -315,7 +320,7 @@ def build_table(
             env_types.append(dict(app.properties))
             env_filters.append([])
             env_reads.append(set())
-            env_bodies.append((app.format, body_reads(app)) if app.paths else ("none", ()))
+            env_bodies.append((app.format, app.schema, body_reads(app)) if app.paths else ("none", None, ()))
         env = env_index[signature]
         types = dict(app.properties)
         filter_ids = []
@@ -364,16 +369,16 @@ def build_table(
             )
         )
     environments = []
-    for env_type, filters, reads, (format, body) in zip(
+    for env_type, filters, reads, (format, schema, body) in zip(
         env_types, env_filters, env_reads, env_bodies, strict=True
     ):
-        filter_plan = before_filters.get((format, body, tuple(sorted(env_type.items()))))
+        filter_plan = before_filters.get((format, schema, body, tuple(sorted(env_type.items()))))
         if filter_plan is None or filter_plan.subscriptions != tuple(filters):
             filter_plan = expressions.compile_plan(filters, reuse=filter_plan, pause=pause)
         from_body = {read.name for read in body}
         readable = (reads | filter_plan.properties | set(env_type)) - from_body
         decoders = decoders_for(env_type, sorted(readable))
-        environments.append(Environment(env_type, filter_plan, decoders, format, body))
+        environments.append(Environment(env_type, filter_plan, decoders, format, body, schema))
     return RoutingTable(config.version, tuple(apps), tuple(environments))
 
 
@@ -646,6 +651,11 @@ class Router:
 
     def __init__(self) -> None:
         self.cursors: dict[tuple[str, int], int] = {}
+        # Avro in Confluent's wire format: the writer schema of an id (the worker's, fetched before the batch)
+        self.writer_of: WriterOf | None = None
+        # How a record's body is read: the reference, unless a faster reader that agrees with it is given (the
+        # worker gives native_avro.read_body: Avro bodies read natively while the native decider reads JSON only)
+        self.read_body: Callable[..., Reading] = read_body
 
     def route(
         self,
@@ -667,7 +677,9 @@ class Router:
             env = group.environment
             props, failures = decode_with(headers, env.decoders)
             if env.body:
-                from_body, body_failures = read_body(message.value, env.format, env.body)
+                from_body, body_failures = self.read_body(
+                    message.value, env.format, env.body, env.schema, self.writer_of
+                )
                 props.update(from_body)
                 if body_failures:  # the names differ: a header named as a body property is not decoded
                     failures = {**failures, **body_failures}

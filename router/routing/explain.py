@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from subroute import expressions, wire
-from subroute.routing.body import read_body
+from subroute.routing.body import WriterOf, read_body
 from subroute.routing.decisions import Action, Lag, MessageView, Router, RoutingTable, body_reads
 from subroute.routing.properties import PropertyValue, decode_headers
 from subroute.routing.snapshot import Snapshot
@@ -67,7 +67,10 @@ def explain(
     now_ms: int,
     app: str | None = None,
     prefix: str = wire.DEFAULT_TOPIC_PREFIX,
+    writer_of: WriterOf | None = None,
 ) -> list[AppExplanation]:
+    """How each app (or ``app``) decides ``message``; ``writer_of`` gives the writer schemas of Avro values in
+    Confluent's wire format (without it such a value raises ``NoWriterSchemas``)."""
     apps = table.apps_for(message.topic) if app is None else tuple(a for a in table.apps if a.name == app)
     report: list[AppExplanation] = []
     for route in apps:
@@ -77,7 +80,7 @@ def explain(
         from_body = {read.name for read in reads}
         headers = [(k, v) for k, v in message.headers or () if k not in from_body]
         props, _ = decode_headers(headers, types)
-        body_props, failures = read_body(message.value, config.format, reads)
+        body_props, failures = read_body(message.value, config.format, reads, config.schema, writer_of)
         props.update(body_props)
         entry = AppExplanation(route.name, props)
         entry.sources = {
@@ -96,7 +99,9 @@ def explain(
                         f"{candidate.group}[{candidate.index}]", candidate.label, config.dialect, types, props
                     )
                 entry.subscriptions.append((candidate.priority, evaluation))
-        (decision,) = Router().route(table, message, lag, now_ms, only_app=route.name).decisions
+        router = Router()
+        router.writer_of = writer_of
+        (decision,) = router.route(table, message, lag, now_ms, only_app=route.name).decisions
         entry.action = decision.action.value
         entry.destination = decision.group
         entry.why = _why(entry, decision.action, decision.reason, config.fairness, config.group_by)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from subroute.routing import body_avro
+from subroute.routing import body, body_avro
 from subroute.routing.body_avro import Reading, WriterSchema
 from subroute.routing.native_boundary import AvroNode, AvroRead, PropertyType, _native
 
@@ -85,3 +85,43 @@ class NativeAvroReader:
             return {}, dict.fromkeys(self._names, 1)
         reading = self._reader.read(body)
         return reading.props, reading.failures
+
+
+# Readers by writer schema (kept with it: the id of a live object is not reused) and reads.
+_READERS: dict[tuple[int, tuple[body.BodyRead, ...]], tuple[WriterSchema, NativeAvroReader]] = {}
+_MAX_READERS = 1024  # distinct (schema, reads) pairs: a new one past it starts the cache afresh
+
+
+def _reader(writer: WriterSchema, reads: tuple[body.BodyRead, ...]) -> NativeAvroReader:
+    key = (id(writer), reads)
+    found = _READERS.get(key)
+    if found is None or found[0] is not writer:
+        if len(_READERS) >= _MAX_READERS:
+            _READERS.clear()
+        found = _READERS[key] = (writer, NativeAvroReader(writer, reads))
+    return found[1]
+
+
+def read_body(
+    value: bytes | None,
+    format: str,
+    reads: Sequence[body.BodyRead],
+    schema: str | None = None,
+    writer_of: body.WriterOf | None = None,
+) -> Reading:
+    """``routing/body.py``'s ``read_body`` with Avro bodies read by the native reader (the same rules, checked
+    against the reference by hypothesis in tests/unit/native/): what the worker's ``Router`` reads with while the
+    native decider does not read Avro itself. JSON and headers-only go to the reference."""
+    if format != "avro" or not reads:
+        return body.read_body(value, format, reads, schema, writer_of)
+    chosen = tuple(reads)
+    if schema is not None:
+        return _reader(body.app_writer_schema(schema), chosen).read(value)
+    # Confluent's wire format, framed as body_avro.read_framed frames it
+    framed = (
+        body_avro.schema_id(value) if value is not None and len(value) <= body_avro.MAX_BODY_BYTES else None
+    )
+    writer = (writer_of or body.no_writer_schemas)(framed) if framed is not None else None
+    if value is None or writer is None:
+        return {}, dict.fromkeys((read.name for read in reads), 1)
+    return _reader(writer, chosen).read(value[body_avro.WIRE_HEADER_BYTES :])

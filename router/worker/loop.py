@@ -23,16 +23,19 @@ import threading
 import time
 from collections.abc import Mapping
 
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from subroute import wire
+from subroute.config.avro_schema import needs_schema_registry
 from subroute.config.model import Config
 from subroute.config.store import ConfigStore, no_apps_warning
 from subroute.config.topics import TopicPolicy
 from subroute.errors import SubrouteError
 from subroute.kafka.clients import admin_client
+from subroute.kafka.schema_registry import Backoff, RegistryUnavailable
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
+from subroute.routing import native_avro
 from subroute.routing.capacity import groups_holding
 from subroute.routing.decisions import RoutingTable
 from subroute.worker import progress
@@ -45,6 +48,7 @@ from subroute.worker.destinations import Destinations
 from subroute.worker.held_groups import restore_holders
 from subroute.worker.options import WorkerOptions, worker_consumer_config
 from subroute.worker.pending import PendingPartitions
+from subroute.worker.schemas import BatchSchemas
 from subroute.worker.tables import TableBuilder
 from subroute.worker.tally import BatchTally, count_by_identity
 from subroute.worker.waiting import WaitingReport
@@ -103,14 +107,22 @@ class Worker:
         self._lag_measured = 0.0
         self._table: RoutingTable | None = None  # the table in force (the poll loop's)
         self._config: Config | None = None
+        self.schemas = BatchSchemas(
+            options.schema_registry, self.prefix
+        )  # Avro writer schemas by id (worker/schemas.py)
+        self.batches.router.read_body = native_avro.read_body  # Avro bodies read by the native reader
+        self.registry_backoff = Backoff()
+        # why the last batch waits for the schema registry, if it does (``ready``)
+        self.registry_trouble: str | None = None
 
     def healthy(self) -> bool:
         """The poll loop turns and the config store still follows the config topic (``/healthz``)."""
         return time.monotonic() - self._last_loop < 60 and self.store.following()
 
     def ready(self) -> bool:
-        """Config read to its end and still followed, and partitions assigned (``/readyz``)."""
-        return self._config_ready() and bool(self.assignment.assigned)
+        """Config read to its end and still followed, partitions assigned, and the schema registry readable when
+        records need it (``/readyz``)."""
+        return self._config_ready() and bool(self.assignment.assigned) and self.registry_trouble is None
 
     def idle(self) -> bool:
         """Not ready only because the group gave this worker no partition (more workers than partitions): the
@@ -167,6 +179,8 @@ class Worker:
                     progress.publish_lag(
                         consumer, self.assignment.assigned, self.prefix, self.metrics, self.pending.backlog()
                     )
+                if batch and not self._schemas_ready(table, batch):
+                    continue  # put back: read again after the backoff wait
                 if batch:
                     idle_since = None
                     self._process_batch(table, batch)
@@ -209,6 +223,13 @@ class Worker:
         warning = no_apps_warning(self.settings, config)
         if warning is not None:
             log.warning(warning)
+        framed = sorted(a.name for a in config.apps.values() if needs_schema_registry(a))
+        if framed and self.options.schema_registry is None:
+            log.warning(
+                "apps read Avro in Confluent's wire format but no schema registry is set: their records will wait "
+                "(give --schema-registry-url or SUBROUTE_SCHEMA_REGISTRY_URL)",
+                extra={"fields": {"apps": framed}},
+            )
         return table
 
     def _follow_holders(self, config: Config) -> None:
@@ -265,6 +286,53 @@ class Worker:
         self.checkpoint.add(tally)
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
         return tally
+
+    def _schemas_ready(self, table: RoutingTable, batch: list[Message]) -> bool:
+        """Fetch the writer schemas the batch's framed Avro values need, for its decisions to read. When the
+        registry cannot be read, nothing of the batch is routed: its partitions are sought back to its first
+        offsets (so nothing past them joins the commit window), the wait is reported (``/readyz``, metrics, a
+        log line) and the loop reads them again after a backoff wait (False)."""
+        records = ((m.topic() or "", m.value()) for m in batch if m.error() is None)
+        try:
+            writer_of = self.schemas.prepare(table, records)
+        except RegistryUnavailable as exc:
+            self.registry_trouble = str(exc)
+            self.metrics.schema_registry_unavailable.set(1)
+            self.metrics.schema_registry_errors.inc()
+            self._put_back(batch)
+            # What earlier batches routed is made durable now (the outage may last): an exactly-once
+            # transaction is not left open through it, and nothing of the held batch is in the window.
+            self._commit()
+            self._last_loop = time.monotonic()  # waiting on the registry is not a stuck loop (/healthz)
+            delay = self.registry_backoff.next_delay()
+            log.warning(
+                "the schema registry cannot be read: records of Avro apps wait, not routed",
+                extra={"fields": {"error": str(exc), "retry_in_seconds": round(delay, 3)}},
+            )
+            self._stop.wait(delay)
+            return False
+        if self.registry_trouble is not None:
+            log.info("the schema registry is readable again: routing the records that waited")
+            self.registry_trouble = None
+            self.metrics.schema_registry_unavailable.set(0)
+            self.registry_backoff.reset()
+        self.batches.router.writer_of = writer_of
+        return True
+
+    def _put_back(self, batch: list[Message]) -> None:
+        """Seek each partition of ``batch`` back to its first record in it: they are consumed again, in order."""
+        assert self.consumer is not None
+        first: dict[tuple[str, int], int] = {}
+        for message in batch:
+            if message.error() is None:
+                first.setdefault((message.topic() or "", message.partition() or 0), message.offset() or 0)
+        for (topic, partition), offset in first.items():
+            try:
+                self.consumer.seek(TopicPartition(topic, partition, offset))
+            except KafkaException as exc:  # revoked meanwhile: its next owner reads from the committed offset
+                log.warning(
+                    "could not put a partition back", extra={"fields": {"topic": topic, "error": str(exc)}}
+                )
 
     def _rewound(self, partitions: list[tuple[str, int]]) -> None:
         if self.consumer is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from subroute import wire
+from subroute.kafka.schema_registry import RegistrySettings
 from subroute.ops.settings import Settings
 from subroute.worker.checkpoint import AT_LEAST_ONCE
 from subroute.worker.pending import DEFAULT_SWEEP_SECONDS
@@ -38,6 +39,9 @@ class WorkerOptions:
     # or failed authentication is one line, not a worker that retries forever); 0 waits for ever. Once routing,
     # the worker rides out a broker outage of any length (its consumers and producers retry by themselves).
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
+    # where the writer schemas of Avro values in Confluent's wire format are (format: avro without schema:);
+    # None: such records wait, the worker not ready, until one is set
+    schema_registry: RegistrySettings | None = None
 
 
 def worker_consumer_config(settings: Settings, session_timeout_ms: int) -> dict[str, object]:

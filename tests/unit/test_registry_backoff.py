@@ -88,3 +88,6 @@ def test_registry_settings_give_numbers_as_numbers_and_never_show_credentials() 
     }
     assert "hunter2" not in repr(settings)
     assert "/ca.pem" in repr(settings)
+    # the client counts retries with range(): an int, or it raises TypeError at the first request
+    retries = RegistrySettings.of("http://r", {"max.retries": "0", "retries.wait.ms": "0.5"}).client_config()
+    assert (type(retries["max.retries"]), type(retries["retries.wait.ms"])) == (int, float)

@@ -135,3 +135,20 @@ def test_the_table_shows_the_split_once_per_app_and_floors_as_floors() -> None:
     table = _table(floor)
     assert table.splitlines()[3].split() == ["A", "≥3", "≥0", "≥1", "≥2", "≥0", "≥0", "2"]
     assert "≥N: the read stopped at --max-read records of the topic; at least N" in table
+
+
+def test_apps_reading_avro_through_the_schema_registry_are_named_with_what_a_registry_outage_does() -> None:
+    framed = AppConfig("F", ("in",), properties={"P": "int"}, format="avro", paths={"P": "/p"})
+    plain = AppConfig(
+        "S", ("in",), properties={"P": "int"}, format="avro", paths={"P": "/p"}, schema='"long"'
+    )
+    config = Config(apps={"F": framed, "S": plain, "A": AppConfig("A", ("in",))}, groups={}, version=1)
+    document = build(config, "p", ["A", "F", "S"], {}, {}, {})
+    rows = {app["app"]: (app["body_format"], app["needs_schema_registry"]) for app in document["apps"]}
+    assert rows == {"A": ("none", False), "F": ("avro", True), "S": ("avro", False)}
+    notes = [line for line in _table(document).splitlines() if line.startswith("note:")]
+    assert notes == [
+        "note: F read Avro in Confluent's wire format: while a worker cannot read the schema registry their input "
+        "records wait (counted above as not routed yet), the worker is not ready and "
+        "subroute_schema_registry_unavailable is 1 (docs/runbook.md#subrouteschemaregistryunavailable)"
+    ]

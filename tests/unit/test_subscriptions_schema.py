@@ -89,3 +89,12 @@ def test_max_cancels_and_max_deliveries_0_mean_no_maximum(validator: Draft202012
     # AMPS (seed 001): "Default: no maximum (0)" for both.
     document = {"apps": {"a": {"inputs": "t", "max_cancels": 0, "max_deliveries": 0}}}
     assert errors(validator, document) == []
+
+
+def test_a_body_property_may_leave_its_type_to_the_avro_schema(validator: Draft202012Validator) -> None:
+    app = {"inputs": "t", "format": "avro", "schema": "order.avsc"}
+    document = {
+        "apps": {"a": {**app, "properties": {"P": {"path": "/price"}, "Q": {"type": "int", "path": "/q"}}}}
+    }
+    assert errors(validator, document) == []
+    assert errors(validator, {"apps": {"a": {**app, "properties": {"P": {}}}}}) != []  # neither type nor path
