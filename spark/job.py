@@ -31,6 +31,7 @@ from subroute.ops.settings import Settings, add_common_arguments, parse_key_valu
 from subroute.spark import avro, commits, kafka_source
 from subroute.spark.flags import add_job_arguments
 from subroute.spark.session import build_session, kafka_format_missing
+from subroute.spark.settled import SettledRecords
 
 AVAILABLE_NOW = "available-now"
 PARTITION_COLUMNS = ("app", "group", "date")
@@ -143,6 +144,7 @@ class BatchSink:
         self.rows = 0
         self.batches = 0
         self.committed: dict[str, dict[tuple[str, int], int]] = {}
+        self.settled = SettledRecords(config.settings)  # the operator's `queue ack` entries: not landed
         self._admin: AdminClient | None = None
 
     @property
@@ -155,6 +157,7 @@ class BatchSink:
         """Once the query has stopped: let the admin client go (it has no close of its own). Spark's callback
         server keeps the sink itself referenced after the query, so the client would stay connected."""
         self._admin = None
+        self.settled.close()
 
     def _marker(self, spark: SparkSession, batch_id: int) -> tuple[Any, Any]:
         jvm = spark.sparkContext._jvm
@@ -171,6 +174,7 @@ class BatchSink:
                     F.max("offset").alias("last"),
                     F.count("*").alias("rows"),
                     F.collect_set("app").alias("apps"),
+                    F.collect_set(F.struct("app", "group")).alias("groups"),
                 )
                 .collect()
             )
@@ -178,7 +182,19 @@ class BatchSink:
                 return
             filesystem, marker = self._marker(batch.sparkSession, batch_id)
             if not filesystem.exists(marker):
-                self._write(batch, {app for row in summary for app in row["apps"]})
+                pairs = {
+                    (g["app"], g["group"])
+                    for row in summary
+                    for g in row["groups"]
+                    if g["app"] and g["group"]
+                }
+                covered = self.settled.covered(batch, pairs, self.admin)
+                landing = (
+                    batch
+                    if covered is None
+                    else batch.join(covered, ["topic", "partition", "offset"], "left_anti")
+                )
+                self._write(landing, {app for row in summary for app in row["apps"]})
                 filesystem.create(marker, True).close()
             self.rows += sum(row["rows"] for row in summary)
             self.batches += 1

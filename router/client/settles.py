@@ -6,8 +6,7 @@ delete one record. Pure (no Kafka): the entry's format on the settle topic and t
 group's end offsets when it ran (per partition of the group topic and its band topics). It covers a record of
 the group that lies below its partition's recorded end and matches the filter: a message that was in the queue
 when the operator settled it. ``QueueConsumer`` settles a covered record instead of delivering it (as if it
-were acknowledged) and ``queue browse`` lists none; the Spark job does not read the entries yet and lands them
-as a plain Kafka consumer sees them (docs/queue-semantics.md). Records written after it (new
+were acknowledged), the Spark job lands none (``subroute.spark.settled``), ``queue browse`` lists none. Records written after it (new
 messages, copies of messages given back later) lie past the ends and are not covered.
 """
 
