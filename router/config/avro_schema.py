@@ -12,6 +12,7 @@ from typing import Any
 
 import fastavro
 
+from subroute.config.body_paths import is_index
 from subroute.config.model import AppConfig
 from subroute.errors import SubrouteError
 
@@ -72,10 +73,6 @@ def parse_schema_text(text: str) -> WriterSchema:
         return writer_schema(document)
     except Exception as exc:  # fastavro raises SchemaParseException, KeyError, TypeError on bad shapes
         raise ValueError(f"not an Avro schema: {exc}") from None
-
-
-def is_index(token: str) -> bool:
-    return token == "0" or (token[:1] in "123456789" and token.isascii() and token.isdigit())
 
 
 # Apply-time checks: the property type a path has in a known schema.

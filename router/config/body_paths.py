@@ -6,6 +6,7 @@ the values.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from subroute.errors import SubrouteError
 
@@ -44,3 +45,30 @@ def parse_pointer(path: str) -> tuple[str, ...]:
         tokens.append(segment.replace("~1", "/").replace("~0", "~"))
         offset += len(segment) + 1
     return tuple(tokens)
+
+
+ABSENT = object()  # what ``resolve`` gives for a path the document does not have
+
+
+def is_index(token: str) -> bool:
+    """A pointer token that names an array item: a decimal index without leading zeros (no '-')."""
+    return token == "0" or (token[:1] in "123456789" and token.isascii() and token.isdigit())
+
+
+def resolve(document: object, tokens: Sequence[str]) -> object:
+    """The node of a decoded body (JSON, or Avro as fastavro decodes it: records and maps as dicts, arrays as
+    lists) at ``tokens``, or ``ABSENT``."""
+    node = document
+    for token in tokens:
+        if type(node) is dict:
+            node = node.get(token, ABSENT)
+        elif type(node) is list:
+            if not is_index(token):
+                return ABSENT
+            index = int(token)
+            node = node[index] if index < len(node) else ABSENT
+        else:
+            return ABSENT
+        if node is ABSENT:
+            return ABSENT
+    return node

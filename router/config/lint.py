@@ -209,19 +209,26 @@ def _point(box: Box) -> dict[str, int]:
 
 def _covered(boxes: Sequence[Box], by: Sequence[Box], full: Mapping[str, Ranges]) -> bool | None:
     """Whether the union of ``boxes`` lies inside the union of ``by``; None past the bound of work."""
+    point, complete = _first_uncovered(boxes, by, full)
+    return None if not complete else point is None
+
+
+def _first_uncovered(
+    boxes: Sequence[Box], by: Sequence[Box], full: Mapping[str, Ranges]
+) -> tuple[dict[str, int] | None, bool]:
+    """A point of ``boxes`` outside every box of ``by`` (None: none found), and whether the search was complete
+    (False: it stopped at the bound of work)."""
     work = list(boxes)
-    steps = 0
-    while work:
-        steps += 1
-        if steps > STEP_LIMIT:
-            return None
+    for _ in range(STEP_LIMIT):
+        if not work:
+            return None, True
         b = work.pop()
         point = _point(b)
         cover = next((c for c in by if _box_holds(c, point)), None)
         if cover is None:
-            return False
+            return point, True
         work.extend(_box_minus(b, cover, full))
-    return True
+    return None, not work
 
 
 # --- classes of values ---------------------------------------------------------------------------------------------
@@ -847,17 +854,7 @@ class _App:
 
 def _uncovered(boxes: Sequence[Box], by: Sequence[Box], full: Mapping[str, Ranges]) -> dict[str, int] | None:
     """A point of ``boxes`` outside every box of ``by`` (None: there is none, or the bound was reached)."""
-    work = list(boxes)
-    steps = 0
-    while work and steps < STEP_LIMIT:
-        steps += 1
-        b = work.pop()
-        point = _point(b)
-        cover = next((c for c in by if _box_holds(c, point)), None)
-        if cover is None:
-            return point
-        work.extend(_box_minus(b, cover, full))
-    return None
+    return _first_uncovered(boxes, by, full)[0]
 
 
 def _binary(node: ast.Node) -> ast.Node:

@@ -27,7 +27,7 @@ from functools import lru_cache
 from itertools import accumulate
 
 from subroute.config.avro_schema import WriterSchema, parse_schema_text
-from subroute.config.body_paths import parse_pointer
+from subroute.config.body_paths import ABSENT, parse_pointer, resolve
 from subroute.errors import SubrouteError
 from subroute.routing import body_avro
 from subroute.routing.properties import INT64_MAX, INT64_MIN, PropertyValue
@@ -100,27 +100,6 @@ def decode_json(value: bytes | None) -> object:
     return _DECODER.decode(text)
 
 
-_ABSENT = object()
-
-
-def resolve(document: object, tokens: Sequence[str]) -> object:
-    """The node at ``tokens``, or ``_ABSENT``. Array elements by decimal index (no leading zeros, no '-')."""
-    node = document
-    for token in tokens:
-        if type(node) is dict:
-            node = node.get(token, _ABSENT)
-        elif type(node) is list:
-            if not (token == "0" or (token[:1] in "123456789" and token.isascii() and token.isdigit())):
-                return _ABSENT
-            index = int(token)
-            node = node[index] if index < len(node) else _ABSENT
-        else:
-            return _ABSENT
-        if node is _ABSENT:
-            return _ABSENT
-    return node
-
-
 class _WrongType(Exception):
     pass
 
@@ -181,7 +160,7 @@ def read_json(value: bytes | None, reads: Sequence[BodyRead]) -> Reading:
     failures: dict[str, int] = {}
     for read in reads:
         leaf = resolve(document, read.tokens)
-        if leaf is _ABSENT or leaf is None:
+        if leaf is ABSENT or leaf is None:
             continue
         try:
             props[read.name] = _TYPED[read.declared](leaf)

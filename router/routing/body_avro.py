@@ -34,11 +34,11 @@ from fastavro.io.binary_decoder import BinaryDecoder
 from subroute.config.avro_schema import (
     AvroPathError,
     WriterSchema,
-    is_index,
     schema_property_type,
     writer_schema,
     writer_schema_chain,
 )
+from subroute.config.body_paths import ABSENT, resolve
 from subroute.errors import SubrouteError
 
 __all__ = [
@@ -196,28 +196,6 @@ def decode_body(body: bytes, writer: WriterSchema) -> object:
     return value
 
 
-_ABSENT = object()
-
-
-def resolve(value: object, tokens: Sequence[str]) -> object:
-    """The decoded node at ``tokens`` (a record's field or a map's value by name, an array's item by decimal
-    index without leading zeros), or ``_ABSENT``."""
-    node = value
-    for token in tokens:
-        if type(node) is dict:
-            node = node.get(token, _ABSENT)
-        elif type(node) is list:
-            if not is_index(token):
-                return _ABSENT
-            index = int(token)
-            node = node[index] if index < len(node) else _ABSENT
-        else:
-            return _ABSENT
-        if node is _ABSENT:
-            return _ABSENT
-    return node
-
-
 class _WrongType(Exception):
     pass
 
@@ -252,7 +230,7 @@ def read_plain(body: bytes | None, reads: Sequence[PathRead], writer: WriterSche
     failures: dict[str, int] = {}
     for read in reads:
         leaf = resolve(value, read.tokens)
-        if leaf is _ABSENT or leaf is None:
+        if leaf is ABSENT or leaf is None:
             continue
         try:
             props[read.name] = typed(leaf, read.declared)
