@@ -12,8 +12,10 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -148,3 +150,45 @@ class LocalBroker(ABC):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+class _Stop(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+
+
+def _stop(signum: int, _frame: object) -> None:
+    raise _Stop(signum)
+
+
+def serve_until_stopped(
+    service: LocalBroker, name: str, start: Callable[[], object], first_line: Callable[[], str]
+) -> int:
+    """``subroute dev broker`` and ``dev schema-registry``: start ``service``, print ``first_line()`` first on
+    stdout (what scripts read), its log's path on stderr, then run until SIGINT/SIGTERM (0; 3 when it does not
+    start).
+
+    The stop signals get handlers rather than being blocked (and waited for): a blocked mask is inherited by the
+    service's process, and Tansu never heard the SIGTERM that stops it (it was killed after the grace time). One
+    that comes during the start stops the service there too."""
+    stop_signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, _stop) for signum in stop_signals}
+    try:
+        start()
+        print(first_line(), flush=True)
+        if service.log_path:
+            print(f"{name} log: {service.log_path}", file=sys.stderr, flush=True)
+        while True:
+            signal.pause()
+    except _Stop as received:
+        print(f"{received}: stopping the {name}", file=sys.stderr, flush=True)
+        return 0
+    except BrokerNotAvailable as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 3
+    finally:
+        for signum in stop_signals:  # a second signal while stopping is ignored: the stop finishes in order
+            signal.signal(signum, signal.SIG_IGN)
+        service.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -14,15 +14,13 @@ session.
 from __future__ import annotations
 
 import shutil
-import signal
-import sys
 import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from subroute.dev import jars as dev_jars
-from subroute.dev.process import BrokerNotAvailable, LocalBroker
+from subroute.dev.process import BrokerNotAvailable, LocalBroker, serve_until_stopped
 
 PROFILE = "schema-registry"
 # Apicurio's Confluent-compatible API: the URL Confluent clients are given
@@ -113,35 +111,10 @@ class LocalSchemaRegistry(LocalBroker):
             shutil.rmtree(directory, ignore_errors=True)
 
 
-class _Stop(Exception):
-    pass
-
-
-def _stop(signum: int, _frame: object) -> None:
-    raise _Stop(signal.Signals(signum).name)
-
-
 def run_foreground(port: int | None = None) -> int:
     """``subroute dev schema-registry``: the first stdout line is ``url http://127.0.0.1:PORT/apis/ccompat/v7``;
-    runs until SIGINT/SIGTERM (handled, not blocked: a blocked mask would be inherited by the JVM)."""
-    stop_signals = (signal.SIGINT, signal.SIGTERM)
-    previous = {signum: signal.signal(signum, _stop) for signum in stop_signals}
+    runs until SIGINT/SIGTERM (``serve_until_stopped``)."""
     registry = LocalSchemaRegistry(port)
-    try:
-        registry.start(timeout=180.0)
-        print(f"url {registry.url}", flush=True)
-        print(f"schema registry log: {registry.log_path}", file=sys.stderr, flush=True)
-        while True:
-            signal.pause()
-    except _Stop as received:
-        print(f"{received}: stopping the schema registry", file=sys.stderr, flush=True)
-        return 0
-    except BrokerNotAvailable as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 3
-    finally:
-        for signum in stop_signals:
-            signal.signal(signum, signal.SIG_IGN)
-        registry.stop()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    return serve_until_stopped(
+        registry, "schema registry", lambda: registry.start(timeout=180.0), lambda: f"url {registry.url}"
+    )
