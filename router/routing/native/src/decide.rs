@@ -399,6 +399,7 @@ impl Decider {
         values: &[RecordValue<'_>],
     ) -> Vec<Vec<u32>> {
         let mut failures = Vec::with_capacity(values.len());
+        let mut reader = body_json::JsonReader::default();
         for (r, &value) in values.iter().enumerate() {
             let mut failed = Vec::new();
             let route = record_routes.get(r).and_then(|&i| routes.get(i as usize));
@@ -407,11 +408,7 @@ impl Decider {
                     RecordValue::Bytes(bytes) => Some(bytes),
                     _ => None,
                 };
-                for (&i, got) in route
-                    .body
-                    .iter()
-                    .zip(body_json::read_json(bytes, &route.reads))
-                {
+                for (&i, got) in route.body.iter().zip(reader.read(bytes, &route.reads)) {
                     let found = match got {
                         Got::Missing => continue,
                         Got::Failed => {
@@ -424,10 +421,10 @@ impl Decider {
                         continue;
                     };
                     let typed = match found {
-                        Value::Str(text) => batch.push_str(&text),
-                        Value::Int(n) => Typed::Int(n),
-                        Value::Bool(b) => Typed::Bool(b),
-                        Value::Float(f) => Typed::Float(f),
+                        Value::Str(text) => batch.push_str(text),
+                        Value::Int(n) => Typed::Int(*n),
+                        Value::Bool(b) => Typed::Bool(*b),
+                        Value::Float(f) => Typed::Float(*f),
                     };
                     batch.typed.push((slot, typed));
                 }
