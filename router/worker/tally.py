@@ -1,7 +1,8 @@
 """What one batch did, counted in plain dicts and lists, then added to the metrics once per batch.
 
 A labelled counter costs a lock and a lookup per call; most decisions are made once per table, so a batch holds
-few distinct decision objects, and counting each object once (by identity) is cheap.
+few distinct decision objects, and counting each object once (by identity) is cheap; those are then summed by
+the labels they count under, so each labelled counter is looked up once per batch.
 """
 
 from __future__ import annotations
@@ -70,11 +71,22 @@ class BatchTally:
                 metrics.property_decode_errors.labels(app, prop).inc(count)
         for app, count in self.evaluation_errors.items():
             metrics.evaluation_errors.labels(app).inc(count)
+        # Distinct decisions can share their labels (at 10,000 subscriptions a batch holds a decision object per
+        # subscription it matched, most of a few groups): a labelled counter is looked up once per label set.
+        by_labels: dict[tuple[Action, str, str | None, str | None], tuple[Decision, int]] = {}
+
+        def gather(decision: Decision, count: int) -> None:
+            key = (decision.action, decision.app, decision.group, decision.reason)
+            seen = by_labels.get(key)
+            by_labels[key] = (decision, count + seen[1]) if seen is not None else (decision, count)
+
         for decision, count in count_by_identity(self.decisions):
-            count_decision(metrics, decision, redriven=False, count=count)
+            gather(decision, count)
         for decisions, count in count_by_identity(self.filtered):
             for decision in decisions:
-                count_decision(metrics, decision, redriven=False, count=count)
+                gather(decision, count)
+        for decision, count in by_labels.values():
+            count_decision(metrics, decision, redriven=False, count=count)
 
 
 def count_decision(metrics: RouterMetrics, decision: Decision, redriven: bool, count: int = 1) -> None:
