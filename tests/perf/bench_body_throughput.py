@@ -101,10 +101,14 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
                 perfkit.write_config(s, config)
                 timing = perfkit.run_worker(s, args.messages).timing
                 if timing.produced != timing.messages:
-                    raise SystemExit(f"{kind} at {size}: {timing.produced} records routed for {timing.messages}")
+                    raise SystemExit(
+                        f"{kind} at {size}: {timing.produced} records routed for {timing.messages}"
+                    )
                 figures[label(kind, size)] = timing.rate
                 perfkit.drop_topics(s, [spec.name for spec in perfkit.output_topics(s, config)])
-        print(f"({len(sinks)} destinations of {args.partitions} partitions, {args.messages:,} records per run)")
+        print(
+            f"({len(sinks)} destinations of {args.partitions} partitions, {args.messages:,} records per run)"
+        )
         print_figures(figures, args.sizes)
         for name, rate in figures.items():
             results.setdefault(name, []).append(rate)

@@ -242,7 +242,9 @@ def test_the_reference_routes_the_demos_records_on_their_bodies() -> None:
     hollow = [(topic, headers, b"{}" if topic == demo.INPUT_TOPIC else b"") for topic, headers, _ in RECORDS]
     without, _ = checks.expected_destinations([FIRST], hollow, 0)
     for app in FIRST.apps:
-        assert {k: n for k, n in found.items() if k[0] == app} != {k: n for k, n in without.items() if k[0] == app}
+        assert {k: n for k, n in found.items() if k[0] == app} != {
+            k: n for k, n in without.items() if k[0] == app
+        }
 
 
 def test_the_sources_check_holds_on_the_demos_output_and_finds_each_fault() -> None:
