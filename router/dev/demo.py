@@ -24,6 +24,7 @@ from typing import Any, cast
 from subroute import wire
 from subroute.admin.status import waiting_messages
 from subroute.cli import main as cli
+from subroute.config.model import Config
 from subroute.config.store import read_config
 from subroute.dev import demo_checks as checks
 from subroute.dev import jars as dev_jars
@@ -164,25 +165,39 @@ def show_destinations(found: checks.Destinations) -> None:
             print(f"  {app:<12} {label:<22} {count:>6}")
 
 
-def destinations(settings: Settings, runs: list[RouterMetrics]) -> Counter[tuple[str, str]]:
+def destinations(
+    settings: Settings, runs: list[RouterMetrics]
+) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, int]]]:
     """Records per (app, destination) read back from the group topics (with their priority bands) and the
     dead-letter topics; pending counts what still waits, in messages, as ``subroute status`` does (past the
     router's position, less what was routed past it); what the app filters skipped, or expiry dropped, is
-    written nowhere: the workers' metrics count it."""
+    written nowhere: the workers' metrics count it. Also, for apps with a priority expression, the records
+    per band."""
     config = read_config(settings)
     found: Counter[tuple[str, str]] = Counter()
+    bands: Counter[tuple[str, int]] = Counter()
     prefix = settings.topic_prefix
     waiting = waiting_messages(settings, config, sorted(config.apps))
     existing = set(admin_client(settings).list_topics(timeout=10).topics)
     for app in sorted(config.apps):
-        topics = [(g.name, wire.band_topics(prefix, app, g.name)) for g in config.groups_of(app)]
-        topics += [(checks.DEAD_LETTERS, [wire.dlq_topic(prefix, app)])]
-        for label, names in topics:
-            found[(app, label)] = sum(_count(settings, topic, existing) for topic in names)
+        for group in config.groups_of(app):
+            for band, topic in enumerate(wire.band_topics(prefix, app, group.name)):
+                count = _count(settings, topic, existing)
+                found[(app, group.name)] += count
+                if config.apps[app].priority:
+                    bands[(app, band)] += count
+        found[(app, checks.DEAD_LETTERS)] = _count(settings, wire.dlq_topic(prefix, app), existing)
         found[(app, checks.PENDING)] = waiting[app].total
         found[(app, checks.FILTERED)] = round(sum(_total(m.filtered, app=app) for m in runs))
         found[(app, checks.DROPPED)] = round(sum(_total(m.expired, app=app, action="drop") for m in runs))
-    return found
+    return found, bands
+
+
+def show_bands(config: Config, bands: Counter[tuple[str, int]]) -> None:
+    """Per app with a priority expression, its routed records per band (band topics ``.p1`` to ``.p9``)."""
+    for app in sorted({app for app, _ in bands}):
+        counts = " ".join(f"p{band}:{bands[(app, band)]}" for band in wire.BANDS)
+        print(f"  {app:<12} by band of priority {config.apps[app].priority}: {counts}")
 
 
 def _count(settings: Settings, topic: str, existing: set[str]) -> int:
@@ -232,10 +247,12 @@ def run_demo() -> int:
         runs = [run_worker(settings)]
 
         _banner("where the messages went (read back from Kafka)")
-        found = destinations(settings, runs)
+        found, bands = destinations(settings, runs)
         show_destinations(found)
-        expected, _ = checks.expected_destinations([first], produced(records), produced_at)
-        problems += checks.check_destinations("first run", first, COUNT, expected, found)
+        show_bands(first, bands)
+        expected = checks.expected_destinations([first], produced(records), produced_at)
+        problems += checks.check_destinations("first run", first, COUNT, expected.destinations, found)
+        problems += checks.check_bands(expected.bands, bands)
 
         _banner("subscribe APAC orders: pending messages are redriven")
         code, _ = _apply_text(apac_config(EXAMPLE.read_text()), common)
@@ -245,11 +262,15 @@ def run_demo() -> int:
         runs.append(run_worker(settings))
         redriven = _total(runs[-1].redriven)
         print(f"redriven from pending topics: {redriven:.0f}")
-        found = destinations(settings, runs)
+        found, bands = destinations(settings, runs)
         show_destinations(found)
-        expected, redrives = checks.expected_destinations([first, second], produced(records), produced_at)
-        problems += checks.check_destinations("after the APAC subscription", second, COUNT, expected, found)
-        problems += checks.check_redriven(round(redriven), sum(redrives.values()))
+        show_bands(second, bands)
+        expected = checks.expected_destinations([first, second], produced(records), produced_at)
+        problems += checks.check_destinations(
+            "after the APAC subscription", second, COUNT, expected.destinations, found
+        )
+        problems += checks.check_bands(expected.bands, bands)
+        problems += checks.check_redriven(round(redriven), sum(expected.redriven.values()))
 
         for topic in (INPUT_TOPIC, AVRO_TOPIC):
             _banner(f"subroute explain --topic {topic} --partition 0 --offset 0")

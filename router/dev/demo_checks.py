@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 from subroute import wire
 from subroute.config.model import Config
@@ -43,17 +44,26 @@ def _label(decision: Decision) -> str:
 Produced = tuple[str, wire.HeadersIn, bytes | None]  # a record the demo produced: (topic, headers, value)
 
 
-def expected_destinations(
-    versions: Sequence[Config], records: Iterable[Produced], now_ms: int
-) -> tuple[Counter[tuple[str, str]], Counter[str]]:
+class Expected(NamedTuple):
+    destinations: Counter[tuple[str, str]]  # (app, destination) -> records
+    redriven: Counter[str]  # app -> waiting records a later version routed
+    bands: Counter[
+        tuple[str, int]
+    ]  # (app, priority band) -> records routed to a group, for apps with priority
+
+
+def expected_destinations(versions: Sequence[Config], records: Iterable[Produced], now_ms: int) -> Expected:
     """Where the reference puts each record, per app, after every version of ``versions`` in turn came into
     force: a record waiting on the pending topic is routed again under the next version (the demo produces
     every record before its first worker, so only the first version's apps see them). Also, per app, how many
-    waiting records a later version routed (the worker's ``redriven``). The reference reads the bodies too."""
+    waiting records a later version routed (the worker's ``redriven``), and the priority band of each record
+    routed by an app with ``priority``. The reference reads the bodies too."""
     tables = [build_table(config) for config in versions]
     routers = [Router() for _ in versions]
     found: Counter[tuple[str, str]] = Counter()
     redriven: Counter[str] = Counter()
+    bands: Counter[tuple[str, int]] = Counter()
+    prioritised = {app for config in versions for app, spec in config.apps.items() if spec.priority}
     for topic, headers, value in records:
         message = MessageView(topic, headers, now_ms, value)
         for first in routers[0].route(tables[0], message, {}, now_ms).decisions:
@@ -65,7 +75,9 @@ def expected_destinations(
                 if final.action is Action.ROUTE:
                     redriven[final.app] += 1
             found[(final.app, _label(final))] += 1
-    return found, redriven
+            if final.action is Action.ROUTE and final.app in prioritised:
+                bands[(final.app, final.band)] += 1
+    return Expected(found, redriven, bands)
 
 
 def turn_taking(config: Config, app: str) -> list[frozenset[str]]:
@@ -114,6 +126,19 @@ def check_destinations(
                 problems.append(
                     f"{stage}: {app} {label}: {have[label]} read back, {want[label]} expected from the config"
                 )
+    return problems
+
+
+def check_bands(expected: Counter[tuple[str, int]], found: Mapping[tuple[str, int], int]) -> list[str]:
+    """The records of each app with a priority expression are in the band the reference computes from their
+    properties (read back from the band topics ``.p1`` to ``.p9``), and some are above band 0."""
+    problems = [
+        f"{app} band {band}: {found.get((app, band), 0)} read back, {expected[(app, band)]} expected"
+        for app, band in sorted(set(expected) | set(found))
+        if found.get((app, band), 0) != expected[(app, band)]
+    ]
+    if not any(n for (_, band), n in expected.items() if band > 0):
+        problems.append("no record expected above priority band 0: the priority no longer reads the bodies")
     return problems
 
 

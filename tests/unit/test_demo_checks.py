@@ -37,7 +37,8 @@ RECORDS = demo.produced(list(orders(COUNT)))  # each order as JSON to orders, th
 
 
 def expected(*versions: Config) -> tuple[Counter[tuple[str, str]], Counter[str]]:
-    return checks.expected_destinations(versions, RECORDS, 0)
+    found = checks.expected_destinations(versions, RECORDS, 0)
+    return found.destinations, found.redriven
 
 
 # --- the demo's configuration steps, offline ---------------------------------------------------------------
@@ -240,7 +241,7 @@ def test_the_reference_routes_the_demos_records_on_their_bodies() -> None:
     """With the bodies taken away, the same records land elsewhere: where they went depends on the body."""
     found, _ = expected(FIRST)
     hollow = [(topic, headers, b"{}" if topic == demo.INPUT_TOPIC else b"") for topic, headers, _ in RECORDS]
-    without, _ = checks.expected_destinations([FIRST], hollow, 0)
+    without = checks.expected_destinations([FIRST], hollow, 0).destinations
     for app in FIRST.apps:
         assert {k: n for k, n in found.items() if k[0] == app} != {
             k: n for k, n in without.items() if k[0] == app
@@ -258,4 +259,24 @@ def test_the_sources_check_holds_on_the_demos_output_and_finds_each_fault() -> N
     assert checks.check_sources(undecoded, SECOND, ["carts"]) == [
         "explain: carts's property Market from body avro /region could not be decoded",
         "explain shows no property of carts decoded from the body",
+    ]
+
+
+def test_the_bands_check_wants_each_record_in_the_band_of_price_times_qty() -> None:
+    """fulfilment's priority Price * Qty (AMPS's /price * /qty) spreads its records over bands 1..9 (the samples'
+    small prices and quantities), and a record in another band than the reference's is reported."""
+    bands = checks.expected_destinations([FIRST], RECORDS, 0).bands
+    assert {app for app, _ in bands} == {"fulfilment"}
+    assert {band for _, band in bands} == set(range(1, 10)) - {7}  # no price 1..5 times qty 1..3 makes 7
+    assert checks.check_bands(bands, bands) == []
+    moved = Counter(bands)
+    moved[("fulfilment", 2)] -= 1
+    moved[("fulfilment", 9)] += 1
+    assert checks.check_bands(bands, moved) == [
+        f"fulfilment band 2: {bands[('fulfilment', 2)] - 1} read back, {bands[('fulfilment', 2)]} expected",
+        f"fulfilment band 9: {bands[('fulfilment', 9)] + 1} read back, {bands[('fulfilment', 9)]} expected",
+    ]
+    flat = Counter({("fulfilment", 0): 10})
+    assert checks.check_bands(flat, flat) == [
+        "no record expected above priority band 0: the priority no longer reads the bodies"
     ]
