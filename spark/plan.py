@@ -11,7 +11,9 @@ with one ``Router`` per configuration, an Arrow batch at a time as the worker ro
 Rust, with the GIL released), then makes each record's decisions in Python, exactly as ``Router.route`` would
 record by record (``route_columns``). The result is, per app, a table ``old destination -> new destination:
 count`` and the records that would match no consumer subscription under the proposed configuration. Nothing
-is written anywhere: the config topic is only read.
+is written anywhere: the config topic is only read. Apps that read properties from the body are routed on the
+record values; for Avro in Confluent's wire format each partition fetches the writer schemas by id from the
+Schema Registry before a batch is decided, as the worker does (``--schema-registry-url``; required then).
 
 What the answers are, and are not:
 
@@ -293,10 +295,13 @@ def route_records(
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        from subroute.routing import native_avro
         from subroute.worker.schemas import BatchSchemas
 
         tables = (build_table(current), build_table(proposed))
         routers = (Router(), Router())
+        for router in routers:
+            router.read_body = native_avro.read_body  # Avro bodies read natively, as the worker reads them
         schemas = BatchSchemas(schema_registry)
         summary = PartitionSummary(examples)
         for batch in batches:
@@ -514,7 +519,10 @@ def compute_plan(
     try:
         rows = summaries.collect()  # one action; a few rows per Spark partition
     except Exception as exc:
-        raise _registry_failure(exc, schema_registry) or exc
+        failure = _registry_failure(exc, schema_registry)
+        if failure is None:
+            raise
+        raise failure from None  # Spark's own error is the Python worker's traceback: the message says it all
     for row in rows:
         kind = row["kind"]
         if kind == "topic":
