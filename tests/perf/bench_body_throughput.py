@@ -8,13 +8,14 @@ App and OrderType as headers, CustomerId, Amount and Region read from the body (
 10 apps x 10 consumer groups (bench_fanout.py's layout: 110 destinations). Measured in turn, in the same run,
 each as input records per second from its first batch until its last records are acknowledged and committed:
 
-* fan-out pipe (per input): consume a batch, produce each record to one of the 110 destinations chosen by an
-  index, with the router's six routing headers, flush, commit: the router's ceiling with no routing work;
+* fan-out pipe (over each input): consume a batch, produce each record to one of the 110 destinations chosen by
+  an index, with the router's six routing headers, flush, commit: the router's ceiling with no routing work
+  (bench_fanout.py's, a commit per batch); and windowed, committing every 20,000 records as the worker does;
 * the worker as shipped at each of ``--sizes`` subscriptions, on the header input and on the body input.
 
-Prints records/s, each worker's ratio to the fan-out pipe over its own input, and body / headers. A worker routes
-the whole header input once, untimed, before anything is measured (the broker warms up), and each repetition
-starts with the other kind of input.
+Prints records/s, each worker's ratio to the two fan-out pipes over its own input, and body / headers; with
+``--repeat`` above 1, the medians too. A worker routes the whole header input once, untimed, before anything is
+measured (the broker warms up), and each repetition starts with the other kind of input.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from subroute.ops.settings import Settings
 from subroute.wire import Headers
 
 KINDS = ("headers", "JSON body")
+WINDOW = 20_000  # the windowed pipe commits as the worker does: every 20,000 records, or when drained
 
 
 def produce(s: Settings, topic: str, records: Sequence[tuple[bytes, Headers]]) -> None:
@@ -88,11 +90,12 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
         perfkit.drop_topics(warm, [spec.name for spec in perfkit.output_topics(warm, warmup)])
         figures: dict[str, float] = {}
         order = KINDS if rep % 2 == 0 else KINDS[::-1]
-        for kind in order:
-            pipe = perfkit.settings(b.bootstrap_servers)
-            figures[f"fan-out pipe, {kind} input"] = bench_fanout.fanout_pipe(
-                pipe, topics[kind], sinks, args.messages, window=None
-            ).rate
+        for window in (None, WINDOW):
+            for kind in order:
+                pipe = perfkit.settings(b.bootstrap_servers)
+                figures[pipe_label(kind, window)] = bench_fanout.fanout_pipe(
+                    pipe, topics[kind], sinks, args.messages, window=window
+                ).rate
         for size in args.sizes:
             for kind in order:
                 s = perfkit.settings(b.bootstrap_servers)
@@ -118,17 +121,23 @@ def label(kind: str, size: int) -> str:
     return f"worker, {size:,} subscriptions, {kind}"
 
 
+def pipe_label(kind: str, window: int | None) -> str:
+    return f"fan-out pipe{', windowed' if window else ''}, {kind} input"
+
+
 def print_figures(figures: dict[str, float], sizes: Sequence[int]) -> None:
-    print(f"  {'':50} {'records/s':>10} {'/fan-out pipe':>14} {'body/headers':>13}")
-    for kind in KINDS:
-        name = f"fan-out pipe, {kind} input"
-        print(f"  {name:50} {figures[name]:>10,.0f}")
+    print(f"  {'':50} {'records/s':>10} {'/fan-out':>9} {'/windowed':>10} {'body/headers':>13}")
+    for window in (None, WINDOW):
+        for kind in KINDS:
+            print(f"  {pipe_label(kind, window):50} {figures[pipe_label(kind, window)]:>10,.0f}")
     for size in sizes:
         for kind in KINDS:
             rate = figures[label(kind, size)]
-            ratio = rate / figures[f"fan-out pipe, {kind} input"]
+            pipe, windowed = (figures[pipe_label(kind, window)] for window in (None, WINDOW))
             against = f"{rate / figures[label('headers', size)]:>12.2f}x" if kind != "headers" else ""
-            print(f"  {label(kind, size):50} {rate:>10,.0f} {ratio:>14.2f} {against:>13}")
+            print(
+                f"  {label(kind, size):50} {rate:>10,.0f} {rate / pipe:>9.2f} {rate / windowed:>10.2f} {against:>13}"
+            )
 
 
 def main() -> None:
