@@ -236,9 +236,10 @@ def run_demo() -> int:
         _banner(f"producing {COUNT} sample orders as JSON to '{INPUT_TOPIC}' and as Avro to '{AVRO_TOPIC}'")
         records = list(orders(COUNT))
         print(f"{INPUT_TOPIC}: {records[0].json.value.decode()}")
+        header = " ".join(f"{name}={value.decode()}" for name, value in records[0].avro.headers)
         print(
             f"{AVRO_TOPIC}: the same order, {len(records[0].avro.value)} bytes of schemaless Avro "
-            f"({ORDER_SCHEMA.relative_to(ROOT)}), header {records[0].avro.headers or 'none'}"
+            f"({ORDER_SCHEMA.relative_to(ROOT)}), header {header or '(none: a guest)'}"
         )
         produced_at = int(time.time() * 1000)
         produce_orders(settings, records)
