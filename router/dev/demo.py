@@ -236,7 +236,7 @@ def run_demo() -> int:
         _banner(f"producing {COUNT} sample orders as JSON to '{INPUT_TOPIC}' and as Avro to '{AVRO_TOPIC}'")
         records = list(orders(COUNT))
         print(f"{INPUT_TOPIC}: {records[0].json.value.decode()}")
-        header = " ".join(f"{name}={value.decode()}" for name, value in records[0].avro.headers)
+        header = " ".join(f"{name}={(value or b'').decode()}" for name, value in records[0].avro.headers)
         print(
             f"{AVRO_TOPIC}: the same order, {len(records[0].avro.value)} bytes of schemaless Avro "
             f"({ORDER_SCHEMA.relative_to(ROOT)}), header {header or '(none: a guest)'}"
