@@ -114,7 +114,9 @@ def test_plan_says_when_the_schema_registry_cannot_be_read(
     env = make_env(kafka.bootstrap_servers, unique)
     assert apply(env, CURRENT) == 0
     serialize = AvroSerializer(SchemaRegistryClient({"url": schema_registry}), json.dumps(ORDER))
-    value = serialize({"customer": {"id": 1}, "price": 1, "qty": 1}, SerializationContext(env.input, MessageField.VALUE))
+    value = serialize(
+        {"customer": {"id": 1}, "price": 1, "qty": 1}, SerializationContext(env.input, MessageField.VALUE)
+    )
     produce_raw(env, [(b"k", value, [])])
     proposed = tmp_path / "proposed.yaml"
     proposed.write_text(PROPOSED.replace("INPUT", env.input))
@@ -127,3 +129,25 @@ def test_plan_says_when_the_schema_registry_cannot_be_read(
     captured = capsys.readouterr()
     assert code == 3, captured.err
     assert f"the schema registry {closed} cannot be read" in captured.err
+
+
+def test_the_executors_registry_failure_is_found_in_sparks_error_and_nothing_else_is() -> None:
+    """Spark hands the driver the Python worker's traceback as text: the plan takes the RegistryUnavailable out
+    of it (its words, the schema id), and leaves any other failure as it was."""
+    from subroute.kafka.schema_registry import RegistrySettings, RegistryUnavailable
+    from subroute.spark import plan
+
+    registry = RegistrySettings.of("http://127.0.0.1:9")
+    spark_error = RuntimeError(
+        "An exception was thrown from the Python worker.\nTraceback (most recent call last):\n  ...\n"
+        "subroute.kafka.schema_registry.RegistryUnavailable: schema id 3: the schema registry "
+        "http://127.0.0.1:9 cannot be read (ConnectError: refused)\n\tat org.apache.spark..."
+    )
+    found = plan._registry_failure(spark_error, registry)
+    assert isinstance(found, RegistryUnavailable) and found.schema_id == 3
+    assert (
+        str(found)
+        == "schema id 3: the schema registry http://127.0.0.1:9 cannot be read (ConnectError: refused)"
+    )
+    assert plan._registry_failure(RuntimeError("Task failed: ValueError: something else"), registry) is None
+    assert plan._registry_failure(spark_error, None) is None  # no registry given: not the registry's failure
