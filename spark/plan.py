@@ -11,7 +11,9 @@ with one ``Router`` per configuration, an Arrow batch at a time as the worker ro
 Rust, with the GIL released), then makes each record's decisions in Python, exactly as ``Router.route`` would
 record by record (``route_columns``). The result is, per app, a table ``old destination -> new destination:
 count`` and the records that would match no consumer subscription under the proposed configuration. Nothing
-is written anywhere: the config topic is only read.
+is written anywhere: the config topic is only read. Apps that read properties from the body are routed on the
+record values; for Avro in Confluent's wire format each partition fetches the writer schemas by id from the
+Schema Registry before a batch is decided, as the worker does (``--schema-registry-url``; required then).
 
 What the answers are, and are not:
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,10 +46,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from subroute import wire
+from subroute.config.avro_schema import needs_schema_registry
 from subroute.config.codec import ConfigValue, key_of
 from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.validation import ConfigError, validate_group, validate_state
 from subroute.config.yaml import load_yaml_source
+from subroute.kafka.schema_registry import RegistrySettings, RegistryUnavailable
 from subroute.ops.settings import Settings, SettingsError
 from subroute.routing.decisions import Action, Decision, Lag, MessageView, Router, RoutingTable
 from subroute.routing.native_routing import build_table
@@ -274,21 +279,37 @@ class PartitionSummary:
 
 
 def route_records(
-    current: Config, proposed: Config, at_ms: int | None, examples: int
+    current: Config,
+    proposed: Config,
+    at_ms: int | None,
+    examples: int,
+    schema_registry: RegistrySettings | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function. The two configs travel in its closure (plain frozen values, pickled once);
     each partition iterator compiles one routing table per configuration, keeps one Router for each, and
-    yields one summary batch at its end."""
+    yields one summary batch at its end. Avro in Confluent's wire format is read with the writer schemas of
+    ``schema_registry``, fetched before each batch is decided as the worker fetches them (worker/schemas.py),
+    once per id and partition; a registry that cannot be read fails the plan (``RegistryUnavailable``)."""
 
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        from subroute.routing import native_avro
+        from subroute.worker.schemas import BatchSchemas
+
         tables = (build_table(current), build_table(proposed))
         routers = (Router(), Router())
+        for router in routers:
+            router.read_body = native_avro.read_body  # Avro bodies read natively, as the worker reads them
+        schemas = BatchSchemas(schema_registry)
         summary = PartitionSummary(examples)
         for batch in batches:
-            route_columns(tables, routers, batch.to_pydict(), at_ms, summary)
+            columns = batch.to_pydict()
+            values = columns.get("value") or [None] * len(columns["topic"])
+            for table, router in zip(tables, routers, strict=True):
+                router.writer_of = schemas.prepare(table, list(zip(columns["topic"], values, strict=True)))
+            route_columns(tables, routers, columns, at_ms, summary)
         schema = to_arrow_schema(summary_schema(), timezone="UTC")
         yield pa.RecordBatch.from_pydict(summary.rows(), schema=schema)
 
@@ -444,8 +465,11 @@ def compute_plan(
     evaluate_at: str = "arrival",
     examples: int = DEFAULT_EXAMPLES,
     source: str = "auto",
+    schema_registry: RegistrySettings | None = None,
 ) -> PlanResult:
-    """Route the input history under both configurations and count the transitions (reads Kafka only)."""
+    """Route the input history under both configurations and count the transitions (reads Kafka only, and the
+    Schema Registry for apps reading Avro in Confluent's wire format: SettingsError without one,
+    RegistryUnavailable when it cannot be read)."""
     if limit is not None and limit <= 0:
         raise SettingsError(f"--limit must be positive, got {limit}")
     if evaluate_at not in EVALUATE_AT:
@@ -468,17 +492,38 @@ def compute_plan(
     )
     if not topics:
         return result
+    framed = sorted(
+        {
+            app.name
+            for config in (current, proposed)
+            for app in config.apps.values()
+            if needs_schema_registry(app) and any(input_matches(i, t) for i in app.inputs for t in topics)
+        }
+    )
+    if framed and schema_registry is None:
+        # Refused before reading: every record of these apps would be undecodable, its fields absent.
+        raise SettingsError(
+            f"app(s) {', '.join(framed)} read Avro in Confluent's wire format: give --schema-registry-url "
+            "(or SUBROUTE_SCHEMA_REGISTRY_URL) to read their writer schemas"
+        )
     frame, result.source_format = read_history(spark, settings, topics, limit=limit, source=source)
     at_ms = int(time.time() * 1000) if evaluate_at == "now" else None
     # Body properties are read from the value, as the worker reads them (routing/body.py).
     with_value = any(app.paths for config in (current, proposed) for app in config.apps.values())
     records = select_records(frame, since_ms, limit, with_value)
     summaries = records.mapInArrow(
-        route_records(current, proposed, at_ms, max(examples, 0)), summary_schema()
+        route_records(current, proposed, at_ms, max(examples, 0), schema_registry), summary_schema()
     )
     result.topics = dict.fromkeys(topics, 0)
     found: list[Example] = []
-    for row in summaries.collect():  # one action; a few rows per Spark partition
+    try:
+        rows = summaries.collect()  # one action; a few rows per Spark partition
+    except Exception as exc:
+        failure = _registry_failure(exc, schema_registry)
+        if failure is None:
+            raise
+        raise failure from None  # Spark's own error is the Python worker's traceback: the message says it all
+    for row in rows:
         kind = row["kind"]
         if kind == "topic":
             result.topics[row["topic"]] = result.topics.get(row["topic"], 0) + row["count"]
@@ -496,6 +541,19 @@ def compute_plan(
     # Each partition sent its first examples in offset order: the smallest overall are among them.
     result.examples = sorted(found, key=lambda e: (e.topic, e.partition, e.offset))[: max(examples, 0)]
     return result
+
+
+def _registry_failure(exc: Exception, registry: RegistrySettings | None) -> RegistryUnavailable | None:
+    """The executor's RegistryUnavailable, from the Spark error that carries it (as text: Spark hands the driver
+    the Python worker's traceback, not the exception), or None when the plan failed for another reason."""
+    if registry is None:
+        return None
+    found = re.search(rf"{RegistryUnavailable.__name__}: (schema id (\d+): .*)", str(exc))
+    if found is None:
+        return None
+    failure = RegistryUnavailable(registry.url, int(found[2]), "")
+    failure.args = (found[1],)  # the executor's words, which name the reason
+    return failure
 
 
 # --- output -------------------------------------------------------------------------------------------------

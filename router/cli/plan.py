@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from subroute.cli import exits, output
+from subroute.cli.registry_flags import add_schema_registry_arguments, schema_registry_settings
 from subroute.config.validation import ConfigError
 from subroute.ops.settings import Settings, SettingsError, add_common_arguments
 from subroute.spark.plan import (
@@ -78,6 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--source", choices=("auto", "kafka", "python"), default="auto", help="Kafka source")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    add_schema_registry_arguments(parser)
     output.add_output_argument(parser)
 
 
@@ -102,6 +104,7 @@ def plan_from_args(args: argparse.Namespace) -> int:
         since_ms = parse_since(args.since) if args.since else None
         if args.limit is not None and args.limit <= 0:
             raise SettingsError(f"--limit must be positive, got {args.limit}")
+        registry = schema_registry_settings(args)
     except SettingsError as exc:
         print(f"subroute: {exc}", file=sys.stderr)
         return EXIT_INVALID
@@ -112,6 +115,7 @@ def plan_from_args(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     from subroute.config.store import read_config
     from subroute.kafka.clients import KafkaException
+    from subroute.kafka.schema_registry import RegistryUnavailable
 
     try:
         current = read_config(settings)
@@ -142,7 +146,14 @@ def plan_from_args(args: argparse.Namespace) -> int:
                 evaluate_at=args.evaluate_at,
                 examples=args.examples,
                 source=args.source,
+                schema_registry=registry,
             )
+    except SettingsError as exc:  # an app reads Avro in Confluent's wire format and no registry was given
+        print(f"subroute: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except RegistryUnavailable as exc:  # as Kafka failing: nothing was planned; run it again
+        print(f"subroute: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except (KafkaException, TimeoutError) as exc:
         print(f"subroute: Kafka at {settings.bootstrap_servers}: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -1,9 +1,11 @@
 """``make demo``: the whole router on one machine, end to end.
 
 Starts a local Apache Kafka (``SUBROUTE_DEMO_BROKER=tansu``: Tansu), applies examples/subscriptions.yaml, produces
-sample orders, runs a worker until it is idle, prints where every message went, explains one message, then (when
-pyspark is installed) runs the Spark job over the routed topics and prints its report. Stops everything it
-started. Then it checks what it showed (router/dev/demo_checks.py) and exits 1 when something does not hold.
+sample orders (their data in the body: JSON to ``orders``, schemaless Avro to ``orders-avro``), runs a worker
+until it is idle, prints where every message went, explains one message of each topic (each property with its
+source and value), then (when pyspark is installed) runs the Spark job over the routed topics and prints its
+report. Stops everything it started. Then it checks what it showed (router/dev/demo_checks.py) and exits 1 when
+something does not hold.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from typing import Any, cast
 from subroute import wire
 from subroute.admin.status import waiting_messages
 from subroute.cli import main as cli
+from subroute.config.model import Config
 from subroute.config.store import read_config
 from subroute.dev import demo_checks as checks
 from subroute.dev import jars as dev_jars
 from subroute.dev.broker import local_broker
-from subroute.dev.samples import SampleRecord, orders
+from subroute.dev.samples import ORDER_SCHEMA, SampleOrder, orders
 from subroute.kafka import clients
 from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics, read_to_end
 from subroute.ops.metrics import RouterMetrics
@@ -36,7 +39,9 @@ from subroute.worker.loop import Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parents[2]  # router/dev/demo.py -> the checkout
 EXAMPLE = ROOT / "examples" / "subscriptions.yaml"
-INPUT_TOPIC = "orders"
+INPUT_TOPIC = "orders"  # the orders as JSON values
+AVRO_TOPIC = "orders-avro"  # the same orders as schemaless Avro (examples/order.avsc)
+AVRO_APPS = ("carts",)  # the apps reading AVRO_TOPIC: Spark decodes their payloads with the same schema
 COUNT = int(os.environ.get("SUBROUTE_DEMO_MESSAGES", "5000"))
 
 
@@ -93,7 +98,10 @@ def _apply(path: Path, common: list[str]) -> tuple[int, str]:
 
 
 def _apply_text(text: str, common: list[str]) -> tuple[int, str]:
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
+    # Beside the example, whose schema: file is read relative to it; hidden, as `-f examples/` skips such files.
+    with tempfile.NamedTemporaryFile(
+        "w", dir=EXAMPLE.parent, prefix=".demo-", suffix=".yaml", delete=False
+    ) as handle:
         handle.write(text)
     try:
         return _apply(Path(handle.name), common)
@@ -101,17 +109,24 @@ def _apply_text(text: str, common: list[str]) -> tuple[int, str]:
         os.unlink(handle.name)
 
 
-def produce_orders(settings: Settings, records: list[SampleRecord]) -> None:
+def produced(records: list[SampleOrder]) -> list[checks.Produced]:
+    """Every record the demo writes, as ``(topic, headers, value)``: each order as JSON, then as Avro."""
+    out: list[checks.Produced] = [(INPUT_TOPIC, o.json.headers, o.json.value) for o in records]
+    return out + [(AVRO_TOPIC, o.avro.headers, o.avro.value) for o in records]
+
+
+def produce_orders(settings: Settings, records: list[SampleOrder]) -> None:
     producer = clients.producer(settings)
-    for record in records:
-        while True:
-            try:
-                producer.produce(
-                    INPUT_TOPIC, value=record.value, key=record.key, headers=cast(Any, record.headers)
-                )
-                break
-            except BufferError:
-                producer.poll(0.05)
+    for order in records:
+        for topic, record in ((INPUT_TOPIC, order.json), (AVRO_TOPIC, order.avro)):
+            while True:
+                try:
+                    producer.produce(
+                        topic, value=record.value, key=record.key, headers=cast(Any, record.headers)
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
     producer.flush(30)
     producer.close()
 
@@ -150,23 +165,46 @@ def show_destinations(found: checks.Destinations) -> None:
             print(f"  {app:<12} {label:<22} {count:>6}")
 
 
-def destinations(settings: Settings, runs: list[RouterMetrics]) -> Counter[tuple[str, str]]:
-    """Records per (app, destination) read back from the group and dead-letter topics; pending counts what
-    still waits, in messages, as ``subroute status`` does (past the router's position, less what was routed past it); what the app filters
-    skipped, or expiry dropped, is written nowhere: the workers' metrics count it."""
+def destinations(
+    settings: Settings, runs: list[RouterMetrics]
+) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, int]]]:
+    """Records per (app, destination) read back from the group topics (with their priority bands) and the
+    dead-letter topics; pending counts what still waits, in messages, as ``subroute status`` does (past the
+    router's position, less what was routed past it); what the app filters skipped, or expiry dropped, is
+    written nowhere: the workers' metrics count it. Also, for apps with a priority expression, the records
+    per band."""
     config = read_config(settings)
     found: Counter[tuple[str, str]] = Counter()
+    bands: Counter[tuple[str, int]] = Counter()
     prefix = settings.topic_prefix
     waiting = waiting_messages(settings, config, sorted(config.apps))
+    existing = set(admin_client(settings).list_topics(timeout=10).topics)
     for app in sorted(config.apps):
-        topics = [(g.name, wire.group_topic(prefix, app, g.name)) for g in config.groups_of(app)]
-        topics += [(checks.DEAD_LETTERS, wire.dlq_topic(prefix, app))]
-        for label, topic in topics:
-            found[(app, label)] = sum(1 for _ in read_to_end(settings, topic, idle_timeout=0.5))
+        for group in config.groups_of(app):
+            for band, topic in enumerate(wire.band_topics(prefix, app, group.name)):
+                count = _count(settings, topic, existing)
+                found[(app, group.name)] += count
+                if config.apps[app].priority:
+                    bands[(app, band)] += count
+        found[(app, checks.DEAD_LETTERS)] = _count(settings, wire.dlq_topic(prefix, app), existing)
         found[(app, checks.PENDING)] = waiting[app].total
         found[(app, checks.FILTERED)] = round(sum(_total(m.filtered, app=app) for m in runs))
         found[(app, checks.DROPPED)] = round(sum(_total(m.expired, app=app, action="drop") for m in runs))
-    return found
+    return found, bands
+
+
+def show_bands(config: Config, bands: Counter[tuple[str, int]]) -> None:
+    """Per app with a priority expression, its routed records per band (band topics ``.p1`` to ``.p9``)."""
+    for app in sorted({app for app, _ in bands}):
+        counts = " ".join(f"p{band}:{bands[(app, band)]}" for band in wire.BANDS)
+        print(f"  {app:<12} by band of priority {config.apps[app].priority}: {counts}")
+
+
+def _count(settings: Settings, topic: str, existing: set[str]) -> int:
+    """The records of ``topic``; 0 when it does not exist (a priority band no record fell in)."""
+    if topic not in existing:
+        return 0
+    return sum(1 for _ in read_to_end(settings, topic, idle_timeout=0.5))
 
 
 def run_demo() -> int:
@@ -180,7 +218,7 @@ def run_demo() -> int:
             f"{engine} broker on {broker.bootstrap_servers} (started in {time.monotonic() - started:.1f} s)"
         )
         admin = admin_client(settings)
-        ensure_topics(admin, [TopicSpec(INPUT_TOPIC, 3)])
+        ensure_topics(admin, [TopicSpec(INPUT_TOPIC, 3), TopicSpec(AVRO_TOPIC, 3)])
         del admin  # an admin client has no close: it goes with its last reference
 
         _banner(f"subroute config apply -f {EXAMPLE.relative_to(ROOT)}")
@@ -195,8 +233,14 @@ def run_demo() -> int:
         print(f"(exit code {code})")
         problems += checks.check_refusal(code, refusal, first.version, read_config(settings).version)
 
-        _banner(f"producing {COUNT} sample orders to '{INPUT_TOPIC}'")
+        _banner(f"producing {COUNT} sample orders as JSON to '{INPUT_TOPIC}' and as Avro to '{AVRO_TOPIC}'")
         records = list(orders(COUNT))
+        print(f"{INPUT_TOPIC}: {records[0].json.value.decode()}")
+        header = " ".join(f"{name}={(value or b'').decode()}" for name, value in records[0].avro.headers)
+        print(
+            f"{AVRO_TOPIC}: the same order, {len(records[0].avro.value)} bytes of schemaless Avro "
+            f"({ORDER_SCHEMA.relative_to(ROOT)}), header {header or '(none: a guest)'}"
+        )
         produced_at = int(time.time() * 1000)
         produce_orders(settings, records)
 
@@ -204,12 +248,12 @@ def run_demo() -> int:
         runs = [run_worker(settings)]
 
         _banner("where the messages went (read back from Kafka)")
-        found = destinations(settings, runs)
+        found, bands = destinations(settings, runs)
         show_destinations(found)
-        expected, _ = checks.expected_destinations(
-            [first], INPUT_TOPIC, [r.headers for r in records], produced_at
-        )
-        problems += checks.check_destinations("first run", first, COUNT, expected, found)
+        show_bands(first, bands)
+        expected = checks.expected_destinations([first], produced(records), produced_at)
+        problems += checks.check_destinations("first run", first, COUNT, expected.destinations, found)
+        problems += checks.check_bands(expected.bands, bands)
 
         _banner("subscribe APAC orders: pending messages are redriven")
         code, _ = _apply_text(apac_config(EXAMPLE.read_text()), common)
@@ -219,19 +263,23 @@ def run_demo() -> int:
         runs.append(run_worker(settings))
         redriven = _total(runs[-1].redriven)
         print(f"redriven from pending topics: {redriven:.0f}")
-        found = destinations(settings, runs)
+        found, bands = destinations(settings, runs)
         show_destinations(found)
-        expected, redrives = checks.expected_destinations(
-            [first, second], INPUT_TOPIC, [r.headers for r in records], produced_at
+        show_bands(second, bands)
+        expected = checks.expected_destinations([first, second], produced(records), produced_at)
+        problems += checks.check_destinations(
+            "after the APAC subscription", second, COUNT, expected.destinations, found
         )
-        problems += checks.check_destinations("after the APAC subscription", second, COUNT, expected, found)
-        problems += checks.check_redriven(round(redriven), sum(redrives.values()))
+        problems += checks.check_bands(expected.bands, bands)
+        problems += checks.check_redriven(round(redriven), sum(expected.redriven.values()))
 
-        _banner(f"subroute explain --topic {INPUT_TOPIC} --partition 0 --offset 0")
-        with _captured() as (out, _):
-            code = cli(["explain", "--topic", INPUT_TOPIC, "--partition", "0", "--offset", "0", *common])
-        readers = [app.name for app in build_table(second).apps_for(INPUT_TOPIC)]
-        problems += checks.check_explanation(code, out.getvalue(), readers, second.version)
+        for topic in (INPUT_TOPIC, AVRO_TOPIC):
+            _banner(f"subroute explain --topic {topic} --partition 0 --offset 0")
+            with _captured() as (out, _):
+                code = cli(["explain", "--topic", topic, "--partition", "0", "--offset", "0", *common])
+            readers = [app.name for app in build_table(second).apps_for(topic)]
+            problems += checks.check_explanation(code, out.getvalue(), readers, second.version)
+            problems += checks.check_sources(out.getvalue(), second, readers)
 
         landed = _run_spark(settings)
         if landed is not None:
@@ -247,8 +295,9 @@ def run_demo() -> int:
         "every produced record accounted for in every app, where the configuration sends it; the bad config"
     )
     print(
-        "refused with a caret and nothing written; the message explained; Spark's report matches the topics"
+        "refused with a caret and nothing written; a JSON and an Avro order explained, each property with its"
     )
+    print("source in the body and its value; Spark's report matches the topics")
     return 0
 
 
@@ -263,7 +312,7 @@ def _run_spark(settings: Settings) -> tuple[int, dict[tuple[str, str], int]] | N
     _banner("subroute spark run (availableNow), then subroute spark report")
     output = Path(tempfile.mkdtemp(prefix="subroute-demo-")) / "routed"
     common = ["--bootstrap-servers", settings.bootstrap_servers, "--master", "local[2]"]
-    schemas = [arg for app in ("billing", "fulfilment", "carts") for arg in ("--avro-schema", f"{app}=order")]
+    schemas = [arg for app in AVRO_APPS for arg in ("--avro-schema", f"{app}={ORDER_SCHEMA}")]
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from subroute.cli import build_parser
     from subroute.spark import job, report

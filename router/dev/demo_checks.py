@@ -1,9 +1,10 @@
 """What ``make demo`` must show, checked, so that the demo fails (exit 1) when its outcome does not hold.
 
 Every check returns the problems it finds (none: it holds). Where the messages went is checked against the
-Python reference router (``Router.route``) run over the records the demo produced, under the configuration in
-force: a record an app's filter skips, one that waits on the pending topic, one routed to a group, each counted
-where the reference puts it, and every produced record accounted for in every app. Groups an app chooses among
+Python reference router (``Router.route``, which reads the JSON and Avro bodies with the reference readers) run
+over the records the demo produced, under the configuration in force: a record an app's filter skips, one that
+waits on the pending topic, one routed to a group, each counted where the reference puts it, and every
+produced record accounted for in every app. Groups an app chooses among
 by turns (round-robin, proportional) share their records in an order the reference cannot know, so those are
 compared as one total; a message group (``group_by``) or ``fast`` fairness is placed the same way by both.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 from subroute import wire
 from subroute.config.model import Config
@@ -39,19 +41,31 @@ def _label(decision: Decision) -> str:
     }[decision.action]
 
 
-def expected_destinations(
-    versions: Sequence[Config], topic: str, records: Iterable[wire.HeadersIn], now_ms: int
-) -> tuple[Counter[tuple[str, str]], Counter[str]]:
+Produced = tuple[str, wire.HeadersIn, bytes | None]  # a record the demo produced: (topic, headers, value)
+
+
+class Expected(NamedTuple):
+    destinations: Counter[tuple[str, str]]  # (app, destination) -> records
+    redriven: Counter[str]  # app -> waiting records a later version routed
+    bands: Counter[
+        tuple[str, int]
+    ]  # (app, priority band) -> records routed to a group, for apps with priority
+
+
+def expected_destinations(versions: Sequence[Config], records: Iterable[Produced], now_ms: int) -> Expected:
     """Where the reference puts each record, per app, after every version of ``versions`` in turn came into
     force: a record waiting on the pending topic is routed again under the next version (the demo produces
     every record before its first worker, so only the first version's apps see them). Also, per app, how many
-    waiting records a later version routed (the worker's ``redriven``)."""
+    waiting records a later version routed (the worker's ``redriven``), and the priority band of each record
+    routed by an app with ``priority``. The reference reads the bodies too."""
     tables = [build_table(config) for config in versions]
     routers = [Router() for _ in versions]
     found: Counter[tuple[str, str]] = Counter()
     redriven: Counter[str] = Counter()
-    for headers in records:
-        message = MessageView(topic, headers, now_ms)
+    bands: Counter[tuple[str, int]] = Counter()
+    prioritised = {app for config in versions for app, spec in config.apps.items() if spec.priority}
+    for topic, headers, value in records:
+        message = MessageView(topic, headers, now_ms, value)
         for first in routers[0].route(tables[0], message, {}, now_ms).decisions:
             final = first
             for table, router in zip(tables[1:], routers[1:], strict=True):
@@ -61,7 +75,9 @@ def expected_destinations(
                 if final.action is Action.ROUTE:
                     redriven[final.app] += 1
             found[(final.app, _label(final))] += 1
-    return found, redriven
+            if final.action is Action.ROUTE and final.app in prioritised:
+                bands[(final.app, final.band)] += 1
+    return Expected(found, redriven, bands)
 
 
 def turn_taking(config: Config, app: str) -> list[frozenset[str]]:
@@ -113,6 +129,19 @@ def check_destinations(
     return problems
 
 
+def check_bands(expected: Counter[tuple[str, int]], found: Mapping[tuple[str, int], int]) -> list[str]:
+    """The records of each app with a priority expression are in the band the reference computes from their
+    properties (read back from the band topics ``.p1`` to ``.p9``), and some are above band 0."""
+    problems = [
+        f"{app} band {band}: {found.get((app, band), 0)} read back, {expected[(app, band)]} expected"
+        for app, band in sorted(set(expected) | set(found))
+        if found.get((app, band), 0) != expected[(app, band)]
+    ]
+    if not any(n for (_, band), n in expected.items() if band > 0):
+        problems.append("no record expected above priority band 0: the priority no longer reads the bodies")
+    return problems
+
+
 def check_redriven(redriven: int, expected: int) -> list[str]:
     if redriven != expected:
         return [f"redriven from pending topics: {redriven}, {expected} expected from the new subscription"]
@@ -155,6 +184,38 @@ def check_explanation(exit_code: int, stdout: str, apps: Iterable[str], version:
         block = blocks.get(f"app {app}")
         if block is None or not re.search(r"^  decision: \S", block, flags=re.MULTILINE):
             problems.append(f"explain gives no decision for app {app}")
+    return problems
+
+
+def sources(config: Config, app: str) -> dict[str, str]:
+    """Where each property of ``app`` comes from, as ``explain`` names it: ``body json /customer/id``,
+    ``header Customer``."""
+    spec = config.apps[app]
+    return {
+        name: f"body {spec.format} {spec.paths[name]}" if name in spec.paths else f"header {name}"
+        for name in sorted(spec.properties)
+    }
+
+
+def check_sources(stdout: str, config: Config, apps: Iterable[str]) -> list[str]:
+    """``explain`` shows, for every app, each property with its source (a header, or a path into the body) and
+    its decoded value: no property undecodable, and at least one body property of each app that reads the body
+    decoded (the message was routed on what its body says)."""
+    problems: list[str] = []
+    blocks = {block.split("\n", 1)[0]: block for block in re.split(r"^(?=app )", stdout, flags=re.MULTILINE)}
+    for app in apps:
+        block = blocks.get(f"app {app}", "")
+        decoded = 0
+        for name, source in sources(config, app).items():
+            line = re.search(rf"^    {re.escape(name)} from {re.escape(source)}: (.*)$", block, re.MULTILINE)
+            if line is None:
+                problems.append(f"explain does not show {app}'s property {name} from {source}")
+            elif line[1].endswith("(could not be decoded: counted)"):
+                problems.append(f"explain: {app}'s property {name} from {source} could not be decoded")
+            elif source.startswith("body ") and line[1] != "absent":
+                decoded += 1
+        if config.apps[app].paths and not decoded:
+            problems.append(f"explain shows no property of {app} decoded from the body")
     return problems
 
 

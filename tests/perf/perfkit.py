@@ -396,6 +396,9 @@ class TimedWorker(Worker):
         if self.checkpoint is not None and self.timing.first is not None:
             self.checkpoint.close()
             self.timing.last = time.perf_counter()
+            # Closed (its producers too, since the worker closes them): the worker's own close would close them
+            # again, which confluent-kafka refuses.
+            self.checkpoint = None
         super()._close()
 
 

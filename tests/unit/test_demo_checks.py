@@ -6,6 +6,7 @@ output and reports each way that output can go wrong."""
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -16,14 +17,14 @@ from subroute.config.model import AppConfig, Config, GroupConfig
 from subroute.config.yaml import parse_yaml
 from subroute.dev import demo
 from subroute.dev import demo_checks as checks
-from subroute.dev.samples import orders
+from subroute.dev.samples import ORDER_SCHEMA, orders
 
 EXAMPLE = demo.EXAMPLE.read_text()
 COUNT = 1000  # the demo's orders, fewer
 
 
 def config_of(text: str, version: int) -> Config:
-    parsed = parse_yaml(text)
+    parsed = parse_yaml(text, str(demo.EXAMPLE))  # its schema: file is read beside the example
     assert not parsed.errors
     apps = {v.name: v for v in parsed.values.values() if isinstance(v, AppConfig)}
     groups = {(v.app, v.name): v for v in parsed.values.values() if isinstance(v, GroupConfig)}
@@ -32,17 +33,19 @@ def config_of(text: str, version: int) -> Config:
 
 FIRST = config_of(EXAMPLE, 13)
 SECOND = config_of(demo.apac_config(EXAMPLE), 14)
-HEADERS = [record.headers for record in orders(COUNT)]
+RECORDS = demo.produced(list(orders(COUNT)))  # each order as JSON to orders, then as Avro to orders-avro
 
 
 def expected(*versions: Config) -> tuple[Counter[tuple[str, str]], Counter[str]]:
-    return checks.expected_destinations(versions, demo.INPUT_TOPIC, HEADERS, 0)
+    found = checks.expected_destinations(versions, RECORDS, 0)
+    return found.destinations, found.redriven
 
 
 # --- the demo's configuration steps, offline ---------------------------------------------------------------
 
 
 def test_the_demos_bad_config_is_refused_with_a_caret_under_the_fault(tmp_path: Path, capsys) -> None:
+    shutil.copy(ORDER_SCHEMA, tmp_path)  # the Avro app's schema file, beside the edited example
     bad = tmp_path / "bad.yaml"
     bad.write_text(demo.refused_config(EXAMPLE))
     code = cli(["config", "validate", "-f", str(bad)])
@@ -50,6 +53,7 @@ def test_the_demos_bad_config_is_refused_with_a_caret_under_the_fault(tmp_path: 
 
 
 def test_the_demos_apac_subscription_is_valid_and_takes_records_that_waited(tmp_path: Path) -> None:
+    shutil.copy(ORDER_SCHEMA, tmp_path)
     updated = tmp_path / "apac.yaml"
     updated.write_text(demo.apac_config(EXAMPLE))
     assert cli(["config", "validate", "-f", str(updated)]) == 0
@@ -130,26 +134,45 @@ subroute: 1 error(s): nothing was written; fix them and run again
 EXPLANATION = """\
 config version 14
 app billing
-  properties: {'CustomerId': 96, 'Amount': 438, 'OrderType': 'EXPRESS', 'Express': True, 'Region': 'US'}
+  properties: {'Amount': 2225, 'CustomerId': 59, 'OrderType': 'EXPRESS'}
+    Amount from body json /amount: 2225
+    CustomerId from body json /customer/id: 59
+    OrderType from body json /type: 'EXPRESS'
   filter filter[0]: 'OrderType == "EXPRESS" || Amount > 1000' -> match
   priority   10 vip[0]: 'CustomerId < 10' -> no match
   priority    5 general[0]: 'CustomerId >= 10' -> match
   priority    5 general-2[0]: 'CustomerId >= 10' -> match
   priority    1 general[1]: 'OrderType == "BULK"' -> no match
   decision: route -> general (highest matching priority 5: 2 subscriptions tie, chosen by fairness round-robin)
-app carts
-  properties: {'CustomerId': 96, 'Amount': 438, 'OrderType': 'EXPRESS', 'Express': 'true', 'Region': 'US'}
-  filter: none (every message)
-  priority    0 shard-a[0]: '*' -> match
-  decision: route -> shard-a (highest matching priority 0: 3 subscriptions tie, chosen by rendezvous hash)
 app fulfilment
-  properties: {'CustomerId': 96, 'Amount': 438, 'OrderType': 'EXPRESS', 'Express': True, 'Region': 'US'}
+  properties: {'Amount': 2225, 'Express': True, 'Price': 1, 'Qty': 2, 'Region': 'EU'}
+    Amount from body json /amount: 2225
+    Express from body json /express: True
+    Price from body json /price: 1
+    Qty from body json /qty: 2
+    Region from body json /region: 'EU'
   filter filter[0]: "Region IN ('EU', 'US', 'APAC')" -> match
   priority   10 large[0]: 'Amount > 5000' -> no match
-  decision: route -> us (highest matching priority 5: one subscription)
+  priority    5 eu[0]: "Region = 'EU' AND Amount BETWEEN 0 AND 5000" -> match
+  priority    5 us[0]: "Region = 'US' AND Express = TRUE" -> no match
+  priority    5 apac[0]: "Region = 'APAC'" -> no match
+  decision: route -> eu (highest matching priority 5: one subscription)
 """
 
-APPS = ["billing", "carts", "fulfilment"]
+AVRO_EXPLANATION = """\
+config version 14
+app carts
+  properties: {'Customer': 59, 'Market': 'EU'}
+    Customer from header Customer: 59
+    Market from body avro /region: 'EU'
+  filter filter[0]: 'Market != "LATAM"' -> match
+  priority    0 shard-a[0]: '*' -> match
+  priority    0 shard-b[0]: '*' -> match
+  priority    0 shard-c[0]: '*' -> match
+  decision: route -> shard-b (highest matching priority 0: 3 subscriptions tie, chosen by rendezvous hash of message group (Customer))
+"""
+
+APPS = ["billing", "fulfilment"]  # the apps reading orders
 
 
 def test_the_refusal_check_holds_on_the_demos_output_and_finds_each_fault() -> None:
@@ -173,7 +196,7 @@ def test_the_explanation_check_holds_on_the_demos_output_and_finds_each_fault() 
         "explain does not name the config version in force (14)",
         *(f"explain gives no decision for app {app}" for app in APPS),
     ]
-    undecided = EXPLANATION.replace("  decision: route -> us", "  (nothing)")
+    undecided = EXPLANATION.replace("  decision: route -> eu", "  (nothing)")
     assert checks.check_explanation(0, undecided, APPS, 14) == [
         "explain gives no decision for app fulfilment"
     ]
@@ -194,4 +217,66 @@ def test_the_spark_check_wants_every_routed_record_landed_once_and_reported_per_
     ]
     assert checks.check_spark(50, {**report, ("billing", "vip"): 19}, found) == [
         "Spark's report: billing vip: 19 rows, 20 on the group topic"
+    ]
+
+
+# --- the demo routes on what the bodies say ------------------------------------------------------------------
+
+
+def test_the_demos_apps_read_their_properties_from_json_and_avro_bodies() -> None:
+    """billing and fulfilment read the JSON orders' nested fields, fulfilment's priority is AMPS's /price * /qty,
+    carts reads the Avro copies with the app schema file beside the example (its message groups by a header)."""
+    assert {app: spec.format for app, spec in FIRST.apps.items()} == {
+        "billing": "json",
+        "fulfilment": "json",
+        "carts": "avro",
+    }
+    assert FIRST.apps["billing"].paths["CustomerId"] == "/customer/id"
+    assert FIRST.apps["fulfilment"].priority == "Price * Qty"
+    assert FIRST.apps["carts"].schema is not None and FIRST.apps["carts"].inputs == (demo.AVRO_TOPIC,)
+    assert checks.sources(FIRST, "carts") == {"Customer": "header Customer", "Market": "body avro /region"}
+
+
+def test_the_reference_routes_the_demos_records_on_their_bodies() -> None:
+    """With the bodies taken away, the same records land elsewhere: where they went depends on the body."""
+    found, _ = expected(FIRST)
+    hollow = [(topic, headers, b"{}" if topic == demo.INPUT_TOPIC else b"") for topic, headers, _ in RECORDS]
+    without = checks.expected_destinations([FIRST], hollow, 0).destinations
+    for app in FIRST.apps:
+        assert {k: n for k, n in found.items() if k[0] == app} != {
+            k: n for k, n in without.items() if k[0] == app
+        }
+
+
+def test_the_sources_check_holds_on_the_demos_output_and_finds_each_fault() -> None:
+    assert checks.check_sources(EXPLANATION, SECOND, APPS) == []
+    assert checks.check_sources(AVRO_EXPLANATION, SECOND, ["carts"]) == []
+    headers_only = EXPLANATION.replace("from body json /customer/id", "from header CustomerId")
+    assert checks.check_sources(headers_only, SECOND, ["billing"]) == [
+        "explain does not show billing's property CustomerId from body json /customer/id"
+    ]
+    undecoded = AVRO_EXPLANATION.replace("'EU'\n", "absent (could not be decoded: counted)\n")
+    assert checks.check_sources(undecoded, SECOND, ["carts"]) == [
+        "explain: carts's property Market from body avro /region could not be decoded",
+        "explain shows no property of carts decoded from the body",
+    ]
+
+
+def test_the_bands_check_wants_each_record_in_the_band_of_price_times_qty() -> None:
+    """fulfilment's priority Price * Qty (AMPS's /price * /qty) spreads its records over bands 1..9 (the samples'
+    small prices and quantities), and a record in another band than the reference's is reported."""
+    bands = checks.expected_destinations([FIRST], RECORDS, 0).bands
+    assert {app for app, _ in bands} == {"fulfilment"}
+    assert {band for _, band in bands} == set(range(1, 10)) - {7}  # no price 1..5 times qty 1..3 makes 7
+    assert checks.check_bands(bands, bands) == []
+    moved = Counter(bands)
+    moved[("fulfilment", 2)] -= 1
+    moved[("fulfilment", 9)] += 1
+    assert checks.check_bands(bands, moved) == [
+        f"fulfilment band 2: {bands[('fulfilment', 2)] - 1} read back, {bands[('fulfilment', 2)]} expected",
+        f"fulfilment band 9: {bands[('fulfilment', 9)] + 1} read back, {bands[('fulfilment', 9)]} expected",
+    ]
+    flat = Counter({("fulfilment", 0): 10})
+    assert checks.check_bands(flat, flat) == [
+        "no record expected above priority band 0: the priority no longer reads the bodies"
     ]
