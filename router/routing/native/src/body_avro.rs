@@ -76,17 +76,18 @@ impl Schema {
     }
 }
 
-/// One property read: its JSON Pointer's reference tokens and its declared type (None: the leaf's own).
+/// One property read: its JSON Pointer's reference tokens (UTF-8, or not: a token with a lone surrogate names no
+/// field or key) and its declared type (None: the leaf's own).
 #[derive(Clone, Debug)]
 pub struct Read {
-    pub tokens: Vec<String>,
+    pub tokens: Vec<Vec<u8>>,
     pub declared: Option<PropType>,
     /// Each token as an array index (decimal, no leading zeros), where it is one.
     indexes: Vec<Option<u64>>,
 }
 
 impl Read {
-    pub fn new(tokens: Vec<String>, declared: Option<PropType>) -> Read {
+    pub fn new(tokens: Vec<Vec<u8>>, declared: Option<PropType>) -> Read {
         let indexes = tokens.iter().map(|t| array_index(t)).collect();
         Read {
             tokens,
@@ -96,11 +97,11 @@ impl Read {
     }
 }
 
-fn array_index(token: &str) -> Option<u64> {
-    let digits = token.as_bytes();
-    let canonical = token == "0" || (matches!(digits.first(), Some(b'1'..=b'9')));
-    if canonical && digits.iter().all(u8::is_ascii_digit) {
-        token.parse().ok() // an index past u64 names no item of any body
+fn array_index(token: &[u8]) -> Option<u64> {
+    let canonical = token == b"0" || (matches!(token.first(), Some(b'1'..=b'9')));
+    if canonical && token.iter().all(u8::is_ascii_digit) {
+        // an index past u64 names no item of any body
+        std::str::from_utf8(token).ok()?.parse().ok()
     } else {
         None
     }
@@ -305,7 +306,7 @@ impl<'a> Walker<'a, '_> {
                 self.enter()?;
                 self.finish(cursors, at, Leaf::Wrong);
                 for (name, child) in fields {
-                    let next = self.following(cursors, at, |r| r.tokens[at] == *name);
+                    let next = self.following(cursors, at, |r| r.tokens[at] == name.as_bytes());
                     self.walk(*child, &next, at + 1)?;
                 }
                 self.depth -= 1;
@@ -335,7 +336,7 @@ impl<'a> Walker<'a, '_> {
                     let next: Vec<u32> = deeper
                         .iter()
                         .copied()
-                        .filter(|&c| walker.reads[c as usize].tokens[at] == key)
+                        .filter(|&c| walker.reads[c as usize].tokens[at] == key.as_bytes())
                         .collect();
                     walker.walk(*values, &next, at + 1)
                 })?;
@@ -388,7 +389,7 @@ mod tests {
     fn reads(paths: &[(&str, Option<PropType>)]) -> Vec<Read> {
         paths
             .iter()
-            .map(|(p, d)| Read::new(p[1..].split('/').map(String::from).collect(), *d))
+            .map(|(p, d)| Read::new(p[1..].split('/').map(|t| t.as_bytes().to_vec()).collect(), *d))
             .collect()
     }
 

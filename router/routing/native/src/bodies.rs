@@ -1,0 +1,176 @@
+//! A record's body properties, read into the batch before its plan is matched: the properties a route's
+//! environments read (each once per record, whichever environments read it), by the format of their body: JSON
+//! (`body_json`), plain Avro under the app's writer schema, or Avro in Confluent's wire format under the writer
+//! schema of the id in its header (`body_avro`), as `routing/body.py` reads them.
+
+use std::sync::Arc;
+
+use crate::body_avro::{self, Leaf, Schema};
+use crate::body_json::{self, Got, Value};
+use crate::plan::{Batch, FxMap, Typed};
+
+/// Confluent's wire format: the magic byte 0, then the writer schema's id (4 bytes, big-endian), then the body.
+pub const WIRE_HEADER_BYTES: usize = 5;
+
+/// How the values an environment reads are encoded.
+#[derive(Clone, Debug)]
+pub enum Source {
+    Json,
+    /// Plain (schemaless) Avro written with the app's schema.
+    Avro(Arc<Schema>),
+    /// Avro in Confluent's wire format: the writer schema is the id's (`Schemas`).
+    Framed,
+}
+
+/// The writer schemas of the ids met so far: registry ids never change their schema, so each is learned once.
+pub type Schemas = FxMap<u32, Arc<Schema>>;
+
+/// The schema id of a value in Confluent's wire format (None: its frame is not one), as `body_avro.schema_id`.
+pub fn schema_id(value: &[u8]) -> Option<u32> {
+    match value {
+        [0, a, b, c, d, ..] => Some(u32::from_be_bytes([*a, *b, *c, *d])),
+        _ => None,
+    }
+}
+
+/// A property read from record values (`routing/body.py`), the source it is read from (an index into the
+/// decider's sources), and the plan slot it fills (None: no entry reads it; only its failures count).
+#[derive(Clone, Debug)]
+pub struct BodyProperty {
+    pub read: body_json::Read,
+    pub source: u32,
+    pub slot: Option<u32>,
+    /// Its name, as the index of a name (shared with header names) its decode failures are counted under.
+    pub label: u32,
+}
+
+/// The properties of one source a route reads: their indexes (ascending) and their reads in that order.
+#[derive(Clone, Debug)]
+struct Part {
+    source: u32,
+    body: Vec<u32>,
+    json: Vec<body_json::Read>,
+    avro: Vec<body_avro::Read>,
+}
+
+/// What a route reads from its records' values, by source.
+#[derive(Clone, Debug, Default)]
+pub struct RouteBodies {
+    parts: Vec<Part>,
+    framed: bool,
+}
+
+impl RouteBodies {
+    /// The reads of `body` (indexes into `props`, ascending, each once), grouped by source.
+    pub fn new(props: &[BodyProperty], sources: &[Source], body: &[u32]) -> RouteBodies {
+        let mut parts: Vec<Part> = Vec::new();
+        for &i in body {
+            let prop = &props[i as usize];
+            let at = match parts.iter().position(|p| p.source == prop.source) {
+                Some(at) => at,
+                None => {
+                    parts.push(Part {
+                        source: prop.source,
+                        body: Vec::new(),
+                        json: Vec::new(),
+                        avro: Vec::new(),
+                    });
+                    parts.len() - 1
+                }
+            };
+            let part = &mut parts[at];
+            part.body.push(i);
+            match sources[prop.source as usize] {
+                Source::Json => part.json.push(prop.read.clone()),
+                Source::Avro(_) | Source::Framed => part.avro.push(body_avro::Read::new(
+                    prop.read.tokens.clone(),
+                    Some(prop.read.declared),
+                )),
+            }
+        }
+        let framed = parts
+            .iter()
+            .any(|p| matches!(sources[p.source as usize], Source::Framed));
+        RouteBodies { parts, framed }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// Whether some value is read in Confluent's wire format (its schema id must be known before it is read).
+    pub fn reads_framed(&self) -> bool {
+        self.framed
+    }
+
+    /// Reads one record's value (None: undecodable without reading it) into `batch` (typed values of their
+    /// slots) and `failed` (the properties that failed: an undecodable value, or a leaf of the wrong type). A
+    /// framed value whose id is not in `schemas` is undecodable: the caller has asked for every id of the batch.
+    pub fn read(
+        &self,
+        sources: &[Source],
+        props: &[BodyProperty],
+        schemas: &Schemas,
+        value: Option<&[u8]>,
+        batch: &mut Batch,
+        failed: &mut Vec<u32>,
+    ) {
+        for part in &self.parts {
+            let (schema, body) = match &sources[part.source as usize] {
+                Source::Json => {
+                    let got = body_json::read_json(value, &part.json);
+                    for (&i, got) in part.body.iter().zip(got) {
+                        match got {
+                            Got::Missing => {}
+                            Got::Failed => failed.push(i),
+                            Got::Found(found) => {
+                                if let Some(slot) = props[i as usize].slot {
+                                    let typed = match found {
+                                        Value::Str(text) => batch.push_str(&text),
+                                        Value::Int(n) => Typed::Int(n),
+                                        Value::Bool(b) => Typed::Bool(b),
+                                        Value::Float(f) => Typed::Float(f),
+                                    };
+                                    batch.typed.push((slot, typed));
+                                }
+                            }
+                        }
+                    }
+                    continue;
+                }
+                Source::Avro(schema) => (Some(&**schema), value),
+                Source::Framed => match value.and_then(|v| Some((v, schema_id(v)?))) {
+                    Some((v, id)) => (
+                        schemas.get(&id).map(|s| &**s),
+                        Some(&v[WIRE_HEADER_BYTES..]),
+                    ),
+                    None => (None, None),
+                },
+            };
+            let leaves = match (schema, body) {
+                (Some(schema), Some(body)) => body_avro::read(schema, &part.avro, body).ok(),
+                _ => None,
+            };
+            let Some(leaves) = leaves else {
+                failed.extend_from_slice(&part.body);
+                continue;
+            };
+            for (&i, leaf) in part.body.iter().zip(leaves) {
+                if leaf == Leaf::Wrong {
+                    failed.push(i);
+                }
+                let Some(slot) = props[i as usize].slot else {
+                    continue;
+                };
+                let typed = match leaf {
+                    Leaf::Missing | Leaf::Wrong => continue,
+                    Leaf::Int(n) => Typed::Int(n),
+                    Leaf::Float(f) => Typed::Float(f),
+                    Leaf::Bool(b) => Typed::Bool(b),
+                    Leaf::Str(text) => batch.push_str(text.as_bytes()),
+                };
+                batch.typed.push((slot, typed));
+            }
+        }
+    }
+}
