@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::body_avro::{self, Leaf, Schema};
+use crate::body_avro::{self, Leaf, Reads, Schema};
 use crate::body_json::{self, Got, Value};
 use crate::plan::{Batch, FxMap, Typed};
 
@@ -44,14 +44,20 @@ pub struct BodyProperty {
     pub label: u32,
 }
 
-/// The properties of one source a route reads: their indexes (ascending) and their reads in that order.
+/// The properties of one source a route reads: their indexes (ascending) and their reads in that order (plain
+/// Avro: compiled against the app's schema).
 #[derive(Clone, Debug)]
 struct Part {
     source: u32,
     body: Vec<u32>,
     json: Vec<body_json::Read>,
     avro: Vec<body_avro::Read>,
+    plain: Option<Arc<Reads>>,
 }
+
+/// A batch's reads of values in Confluent's wire format compiled against their writer schemas, by (route, part,
+/// schema id): made the first time a record of that route carries that id.
+pub type Compiled = FxMap<(u32, u32, u32), Reads>;
 
 /// What a route reads from its records' values, by source.
 #[derive(Clone, Debug, Default)]
@@ -74,6 +80,7 @@ impl RouteBodies {
                         body: Vec::new(),
                         json: Vec::new(),
                         avro: Vec::new(),
+                        plain: None,
                     });
                     parts.len() - 1
                 }
@@ -86,6 +93,11 @@ impl RouteBodies {
                     prop.read.tokens.clone(),
                     Some(prop.read.declared),
                 )),
+            }
+        }
+        for part in &mut parts {
+            if let Source::Avro(schema) = &sources[part.source as usize] {
+                part.plain = Some(Arc::new(Reads::new(schema, &part.avro)));
             }
         }
         let framed = parts
@@ -103,19 +115,24 @@ impl RouteBodies {
         self.framed
     }
 
-    /// Reads one record's value (None: undecodable without reading it) into `batch` (typed values of their
-    /// slots) and `failed` (the properties that failed: an undecodable value, or a leaf of the wrong type). A
-    /// framed value whose id is not in `schemas` is undecodable: the caller has asked for every id of the batch.
+    /// Reads one record's value (None: undecodable without reading it) of route `route` into `batch` (typed
+    /// values of their slots) and `failed` (the properties that failed: an undecodable value, or a leaf of the
+    /// wrong type). A framed value whose id is not in `schemas` is undecodable: the caller has asked for every
+    /// id of the batch.
+    #[allow(clippy::too_many_arguments)]
     pub fn read(
         &self,
+        route: u32,
         sources: &[Source],
         props: &[BodyProperty],
         schemas: &Schemas,
+        compiled: &mut Compiled,
         value: Option<&[u8]>,
         batch: &mut Batch,
         failed: &mut Vec<u32>,
     ) {
-        for part in &self.parts {
+        let mut leaves: Vec<Leaf<'_>> = Vec::new();
+        for (p, part) in self.parts.iter().enumerate() {
             let (schema, body) = match &sources[part.source as usize] {
                 Source::Json => {
                     let got = body_json::read_json(value, &part.json);
@@ -138,24 +155,34 @@ impl RouteBodies {
                     }
                     continue;
                 }
-                Source::Avro(schema) => (Some(&**schema), value),
+                Source::Avro(schema) => {
+                    let plan = part.plain.as_deref().expect("compiled with the route");
+                    (Some((&**schema, plan)), value)
+                }
                 Source::Framed => match value.and_then(|v| Some((v, schema_id(v)?))) {
-                    Some((v, id)) => (
-                        schemas.get(&id).map(|s| &**s),
-                        Some(&v[WIRE_HEADER_BYTES..]),
-                    ),
+                    Some((v, id)) => {
+                        let found = schemas.get(&id).map(|schema| {
+                            let plan = compiled
+                                .entry((route, p as u32, id))
+                                .or_insert_with(|| Reads::new(schema, &part.avro));
+                            (&**schema, &*plan)
+                        });
+                        (found, Some(&v[WIRE_HEADER_BYTES..]))
+                    }
                     None => (None, None),
                 },
             };
-            let leaves = match (schema, body) {
-                (Some(schema), Some(body)) => body_avro::read(schema, &part.avro, body).ok(),
-                _ => None,
+            let read = match (schema, body) {
+                (Some((schema, plan)), Some(body)) => {
+                    body_avro::read_planned(schema, plan, &part.avro, body, &mut leaves).is_ok()
+                }
+                _ => false,
             };
-            let Some(leaves) = leaves else {
+            if !read {
                 failed.extend_from_slice(&part.body);
                 continue;
-            };
-            for (&i, leaf) in part.body.iter().zip(leaves) {
+            }
+            for (&i, &leaf) in part.body.iter().zip(&leaves) {
                 if leaf == Leaf::Wrong {
                     failed.push(i);
                 }

@@ -7,7 +7,7 @@
 use blake2::digest::{Update, VariableOutput};
 use blake2::Blake2bVar;
 
-use crate::bodies::{BodyProperty, RouteBodies, Schemas, Source};
+use crate::bodies::{BodyProperty, Compiled, RouteBodies, Schemas, Source};
 use crate::decode::{decode, is_python_space, PropType};
 use crate::plan::{Batch, FxMap, Header};
 
@@ -396,18 +396,23 @@ impl Decider {
         schemas: &Schemas,
     ) -> Vec<Vec<u32>> {
         let mut failures = Vec::with_capacity(values.len());
+        let mut compiled = Compiled::default();
         for (r, &value) in values.iter().enumerate() {
             let mut failed = Vec::new();
-            let route = record_routes.get(r).and_then(|&i| routes.get(i as usize));
-            if let (Some(route), false) = (route, value == RecordValue::Unread) {
+            let index = record_routes.get(r).copied();
+            let route = index.and_then(|i| routes.get(i as usize));
+            if let (Some(route), Some(index), false) = (route, index, value == RecordValue::Unread)
+            {
                 let bytes = match value {
                     RecordValue::Bytes(bytes) => Some(bytes),
                     _ => None,
                 };
                 route.bodies.read(
+                    index,
                     &self.sources,
                     &self.body,
                     schemas,
+                    &mut compiled,
                     bytes,
                     batch,
                     &mut failed,
@@ -941,8 +946,13 @@ mod tests {
             RecordValue::Unread,
             RecordValue::Bytes(b"{}"),
         ];
-        let failures =
-            decider.read_bodies(&mut batch, &routes, &[0, 0, 1, 0], &values, &Schemas::default());
+        let failures = decider.read_bodies(
+            &mut batch,
+            &routes,
+            &[0, 0, 1, 0],
+            &values,
+            &Schemas::default(),
+        );
         assert_eq!(failures, vec![vec![1], vec![0, 1], vec![], vec![]]);
         assert_eq!(batch.typed, vec![(0, Typed::Int(5))]);
         assert_eq!(batch.typed_records, vec![(0, 1), (1, 1), (1, 1), (1, 1)]);

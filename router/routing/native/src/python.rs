@@ -15,19 +15,19 @@ use crate::bodies::{self, BodyProperty, Schemas, Source};
 use crate::body_avro::Schema as AvroSchema;
 use crate::body_json::{self, Got, Value};
 use crate::boundary::{
-    self, AppSpec as AppIn, AvroNode, ArithmeticNode, BatchState, BetweenNode, BodyRead,
+    self, AppSpec as AppIn, ArithmeticNode, AvroNode, BatchState, BetweenNode, BodyRead,
     CompareNode, DeciderSpec, EntrySpec, EqualityGate, InNode, IntervalGate, IsNullNode,
     JunctionNode, LikeNode, PlanSpec, PropertyNode, RangeGate, RouteGroup, UnaryNode, ValueNode,
 };
 use crate::decide::{
     self, AppSpec, Decided, Decider, Fairness, GroupKey, Made, RecordValue, Route, State, Waiting,
 };
-use crate::python_avro;
 use crate::decode::PropType;
 use crate::like::LikePattern;
 use crate::plan::{
     num_key, ArithOp, Batch, CmpOp, FxMap, GateSpec, Key, Node, NodeSpec, Num, Plan, SubSpec,
 };
+use crate::python_avro;
 
 /// The fields of the Python classes made here (`Maker`), by class name: exported as `MAKES` for the check at
 /// import. Each is set by name, so their order means nothing.
@@ -746,8 +746,7 @@ impl NativeDecider {
         let (timestamps, now_ms) = (given.timestamps, given.now_ms);
         let (decided, state) = py.detach(move || {
             let values: Vec<RecordValue<'_>> = values.iter().map(|v| v.get()).collect();
-            let failures =
-                decider.read_bodies(&mut batch, &all_routes, &routes, &values, &schemas);
+            let failures = decider.read_bodies(&mut batch, &all_routes, &routes, &values, &schemas);
             let outcomes = plan.match_batch_with_errors(&batch, true);
             let decided = decider.decide(
                 &batch,
