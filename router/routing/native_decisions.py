@@ -70,9 +70,9 @@ class NativeDecisions:
     cursors: tuple[tuple[str, int], ...]  # (app, priority) by cursor
     app_index: Mapping[str, int]
     environment: Mapping[str, int]  # app -> its environment's index
-    # The routes registered with the decider: by topic (a record for every app reading it), by only_app.
     reads_body: bool = False  # some environment reads properties from record values
-    framed: bool = False  # some in Confluent's wire format (their writer schemas by id: ``decide``'s writer_of)
+    framed: bool = False  # some in Confluent's wire format (writer schemas by id: ``decide``'s writer_of)
+    # The routes registered with the decider: by topic (a record for every app reading it), by only_app.
     by_topic: dict[str, int] = field(default_factory=dict)
     by_app: dict[str, int] = field(default_factory=dict)
 

@@ -145,7 +145,7 @@ def build_native(
     """One native plan of every app's filters and plan entries (see ``NativeRouting``); None if the native
     side refuses it (a bug: the table then routes on the Python path alone, as before the native core)."""
     if not one_source_each(environments):
-        return None  # a property read from two sources has two values: the Python path decodes per environment
+        return None  # a property with two sources has two values: the Python path decodes per environment
     entries: list[PlanEntry] = []
     opens: list[str | None] = []
     requires: list[str | None] = []
