@@ -118,20 +118,20 @@ impl RouteBodies {
     /// Reads one record's value (None: undecodable without reading it) of route `route` into `batch` (typed
     /// values of their slots) and `failed` (the properties that failed: an undecodable value, or a leaf of the
     /// wrong type). A framed value whose id is not in `schemas` is undecodable: the caller has asked for every
-    /// id of the batch.
+    /// id of the batch. `leaves`: room for what is read, kept from record to record.
     #[allow(clippy::too_many_arguments)]
-    pub fn read(
+    pub fn read<'a>(
         &self,
         route: u32,
-        sources: &[Source],
+        sources: &'a [Source],
         props: &[BodyProperty],
-        schemas: &Schemas,
+        schemas: &'a Schemas,
         compiled: &mut Compiled,
-        value: Option<&[u8]>,
+        value: Option<&'a [u8]>,
         batch: &mut Batch,
         failed: &mut Vec<u32>,
+        leaves: &mut Vec<Leaf<'a>>,
     ) {
-        let mut leaves: Vec<Leaf<'_>> = Vec::new();
         for (p, part) in self.parts.iter().enumerate() {
             let (schema, body) = match &sources[part.source as usize] {
                 Source::Json => {
@@ -174,7 +174,7 @@ impl RouteBodies {
             };
             let read = match (schema, body) {
                 (Some((schema, plan)), Some(body)) => {
-                    body_avro::read_planned(schema, plan, &part.avro, body, &mut leaves).is_ok()
+                    body_avro::read_planned(schema, plan, &part.avro, body, leaves).is_ok()
                 }
                 _ => false,
             };
@@ -182,7 +182,7 @@ impl RouteBodies {
                 failed.extend_from_slice(&part.body);
                 continue;
             }
-            for (&i, &leaf) in part.body.iter().zip(&leaves) {
+            for (&i, &leaf) in part.body.iter().zip(leaves.iter()) {
                 if leaf == Leaf::Wrong {
                     failed.push(i);
                 }

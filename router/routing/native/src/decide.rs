@@ -397,6 +397,7 @@ impl Decider {
     ) -> Vec<Vec<u32>> {
         let mut failures = Vec::with_capacity(values.len());
         let mut compiled = Compiled::default();
+        let mut leaves = Vec::new();
         for (r, &value) in values.iter().enumerate() {
             let mut failed = Vec::new();
             let index = record_routes.get(r).copied();
@@ -416,6 +417,7 @@ impl Decider {
                     bytes,
                     batch,
                     &mut failed,
+                    &mut leaves,
                 );
             }
             batch.end_typed();
