@@ -184,6 +184,11 @@ class _Sink:
     """Stands in for the consumer, the checkpoint (and its producer) and capacity: every Kafka call a no-op."""
 
     on_delivery = None  # the window's delivery callback (none: nothing is delivered here)
+    number = 0  # as the commit window's number (the window is the sink itself)
+
+    @property
+    def window(self) -> _Sink:
+        return self
 
     @property
     def producers(self) -> _Sink:

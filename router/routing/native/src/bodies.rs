@@ -55,9 +55,15 @@ struct Part {
     plain: Option<Arc<Reads>>,
 }
 
-/// A batch's reads of values in Confluent's wire format compiled against their writer schemas, by (route, part,
-/// schema id): made the first time a record of that route carries that id.
-pub type Compiled = FxMap<(u32, u32, u32), Reads>;
+/// What reading a batch's bodies keeps from record to record: the JSON reader's buffers, the leaves of the last
+/// Avro body, and the reads of values in Confluent's wire format compiled against their writer schemas, by
+/// (route, part, schema id), made the first time a record of that route carries that id.
+#[derive(Default)]
+pub struct Scratch<'a> {
+    json: body_json::JsonReader,
+    leaves: Vec<Leaf<'a>>,
+    compiled: FxMap<(u32, u32, u32), Reads>,
+}
 
 /// What a route reads from its records' values, by source.
 #[derive(Clone, Debug, Default)]
@@ -118,7 +124,7 @@ impl RouteBodies {
     /// Reads one record's value (None: undecodable without reading it) of route `route` into `batch` (typed
     /// values of their slots) and `failed` (the properties that failed: an undecodable value, or a leaf of the
     /// wrong type). A framed value whose id is not in `schemas` is undecodable: the caller has asked for every
-    /// id of the batch. `leaves`: room for what is read, kept from record to record.
+    /// id of the batch.
     #[allow(clippy::too_many_arguments)]
     pub fn read<'a>(
         &self,
@@ -126,16 +132,20 @@ impl RouteBodies {
         sources: &'a [Source],
         props: &[BodyProperty],
         schemas: &'a Schemas,
-        compiled: &mut Compiled,
         value: Option<&'a [u8]>,
         batch: &mut Batch,
         failed: &mut Vec<u32>,
-        leaves: &mut Vec<Leaf<'a>>,
+        scratch: &mut Scratch<'a>,
     ) {
+        let Scratch {
+            json,
+            leaves,
+            compiled,
+        } = scratch;
         for (p, part) in self.parts.iter().enumerate() {
             let (schema, body) = match &sources[part.source as usize] {
                 Source::Json => {
-                    let got = body_json::read_json(value, &part.json);
+                    let got = json.read(value, &part.json);
                     for (&i, got) in part.body.iter().zip(got) {
                         match got {
                             Got::Missing => {}
@@ -143,10 +153,10 @@ impl RouteBodies {
                             Got::Found(found) => {
                                 if let Some(slot) = props[i as usize].slot {
                                     let typed = match found {
-                                        Value::Str(text) => batch.push_str(&text),
-                                        Value::Int(n) => Typed::Int(n),
-                                        Value::Bool(b) => Typed::Bool(b),
-                                        Value::Float(f) => Typed::Float(f),
+                                        Value::Str(text) => batch.push_str(text),
+                                        Value::Int(n) => Typed::Int(*n),
+                                        Value::Bool(b) => Typed::Bool(*b),
+                                        Value::Float(f) => Typed::Float(*f),
                                     };
                                     batch.typed.push((slot, typed));
                                 }

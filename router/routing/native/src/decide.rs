@@ -7,7 +7,7 @@
 use blake2::digest::{Update, VariableOutput};
 use blake2::Blake2bVar;
 
-use crate::bodies::{BodyProperty, Compiled, RouteBodies, Schemas, Source};
+use crate::bodies::{BodyProperty, RouteBodies, Schemas, Scratch, Source};
 use crate::decode::{decode, is_python_space, PropType};
 use crate::plan::{Batch, FxMap, Header};
 
@@ -396,8 +396,7 @@ impl Decider {
         schemas: &Schemas,
     ) -> Vec<Vec<u32>> {
         let mut failures = Vec::with_capacity(values.len());
-        let mut compiled = Compiled::default();
-        let mut leaves = Vec::new();
+        let mut scratch = Scratch::default();
         for (r, &value) in values.iter().enumerate() {
             let mut failed = Vec::new();
             let index = record_routes.get(r).copied();
@@ -413,11 +412,10 @@ impl Decider {
                     &self.sources,
                     &self.body,
                     schemas,
-                    &mut compiled,
                     bytes,
                     batch,
                     &mut failed,
-                    &mut leaves,
+                    &mut scratch,
                 );
             }
             batch.end_typed();
