@@ -211,3 +211,104 @@ impl RouteBodies {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::body_avro::Node;
+    use crate::decode::PropType;
+
+    fn prop(tokens: &[&str], declared: PropType, source: u32, slot: u32) -> BodyProperty {
+        BodyProperty {
+            read: body_json::Read {
+                tokens: tokens.iter().map(|t| t.as_bytes().to_vec()).collect(),
+                declared,
+            },
+            source,
+            slot: Some(slot),
+            label: slot,
+        }
+    }
+
+    /// {id: long, name: string}, and {name: string, id: ["null", long]}: two writer schemas of one record.
+    fn schemas() -> (Arc<Schema>, Arc<Schema>) {
+        let record = |fields: &[(&str, usize)]| {
+            Node::Record(fields.iter().map(|(n, c)| (n.to_string(), *c)).collect())
+        };
+        let first = Schema::new(vec![
+            record(&[("id", 1), ("name", 2)]),
+            Node::Long,
+            Node::String,
+        ]);
+        let second = Schema::new(vec![
+            record(&[("name", 1), ("id", 2)]),
+            Node::String,
+            Node::Union(vec![3, 4]),
+            Node::Null,
+            Node::Long,
+        ]);
+        (Arc::new(first.unwrap()), Arc::new(second.unwrap()))
+    }
+
+    #[test]
+    fn framed_values_are_read_by_their_ids_schema_and_plain_ones_by_the_apps() {
+        let (first, second) = schemas();
+        let sources = vec![
+            Source::Json,
+            Source::Avro(Arc::clone(&first)),
+            Source::Framed,
+        ];
+        let props = vec![
+            prop(&["id"], PropType::Int, 1, 0),
+            prop(&["name"], PropType::Str, 1, 1),
+            prop(&["id"], PropType::Float, 2, 2),
+            prop(&["id"], PropType::Int, 0, 3),
+        ];
+        let bodies = RouteBodies::new(&props, &sources, &[0, 1, 2, 3]);
+        assert!(bodies.reads_framed() && !bodies.is_empty());
+        let mut schemas = Schemas::default();
+        schemas.insert(1, first);
+        schemas.insert(2, second);
+        // id 5, "ab"; framed under id 1, id 2 (fields the other way round, id a union) and id 3 (unknown)
+        let plain = b"\x0a\x04ab".to_vec();
+        let frame = |id: u8, body: &[u8]| [&[0, 0, 0, 0, id][..], body].concat();
+        let values = [
+            plain.clone(),
+            frame(1, &plain),
+            frame(2, b"\x04ab\x02\x0a"),
+            frame(2, b"\x04ab\x00"),
+            frame(3, &plain),
+            b"\x01\x00\x00\x00\x01\x0a\x04ab".to_vec(),
+        ];
+        let mut scratch = Scratch::default();
+        let mut found = Vec::new();
+        for value in &values {
+            let mut batch = Batch::default();
+            let mut failed = Vec::new();
+            bodies.read(
+                0,
+                &sources,
+                &props,
+                &schemas,
+                Some(value),
+                &mut batch,
+                &mut failed,
+                &mut scratch,
+            );
+            let slots: Vec<u32> = batch.typed.iter().map(|(slot, _)| *slot).collect();
+            found.push((slots, failed));
+        }
+        assert_eq!(
+            found,
+            vec![
+                (vec![0, 1], vec![2, 3]),   // plain: the framed read fails (magic byte 10)
+                (vec![2], vec![0, 1, 3]),   // framed: plain fails (trailing bytes)
+                (vec![2], vec![0, 1, 3]),   // id 2: its own field order
+                (vec![], vec![0, 1, 3]),    // id 2, id null: missing, not counted
+                (vec![], vec![0, 1, 2, 3]), // id 3: undecodable
+                (vec![], vec![0, 1, 2, 3]), // magic byte 1: undecodable
+            ]
+        );
+        assert_eq!(scratch.compiled.len(), 2); // one compiled plan per id met
+    }
+}
