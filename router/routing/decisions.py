@@ -653,8 +653,8 @@ class Router:
         self.cursors: dict[tuple[str, int], int] = {}
         # Avro in Confluent's wire format: the writer schema of an id (the worker's, fetched before the batch)
         self.writer_of: WriterOf | None = None
-        # How a record's body is read: the reference, unless a faster reader that agrees with it is given (the
-        # worker gives native_avro.read_body: Avro bodies read natively while the native decider reads JSON only)
+        # How a record's body is read here: the reference, unless a faster reader that agrees with it is given (the
+        # worker gives native_avro.read_body, for the records the native decider hands back to ``route``)
         self.read_body: Callable[..., Reading] = read_body
 
     def route(

@@ -7,7 +7,7 @@ already gone (``body_avro.writer_schema``): each node is its underlying type, as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from subroute.routing import body, body_avro
@@ -67,6 +67,34 @@ def lower(writer: WriterSchema) -> list[AvroNode]:
     return nodes
 
 
+# Node tables by writer schema (kept with it: the id of a live object is not reused).
+_LOWERED: dict[int, tuple[WriterSchema, list[AvroNode]]] = {}
+_MAX_LOWERED = 1024  # distinct writer schemas: a new one past it starts the cache afresh
+
+
+def lowered(writer: WriterSchema) -> list[AvroNode]:
+    """``lower(writer)``, made once per writer schema (the worker keeps one object per schema id)."""
+    found = _LOWERED.get(id(writer))
+    if found is None or found[0] is not writer:
+        if len(_LOWERED) >= _MAX_LOWERED:
+            _LOWERED.clear()
+        found = _LOWERED[id(writer)] = (writer, lower(writer))
+    return found[1]
+
+
+def schemas_by_id(writer_of: body.WriterOf | None) -> Callable[[int], list[AvroNode] | None]:
+    """What the native decider asks for a schema id it has not met (``BatchState``'s ``schemas``): the node table
+    of the writer schema ``writer_of`` gives (the Router's: the worker's, fetched before the batch), None for an
+    id the registry does not have. Without ``writer_of`` it raises as ``body.read_avro`` does."""
+    lookup = writer_of or body.no_writer_schemas
+
+    def schemas(schema_id: int) -> list[AvroNode] | None:
+        writer = lookup(schema_id)
+        return None if writer is None else lowered(writer)
+
+    return schemas
+
+
 class NativeAvroReader:
     """The native reader of one app's body reads under one writer schema: ``read_plain`` of body_avro.py, in Rust."""
 
@@ -110,8 +138,9 @@ def read_body(
     writer_of: body.WriterOf | None = None,
 ) -> Reading:
     """``routing/body.py``'s ``read_body`` with Avro bodies read by the native reader (the same rules, checked
-    against the reference by hypothesis in tests/unit/native/): what the worker's ``Router`` reads with while the
-    native decider does not read Avro itself. JSON and headers-only go to the reference."""
+    against the reference by hypothesis in tests/unit/native/): what the worker's ``Router`` reads with where a
+    record is decided on the Python path (the native decider reads bodies itself). JSON and headers-only go to
+    the reference."""
     if format != "avro" or not reads:
         return body.read_body(value, format, reads, schema, writer_of)
     chosen = tuple(reads)

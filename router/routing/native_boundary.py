@@ -16,7 +16,7 @@ install not rebuilt after a change) fails here, naming what differs, instead of 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Literal, TypedDict
 
@@ -41,8 +41,8 @@ class TypedHeader(TypedDict):
 
 
 class BodyRead(TypedDict):
-    """A property read from a JSON record value (``routing/body.py``'s ``BodyRead``): its name, its source (the
-    JSON Pointer as written), the pointer's reference tokens (UTF-8) and its declared type."""
+    """A property read from a record value (``routing/body.py``'s ``BodyRead``): its name, its source (the JSON
+    Pointer as written), the pointer's reference tokens (UTF-8, surrogates passed) and its declared type."""
 
     name: str
     path: str
@@ -263,11 +263,21 @@ class Vocabulary(TypedDict):
 
 
 class BodyProperty(TypedDict):
-    """A property read from JSON record values, and the plan slot it fills (None: no entry reads it, only its
-    decode failures count)."""
+    """A property read from record values, the source it is read from (an index into ``DeciderSpec``'s
+    ``sources``), and the plan slot it fills (None: no entry reads it, only its decode failures count)."""
 
     read: BodyRead
+    source: int
     slot: int | None
+
+
+class BodySource(TypedDict):
+    """How the record values of some environments are encoded: JSON, or Avro, plain under ``schema`` (the app's
+    writer schema, lowered: native_avro.py) or, without one, in Confluent's wire format (the writer schema of the
+    id in each value's header: ``BatchState``'s ``schemas``)."""
+
+    format: Literal["json", "avro"]
+    schema: list[AvroNode] | None
 
 
 class DeciderSpec(TypedDict):
@@ -275,13 +285,14 @@ class DeciderSpec(TypedDict):
     exactly its Python plan's errors (``exact``; a record with an error on an inexact entry of its apps is handed
     back); the first ``filter_count`` positions are app filters. Per environment, the headers it decodes and the
     body properties it reads (indexes into ``body``: each is read once per record, whichever environments read
-    it)."""
+    it), each from one of ``sources``."""
 
     apps: list[AppSpec]
     owner: list[int]
     exact: list[bool]
     filter_count: int
     environments: list[list[TypedHeader]]
+    sources: list[BodySource]
     body: list[BodyProperty]
     bodies: list[list[int]]
     expiration_header: str
@@ -299,8 +310,10 @@ class BatchState(TypedDict):
     """What one batch is decided with, besides its headers: per record its route (``add_route``) and timestamp;
     the unconfirmed count of each slot whose count decides (a candidate there has a max_unconfirmed), the slots
     whose count routing adds to (measured), every cursor's value, the absent slots, and the holders of message
-    groups (``Holders.by_app``; None: nothing is held); and each record's value (None when the decider reads no
-    body)."""
+    groups (``Holders.by_app``; None: nothing is held); each record's value (None when the decider reads no
+    body); and, when some value is read in Confluent's wire format, the writer schema of a schema id the decider
+    has not met (``schemas(id)``: its node table, None when the registry does not have it), called with the GIL
+    held before anything is decided."""
 
     routes: list[int]
     timestamps: list[int]
@@ -311,6 +324,7 @@ class BatchState(TypedDict):
     absent: list[int]
     holders: dict[str, dict[bytes, str]] | None
     values: list[bytes | None] | None
+    schemas: Callable[[int], list[AvroNode] | None] | None
 
 
 # --- Avro bodies (native/src/body_avro.rs; native_avro.py lowers a writer schema to these) ---------------------
@@ -358,6 +372,7 @@ READ: dict[str, type] = {
         TypedHeader,
         BodyRead,
         BodyProperty,
+        BodySource,
         ValueNode,
         PropertyNode,
         UnaryNode,

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from subroute import wire
+from subroute.routing import native_avro
 from subroute.routing import native_boundary as boundary
+from subroute.routing.body import WriterOf, app_writer_schema
 from subroute.routing.decisions import (
     Action,
     AppRoute,
@@ -46,6 +48,16 @@ _VOCABULARY: boundary.Vocabulary = {
 }
 
 
+def body_source(env: Environment) -> boundary.BodySource:
+    """How ``env``'s record values are encoded, for the native decider."""
+    if env.format == "json":
+        return {"format": "json", "schema": None}
+    if env.format != "avro":
+        raise ValueError(f"body format {env.format!r}")
+    schema = native_avro.lowered(app_writer_schema(env.schema)) if env.schema is not None else None
+    return {"format": "avro", "schema": schema}
+
+
 @dataclass
 class NativeDecisions:
     """The native decider of one table and the keys its state arrays are indexed by."""
@@ -58,8 +70,9 @@ class NativeDecisions:
     cursors: tuple[tuple[str, int], ...]  # (app, priority) by cursor
     app_index: Mapping[str, int]
     environment: Mapping[str, int]  # app -> its environment's index
-    # The routes registered with the decider: by topic (a record for every app reading it), by only_app.
     reads_body: bool = False  # some environment reads properties from record values
+    framed: bool = False  # some in Confluent's wire format (writer schemas by id: ``decide``'s writer_of)
+    # The routes registered with the decider: by topic (a record for every app reading it), by only_app.
     by_topic: dict[str, int] = field(default_factory=dict)
     by_app: dict[str, int] = field(default_factory=dict)
 
@@ -144,20 +157,28 @@ class NativeDecisions:
             ]
             for env in environments
         ]
-        # Each body property once (a property has one path and type across a valid config: validation's
-        # check_body_sources), with the plan slot it fills.
+        # Each body property once (a property has one path, format and type across a valid config: validation's
+        # check_body_sources; and one Avro schema setting: native_routing.one_source_each), with its source and
+        # the plan slot it fills.
+        sources: list[boundary.BodySource] = []
+        source_index: dict[tuple[str, str | None], int] = {}
         body: list[boundary.BodyProperty] = []
-        body_index: dict[tuple[str, str, str], int] = {}
-        slot_paths: dict[int, str] = {}
+        body_index: dict[tuple[str, str, str, int], int] = {}
+        slot_sources: dict[int, tuple[str, int]] = {}
         bodies: list[list[int]] = []
         for env in environments:
             indexes = []
+            encoding = (env.format, env.schema)
+            if env.body and encoding not in source_index:
+                source_index[encoding] = len(sources)
+                sources.append(body_source(env))
             for read in env.body:
-                source = (read.name, read.declared, read.path)
+                at = source_index[encoding]
+                source = (read.name, read.declared, read.path, at)
                 if source not in body_index:
                     slot = plan.body_slot(read.name, read.declared)
-                    if slot is not None and slot_paths.setdefault(slot, read.path) != read.path:
-                        raise ValueError(f"body property {read.name!r} is read from two paths")
+                    if slot is not None and slot_sources.setdefault(slot, (read.path, at)) != (read.path, at):
+                        raise ValueError(f"body property {read.name!r} is read from two sources")
                     body_index[source] = len(body)
                     tokens = [t.encode("utf-8", "surrogatepass") for t in read.tokens]
                     declared = cast(boundary.PropertyType, read.declared)
@@ -169,6 +190,7 @@ class NativeDecisions:
                                 "tokens": tokens,
                                 "declared": declared,
                             },
+                            "source": at,
                             "slot": slot,
                         }
                     )
@@ -180,6 +202,7 @@ class NativeDecisions:
             "exact": list(exact),
             "filter_count": filter_count,
             "environments": headers,
+            "sources": sources,
             "body": body,
             "bodies": bodies,
             "expiration_header": wire.EXPIRATION,
@@ -194,6 +217,7 @@ class NativeDecisions:
             app_index,
             {app.name: app.environment for app in apps},
             reads_body=bool(body),
+            framed=any(s["format"] == "avro" and s["schema"] is None for s in sources),
         )
 
     def route_of(self, table: RoutingTable, topic: str, only_app: str | None) -> int:
@@ -221,11 +245,14 @@ class NativeDecisions:
         lag: Lag,
         now_ms: int,
         cursors: dict[tuple[str, int], int],
+        writer_of: WriterOf | None = None,
     ) -> tuple[int, list[RouteResult]]:
         """One native call: the results of the messages from the first on, as ``Router.route`` makes them, up
         to a record whose errors the native plan cannot count exactly (``(decided, results)``: that record is
         ``messages[decided]``, unless all were decided). ``cursors`` (the router's) and a ``Snapshot`` lag are
-        moved as ``route`` moves them for the records decided."""
+        moved as ``route`` moves them for the records decided. ``writer_of`` (the router's) gives the writer
+        schemas of values in Confluent's wire format, as to ``route``: asked once per schema id the decider has
+        not met, a schema kept (registry ids are immutable), None (not in the registry) asked again next call."""
         snapshot = lag if isinstance(lag, Snapshot) else None
         # Snapshot.note_routed counts only for measured groups, and only when something was measured.
         measured = snapshot.measured if snapshot is not None and snapshot.measured else None
@@ -258,6 +285,7 @@ class NativeDecisions:
             # message groups follow their holders only where decide_app sees them: with a snapshot
             "holders": snapshot.holders.by_app if snapshot is not None else None,
             "values": [m.value for m in messages] if self.reads_body else None,
+            "schemas": native_avro.schemas_by_id(writer_of) if self.framed else None,
         }
         outcome = self.decider.decide([m.headers for m in messages], state)
         for cursor, value in outcome.moved.items():

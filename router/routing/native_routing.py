@@ -97,7 +97,7 @@ class NativeTable(RoutingTable):
         while start < len(messages):
             rest = messages[start:] if start else messages
             only = only_apps[start:] if only_apps is not None and start else only_apps
-            decided, made = decide(self, rest, only, lag, now_ms, router.cursors)
+            decided, made = decide(self, rest, only, lag, now_ms, router.cursors, router.writer_of)
             results.extend(made)
             start += decided
             if start < len(messages):  # an inexact entry failed: this record's errors need the Python plans
@@ -124,6 +124,18 @@ def build_table(
     return NativeTable(table.version, table.apps, table.environments, native=native)
 
 
+def one_source_each(environments: Sequence[Environment]) -> bool:
+    """Whether every body property is read from one source: one format (validation sees to it), and for Avro one
+    writer schema setting (the same ``schema:``, or Confluent's wire format). Two Avro apps reading a property
+    under different settings would give it two values per record, and the native plan has one slot for it."""
+    source: dict[str, tuple[str, str | None]] = {}
+    for env in environments:
+        for read in env.body:
+            if source.setdefault(read.name, (env.format, env.schema)) != (env.format, env.schema):
+                return False
+    return True
+
+
 def build_native(
     apps: Sequence[AppRoute],
     environments: Sequence[Environment],
@@ -132,8 +144,8 @@ def build_native(
 ) -> NativeRouting | None:
     """One native plan of every app's filters and plan entries (see ``NativeRouting``); None if the native
     side refuses it (a bug: the table then routes on the Python path alone, as before the native core)."""
-    if any(env.body and env.format != "json" for env in environments):
-        return None  # the native core reads JSON bodies only: such a table routes on the Python path
+    if not one_source_each(environments):
+        return None  # a property with two sources has two values: the Python path decodes per environment
     entries: list[PlanEntry] = []
     opens: list[str | None] = []
     requires: list[str | None] = []

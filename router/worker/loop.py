@@ -110,7 +110,8 @@ class Worker:
         self.schemas = BatchSchemas(
             options.schema_registry, self.prefix
         )  # Avro writer schemas by id (worker/schemas.py)
-        self.batches.router.read_body = native_avro.read_body  # Avro bodies read by the native reader
+        # Avro bodies of the records decided here rather than by the native decider, read by the native reader
+        self.batches.router.read_body = native_avro.read_body
         self.registry_backoff = Backoff()
         # why the last batch waits for the schema registry, if it does (``ready``)
         self.registry_trouble: str | None = None

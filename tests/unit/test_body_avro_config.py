@@ -281,13 +281,13 @@ def test_explain_reads_framed_values_through_the_writer_schemas_it_is_given(tmp_
         explain(table, value, None, 0)
 
 
-def test_a_table_with_avro_apps_routes_batches_on_the_python_path(tmp_path: Path) -> None:
+def test_a_table_with_avro_apps_routes_batches_on_the_native_decider(tmp_path: Path) -> None:
     values, errors = parsed(tmp_path, FRAMED)
     assert errors == []
     apps = {v.name: v for v in values if isinstance(v, AppConfig)}
     groups = {(v.app, v.name): v for v in values if isinstance(v, GroupConfig)}
     table = native_routing.build_table(Config(1, apps, groups))
-    assert table.native is None  # the native decider reads JSON bodies only, so far
+    assert table.native is not None and table.native.decisions is not None  # it reads Avro bodies itself
     router = Router()
     router.writer_of = {3: writer_schema(ORDER)}.get
     batch = [message(framed(3, written(order(500)))), message(framed(3, written(order(5)))), message(b"")]

@@ -12,6 +12,11 @@ redriven for one app (``only_app``), some expired by the app's limit or their ow
 ``subroute.expiration``. Some apps read properties from JSON record values (``format: json``, ``path:``): records
 carry random documents (nested, missing fields, nulls, wrong types, huge numbers, escapes, lone surrogates,
 duplicate keys, too deep) and values that are no JSON at all or null; headers of those names are then ignored.
+Others read them from Avro record values (``format: avro``): plain, under the app's ``schema:``, or in Confluent's
+wire format under writer schemas by id (one the registry lacks among them), the schemas drawn around the paths
+(nested records, unions with null, arrays, maps, enums, fixed, wrong leaf types, fields left out, fields the
+paths never name), the values written by fastavro, then truncated, extended, replaced by garbage, framed with
+another magic byte or an unknown id, or null.
 Lags are plain mappings or snapshots with measured counts (so what a batch routes moves
 later records' capacity), absent groups and message groups already held by some consumer group (a group of the
 app, or one no longer in the config); cursors start anywhere.
@@ -19,12 +24,15 @@ app, or one no longer in the config); cursors start anywhere.
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -33,9 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "expressions"))
 from expr_strategies import bmq_expressions, plan_bmq, plan_sql, sql_expressions
 
 from subroute import expressions, wire
+from subroute.config.avro_schema import writer_schema
 from subroute.config.model import AppConfig, Config, GroupConfig, SubscriptionConfig
 from subroute.expressions.expression import check
 from subroute.routing import native_decisions
+from subroute.routing.body import WriterOf
+from subroute.routing.body_avro import WriterSchema
 from subroute.routing.decisions import MessageView, Router, RouteResult, RoutingTable
 from subroute.routing.holders import Holders
 from subroute.routing.native_routing import build_table
@@ -122,6 +133,9 @@ BODY = {
     "t": ("string", "/t~1x"),
     "f": ("bool", "/f"),
 }
+# The same properties in Avro values: record fields, an array item, a map value (Avro names hold no "/").
+AVRO_PATHS = {"a": "/a", "b": "/n/b", "c": "/c", "s": "/items/0/s", "t": "/m/t~1x", "f": "/f"}
+BODY_PATHS = {"json": {prop: path for prop, (_, path) in BODY.items()}, "avro": AVRO_PATHS}
 LEAVES = (
     "0", "-0", "1", "2", "-1", "2.5", "1.0", "1e2", "1e400", "-0.0", "9223372036854775807", "9223372036854775808",
     "-9223372036854775808", "123456789012345678901234567890", '"a"', '"ab"', '"1"', '"%"', '"\u00e9"',
@@ -163,6 +177,179 @@ def json_values(draw: st.DrawFn) -> bytes | None:
     if draw(st.integers(0, 9)) == 0:
         document = "[" * 64 + document + "]" * 64  # too deep, or not an object at the root
     return f" {document}\n".encode("utf-8", "surrogatepass")
+
+
+# Avro writer schemas drawn around AVRO_PATHS: each leaf of its declared type most often, else nullable, of
+# another type (counted), an enum (a string) or a fixed (refused as bytes: counted); containers in several
+# shapes, some fields left out or padded with fields no path names (skipped by their encoding).
+_LEAF_TYPES: dict[str, tuple[Any, ...]] = {
+    "int": ("long", "long", "int", ["null", "long"], ["null", "int"], ["null", "string", "long"], "string", "double"),
+    "float": ("double", "double", "float", "long", ["null", "double"], ["int", "null"], "string", "boolean"),
+    "string": ("string", "string", ["null", "string"], "enum", ["null", "enum"], "long", "bytes", "fixed"),
+    "bool": ("boolean", "boolean", ["null", "boolean"], "long", "string"),
+}  # fmt: skip
+_PADS: tuple[Any, ...] = (
+    "long",
+    "string",
+    "bytes",
+    "double",
+    "float",
+    "boolean",
+    "null",
+    {"type": "array", "items": "double"},
+    {"type": "map", "values": ["null", "string"]},
+    "fixed",
+    "enum",
+    {"type": "array", "items": {"type": "map", "values": "long"}},
+    "record",
+)
+
+
+class _Names:
+    """Fresh names for the named types of one schema."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+
+def _named_leaf(leaf: Any, names: _Names) -> Any:
+    if isinstance(leaf, list):
+        return [_named_leaf(branch, names) for branch in leaf]
+    if leaf == "enum":
+        return {"type": "enum", "name": names("E"), "symbols": ["a", "b", "ab", "x"]}
+    if leaf == "fixed":
+        return {"type": "fixed", "name": names("F"), "size": 2}
+    if leaf == "record":  # nested records and arrays to skip
+        inner = {"type": "record", "name": names("P"), "fields": [{"name": "v", "type": "long"}]}
+        return {
+            "type": "record",
+            "name": names("P"),
+            "fields": [
+                {"name": "x", "type": {"type": "array", "items": inner}},
+                {"name": "y", "type": "string"},
+            ],
+        }
+    return leaf
+
+
+def _record(draw: st.DrawFn, name: str, fields: list[tuple[str, Any]], names: _Names) -> Any:
+    """A record of ``fields`` (each left out now and then), with padding fields anywhere."""
+    kept = [f for f in fields if draw(st.integers(0, 7))]
+    for i in range(draw(st.integers(0, 2))):
+        kept.append((f"pad{i}", _named_leaf(draw(st.sampled_from(_PADS)), names)))
+    kept = draw(st.permutations(kept))
+    return {"type": "record", "name": name, "fields": [{"name": n, "type": t} for n, t in kept]}
+
+
+@st.composite
+def avro_schemas(draw: st.DrawFn) -> Any:
+    names = _Names()
+
+    def leaf(prop: str) -> Any:
+        return _named_leaf(draw(st.sampled_from(_LEAF_TYPES[BODY[prop][0]])), names)
+
+    n_record = _record(draw, names("N"), [("b", leaf("b"))], names)
+    n = draw(st.sampled_from(("record", "nullable", "map")))
+    item = _record(draw, names("I"), [("s", leaf("s"))], names)
+    items: Any = {"type": "array", "items": item}
+    m: Any = {"type": "map", "values": leaf("t")}
+    return _record(
+        draw,
+        "Order",
+        [
+            ("a", leaf("a")),
+            (
+                "n",
+                {
+                    "record": n_record,
+                    "nullable": ["null", n_record],
+                    "map": {"type": "map", "values": leaf("b")},
+                }[n],
+            ),
+            ("c", leaf("c")),
+            ("items", draw(st.sampled_from((items, ["null", items], {"type": "array", "items": leaf("s")})))),
+            ("m", draw(st.sampled_from((m, ["null", m])))),
+            ("f", leaf("f")),
+        ],
+        names,
+    )
+
+
+_SIMPLE_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "null": st.none(),
+    "boolean": st.booleans(),
+    "int": st.one_of(st.integers(-1, 3), st.integers(-(2**31), 2**31 - 1)),
+    "long": st.one_of(st.integers(-1, 3), st.sampled_from((2**63 - 1, -(2**63)))),
+    "float": st.one_of(st.sampled_from((2.5, 0.0, -0.0, 1.0)), st.floats(width=32)),
+    "double": st.one_of(st.sampled_from((2.5, 0.0, -0.0, 1.0, 1e300)), st.floats()),
+    "bytes": st.binary(max_size=3),
+    "string": st.sampled_from(("a", "b", "ab", "%", "", "\u00e9", "1")),
+}
+
+
+def _avro_value(draw: st.DrawFn, schema: Any, named: dict[str, Any]) -> Any:
+    if isinstance(schema, list):
+        return _avro_value(draw, draw(st.sampled_from(schema)), named)
+    if isinstance(schema, str) and schema in named:
+        return _avro_value(draw, named[schema], named)
+    kind = schema if isinstance(schema, str) else schema["type"]
+    if kind in _SIMPLE_VALUES:
+        return draw(_SIMPLE_VALUES[kind])
+    if kind in ("record", "enum", "fixed"):
+        named[schema["name"]] = schema
+    if kind == "fixed":
+        return draw(st.binary(min_size=schema["size"], max_size=schema["size"]))
+    if kind == "enum":
+        return draw(st.sampled_from(schema["symbols"]))
+    if kind == "array":
+        return [_avro_value(draw, schema["items"], named) for _ in range(draw(st.sampled_from((1, 2, 0))))]
+    if kind == "map":
+        keys = draw(st.permutations(("t/x", "a", "", "\u00e9")))[: draw(st.sampled_from((1, 2, 3, 0)))]
+        return {key: _avro_value(draw, schema["values"], named) for key in keys}
+    return {f["name"]: _avro_value(draw, f["type"], named) for f in schema["fields"]}
+
+
+def _encoded(draw: st.DrawFn, schema: Any) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), _avro_value(draw, schema, {}))
+    return out.getvalue()
+
+
+def _mangled(draw: st.DrawFn, body: bytes) -> bytes:
+    """``body`` most often, else truncated, extended or garbage."""
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        return body[: draw(st.integers(0, max(len(body) - 1, 0)))]
+    if kind == 1:
+        return body + draw(st.binary(min_size=1, max_size=3))
+    if kind == 2:
+        return draw(st.binary(max_size=12))
+    return body
+
+
+@st.composite
+def plain_avro_values(draw: st.DrawFn, schema: Any) -> bytes | None:
+    """A value written with the app's schema (or not: mangled, null, JSON)."""
+    if draw(st.integers(0, 19)) == 0:
+        return draw(st.sampled_from((None, b"", b'{"a": 1}')))
+    return _mangled(draw, _encoded(draw, schema))
+
+
+@st.composite
+def framed_avro_values(draw: st.DrawFn, schemas: Sequence[Any]) -> bytes | None:
+    """A value in Confluent's wire format under the schema of id 1 or 2 (``schemas``), or framed with an id the
+    registry lacks (3), another magic byte, cut inside its header, or null."""
+    kind = draw(st.integers(0, 19))
+    if kind == 0:
+        return draw(st.sampled_from((None, b"", b"\x00\x00\x00", b'{"a": 1}')))
+    sid = draw(st.sampled_from((1, 1, 2, 3))) if len(schemas) > 1 else draw(st.sampled_from((1, 1, 3)))
+    body = _encoded(draw, schemas[min(sid, len(schemas)) - 1])
+    magic = b"\x01" if kind == 1 else b"\x00"
+    return _mangled(draw, magic + sid.to_bytes(4, "big") + body)
 
 
 # A record's own expiration: parsable (units, spaces, bare ms, 0, past any int64) or not (first that parses wins).
@@ -215,13 +402,22 @@ def _texts(dialect: str) -> st.SearchStrategy[str]:
 
 
 @st.composite
-def configs(draw: st.DrawFn) -> Config:
+def configs(
+    draw: st.DrawFn, body_format: str = "json", schema: str | None = None, reading: bool = False
+) -> Config:
+    """Random apps and groups; those reading the body read it as ``body_format`` (``schema``: a plain Avro
+    writer schema, else Confluent's wire format); with ``reading``, the first app reads some property there."""
     apps: dict[str, AppConfig] = {}
+    paths_of = BODY_PATHS[body_format]
     groups: dict[tuple[str, str], GroupConfig] = {}
     # A conjunct many entries share is a poor gate in the one native plan and may be a good one in an app's own
     # plan: the native plan must index each entry as its Python plan does (errors are counted where evaluated).
     shared = {"bmq": draw(plan_bmq), "sql92": draw(plan_sql)}
-    body_names = sorted(draw(st.sets(st.sampled_from(sorted(BODY))))) if draw(st.integers(0, 2)) else []
+    body_names = (
+        sorted(draw(st.sets(st.sampled_from(sorted(BODY)), min_size=1 if reading else 0)))
+        if reading or draw(st.integers(0, 2))
+        else []
+    )
     for i in range(draw(st.integers(1, 4))):
         name = f"app{i}"
         dialect = draw(st.sampled_from(("bmq", "sql92")))
@@ -231,14 +427,14 @@ def configs(draw: st.DrawFn) -> Config:
             types = draw(type_maps(dialect))
         # An app that reads the body declares each body property with its one type and path; the others do not
         # declare them (they read headers of those names as strings).
-        json = bool(body_names) and draw(st.booleans())
+        json = bool(body_names) and ((reading and i == 0) or draw(st.booleans()))
         for prop in body_names:
             declared, _ = BODY[prop]
             if not json or (declared == "float" and dialect == "bmq"):
                 types.pop(prop, None)
-            elif prop in types or draw(st.booleans()):
+            elif prop in types or (reading and i == 0) or draw(st.booleans()):
                 types[prop] = declared
-        paths = {prop: BODY[prop][1] for prop in body_names if json and prop in types}
+        paths = {prop: paths_of[prop] for prop in body_names if json and prop in types}
         texts = _texts(dialect)
         common = shared[dialect]
         if common and draw(st.booleans()):
@@ -253,8 +449,9 @@ def configs(draw: st.DrawFn) -> Config:
             inputs=draw(st.sampled_from(INPUTS)),
             dialect=dialect,
             properties=types,
-            format="json" if paths else "none",
+            format=body_format if paths else "none",
             paths=paths,
+            schema=schema if paths else None,
             filter=tuple(filters),
             group_by=draw(st.sampled_from((None, None, "g", *(("s",) if "s" not in paths else ())))),
             default_group=draw(st.sampled_from((None, "dg", ""))),
@@ -288,13 +485,15 @@ def configs(draw: st.DrawFn) -> Config:
 
 
 @st.composite
-def records(draw: st.DrawFn, apps: Sequence[str]) -> tuple[MessageView, str | None]:
+def records(
+    draw: st.DrawFn, apps: Sequence[str], values: st.SearchStrategy[bytes | None] | None = None
+) -> tuple[MessageView, str | None]:
     headers = draw(headers_strategy)
     if draw(st.integers(0, 3)) == 0:  # now 10,000: the apps' 1 s expiration, or the record's own
         headers.append((wire.EXPIRATION, draw(expirations)))
     timestamp = draw(st.sampled_from((0, 9_500, 5_000)))
     only_app = draw(st.one_of(st.none(), st.none(), st.sampled_from((*apps, "missing"))))
-    value = draw(json_values())
+    value = draw(values if values is not None else json_values())
     return MessageView(draw(st.sampled_from(TOPICS)), headers, timestamp, value), only_app
 
 
@@ -339,10 +538,13 @@ def _check(
     spec: LagSpec,
     cursors: dict[tuple[str, int], int] | None = None,
     split: int | None = None,
+    writer_of: WriterOf | None = None,
 ) -> list[RouteResult]:
     """``route`` record by record against ``route_batch`` (in two calls at ``split``), from the same cursors and
-    lag: the same results, and the same cursors and snapshot counts left."""
+    lag (and Avro writer schemas by id, ``writer_of``): the same results, and the same cursors and snapshot counts
+    left."""
     reference, native = Router(), Router()
+    reference.writer_of = native.writer_of = writer_of
     reference.cursors = dict(cursors or {})
     native.cursors = dict(cursors or {})
     lag_ref, lag_native = _lag(spec), _lag(spec)
@@ -422,6 +624,37 @@ def test_route_batch_equals_route(data: st.DataObject) -> None:
             event(f"{decision.action.value} {decision.reason or ''} {'key' if decision.key else ''}")
     # A table built from this one (the native plan reuses its parses) routes the same way.
     _check(build_table(config, previous=table), batch, lag, cursors)
+
+
+@SETTINGS
+@given(st.data())
+def test_route_batch_equals_route_on_avro_bodies(data: st.DataObject) -> None:
+    """Apps reading plain Avro (``schema:``) or Confluent's wire format (ids 1 and 2 known, 3 not): decided by
+    the native decider (which reads the bodies itself) as ``Router.route`` decides with the reference reader."""
+    first = data.draw(avro_schemas())
+    writer_of: WriterOf | None = None
+    if data.draw(st.booleans()):
+        config = data.draw(configs("avro", json.dumps(first), reading=True))
+        values = plain_avro_values(first)
+        event("plain")
+    else:
+        schemas = [first, data.draw(avro_schemas())] if data.draw(st.booleans()) else [first]
+        writers: dict[int, WriterSchema] = {i + 1: writer_schema(s) for i, s in enumerate(schemas)}
+        writer_of = writers.get
+        config = data.draw(configs("avro", reading=True))
+        values = framed_avro_values(schemas)
+        event("framed")
+    table = build_table(config)
+    assert table.native is not None and table.native.decisions is not None  # the native decisions are tested
+    batch = data.draw(st.lists(records(sorted(config.apps), values), min_size=1, max_size=20))
+    lag = data.draw(lag_specs(config))
+    cursors = data.draw(cursor_maps(config))
+    split = data.draw(st.one_of(st.none(), st.integers(0, len(batch))))
+    for result in _check(table, batch, lag, cursors, split, writer_of):
+        event("decode errors" if result.decode_errors else "no decode error")
+        for decision in result.routed:
+            event(f"{decision.action.value} {decision.reason or ''}")
+    _check(build_table(config, previous=table), batch, lag, cursors, None, writer_of)
 
 
 @pytest.mark.parametrize("dialect", ["bmq", "sql92"])

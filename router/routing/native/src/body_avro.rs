@@ -76,17 +76,18 @@ impl Schema {
     }
 }
 
-/// One property read: its JSON Pointer's reference tokens and its declared type (None: the leaf's own).
+/// One property read: its JSON Pointer's reference tokens (UTF-8, or not: a token with a lone surrogate names no
+/// field or key) and its declared type (None: the leaf's own).
 #[derive(Clone, Debug)]
 pub struct Read {
-    pub tokens: Vec<String>,
+    pub tokens: Vec<Vec<u8>>,
     pub declared: Option<PropType>,
     /// Each token as an array index (decimal, no leading zeros), where it is one.
     indexes: Vec<Option<u64>>,
 }
 
 impl Read {
-    pub fn new(tokens: Vec<String>, declared: Option<PropType>) -> Read {
+    pub fn new(tokens: Vec<Vec<u8>>, declared: Option<PropType>) -> Read {
         let indexes = tokens.iter().map(|t| array_index(t)).collect();
         Read {
             tokens,
@@ -96,11 +97,11 @@ impl Read {
     }
 }
 
-fn array_index(token: &str) -> Option<u64> {
-    let digits = token.as_bytes();
-    let canonical = token == "0" || (matches!(digits.first(), Some(b'1'..=b'9')));
-    if canonical && digits.iter().all(u8::is_ascii_digit) {
-        token.parse().ok() // an index past u64 names no item of any body
+fn array_index(token: &[u8]) -> Option<u64> {
+    let canonical = token == b"0" || (matches!(token.first(), Some(b'1'..=b'9')));
+    if canonical && token.iter().all(u8::is_ascii_digit) {
+        // an index past u64 names no item of any body
+        std::str::from_utf8(token).ok()?.parse().ok()
     } else {
         None
     }
@@ -125,36 +126,214 @@ pub struct Undecodable(pub &'static str);
 
 type Step<T> = Result<T, Undecodable>;
 
+/// How to pass one value: skip it by its schema node, or follow the reads whose paths lead into it.
+#[derive(Debug)]
+enum Walk {
+    Skip(usize),
+    Read(Box<Plan>),
+}
+
+/// The reads whose paths lead to one node of the schema, and where each goes from there: made once per schema
+/// and reads (`Plan::new`), so that a body is read without looking at a token.
+#[derive(Debug)]
+struct Plan {
+    node: usize,
+    /// The reads whose paths pass here: reset (missing) on entry, so that where a map repeats a key, the last
+    /// entry wins.
+    through: Vec<u32>,
+    /// The reads whose paths end here.
+    ends: Vec<u32>,
+    step: PlanStep,
+}
+
+#[derive(Debug)]
+enum PlanStep {
+    /// Not a container: its value is the leaf of `ends` (the reads going on past it find nothing).
+    Leaf,
+    /// One walk per field, in order.
+    Record(Vec<Walk>),
+    /// The items read, by ascending index; every other item is skipped as node `items`.
+    Array {
+        items: usize,
+        read: Vec<(u64, Plan)>,
+    },
+    /// The values read, by key; every other value is skipped as node `values`.
+    Map {
+        values: usize,
+        read: Vec<(Vec<u8>, Plan)>,
+    },
+    /// One plan per branch, each with the same reads.
+    Union(Vec<Plan>),
+}
+
+/// The reads of one schema, compiled: what `read_planned` walks a body by.
+#[derive(Debug)]
+pub struct Reads {
+    root: Walk,
+    count: usize,
+}
+
+impl Reads {
+    /// `reads` compiled against `schema`. Bounded: each container on a read's way uses one of its tokens.
+    pub fn new(schema: &Schema, reads: &[Read]) -> Reads {
+        let all: Vec<u32> = (0..reads.len() as u32).collect();
+        Reads {
+            root: plan(schema, reads, all, 0, 0),
+            count: reads.len(),
+        }
+    }
+}
+
+fn plan(schema: &Schema, reads: &[Read], cursors: Vec<u32>, at: usize, node: usize) -> Walk {
+    if cursors.is_empty() {
+        return Walk::Skip(node);
+    }
+    let token_len = |c: u32| reads[c as usize].tokens.len();
+    let going: Vec<u32> = cursors
+        .iter()
+        .copied()
+        .filter(|&c| token_len(c) > at)
+        .collect();
+    let mut ends: Vec<u32> = cursors
+        .iter()
+        .copied()
+        .filter(|&c| token_len(c) == at)
+        .collect();
+    let step = match &schema.nodes[node] {
+        Node::Record(fields) => PlanStep::Record(
+            fields
+                .iter()
+                .map(|(name, child)| {
+                    let next = going
+                        .iter()
+                        .copied()
+                        .filter(|&c| reads[c as usize].tokens[at] == name.as_bytes())
+                        .collect();
+                    plan(schema, reads, next, at + 1, *child)
+                })
+                .collect(),
+        ),
+        Node::Array(items) => {
+            let mut indexes: Vec<u64> = going
+                .iter()
+                .filter_map(|&c| reads[c as usize].indexes[at])
+                .collect();
+            indexes.sort_unstable();
+            indexes.dedup();
+            let read = indexes
+                .into_iter()
+                .filter_map(|i| {
+                    let next = going
+                        .iter()
+                        .copied()
+                        .filter(|&c| reads[c as usize].indexes[at] == Some(i))
+                        .collect();
+                    match plan(schema, reads, next, at + 1, *items) {
+                        Walk::Read(p) => Some((i, *p)),
+                        Walk::Skip(_) => None,
+                    }
+                })
+                .collect();
+            PlanStep::Array {
+                items: *items,
+                read,
+            }
+        }
+        Node::Map(values) => {
+            let mut keys: Vec<&[u8]> = going
+                .iter()
+                .map(|&c| reads[c as usize].tokens[at].as_slice())
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            let read = keys
+                .into_iter()
+                .filter_map(|key| {
+                    let next = going
+                        .iter()
+                        .copied()
+                        .filter(|&c| reads[c as usize].tokens[at] == key)
+                        .collect();
+                    match plan(schema, reads, next, at + 1, *values) {
+                        Walk::Read(p) => Some((key.to_vec(), *p)),
+                        Walk::Skip(_) => None,
+                    }
+                })
+                .collect();
+            PlanStep::Map {
+                values: *values,
+                read,
+            }
+        }
+        Node::Union(branches) => {
+            let branches = branches
+                .iter()
+                .map(|&b| match plan(schema, reads, cursors.clone(), at, b) {
+                    Walk::Read(p) => *p,
+                    Walk::Skip(_) => unreachable!("the cursors are not empty"),
+                })
+                .collect();
+            ends.clear(); // they end at the branch
+            PlanStep::Union(branches)
+        }
+        _ => PlanStep::Leaf,
+    };
+    Walk::Read(Box::new(Plan {
+        node,
+        through: cursors,
+        ends,
+        step,
+    }))
+}
+
 /// Reads `reads` from one plain Avro `body` written with `schema`: one leaf per read, in order.
 pub fn read<'a>(schema: &'a Schema, reads: &[Read], body: &'a [u8]) -> Step<Vec<Leaf<'a>>> {
+    let compiled = Reads::new(schema, reads);
+    let mut out = Vec::new();
+    read_planned(schema, &compiled, reads, body, &mut out)?;
+    Ok(out)
+}
+
+/// `read` with the reads compiled (`Reads::new(schema, reads)`): the leaves go to `out`, one per read.
+pub fn read_planned<'a>(
+    schema: &'a Schema,
+    compiled: &Reads,
+    reads: &[Read],
+    body: &'a [u8],
+    out: &mut Vec<Leaf<'a>>,
+) -> Step<()> {
     if body.len() > MAX_BODY_BYTES {
         return Err(Undecodable("larger than the body limit"));
     }
+    out.clear();
+    out.resize(compiled.count, Leaf::Missing);
     let mut walker = Walker {
-        schema,
+        nodes: &schema.nodes,
         reads,
         body,
         pos: 0,
         items_left: body.len(),
         depth: 0,
-        out: vec![Leaf::Missing; reads.len()],
+        out,
     };
-    let all: Vec<u32> = (0..reads.len() as u32).collect();
-    walker.walk(0, &all, 0)?;
+    match &compiled.root {
+        Walk::Skip(node) => walker.skip(*node)?,
+        Walk::Read(plan) => walker.run(plan)?,
+    }
     if walker.pos != body.len() {
         return Err(Undecodable("bytes after the record"));
     }
-    Ok(walker.out)
+    Ok(())
 }
 
-struct Walker<'a, 'r> {
-    schema: &'a Schema,
+struct Walker<'a, 'r, 'o> {
+    nodes: &'a [Node],
     reads: &'r [Read],
     body: &'a [u8],
     pos: usize,
     items_left: usize,
     depth: usize,
-    out: Vec<Leaf<'a>>,
+    out: &'o mut Vec<Leaf<'a>>,
 }
 
 /// The leaf of a decoded value for a declared type, as the reference's `typed`.
@@ -169,7 +348,7 @@ fn typed(value: Leaf<'_>, declared: Option<PropType>) -> Leaf<'_> {
     }
 }
 
-impl<'a> Walker<'a, '_> {
+impl<'a> Walker<'a, '_, '_> {
     fn byte(&mut self) -> Step<u8> {
         let b = *self.body.get(self.pos).ok_or(Undecodable("truncated"))?;
         self.pos += 1;
@@ -186,6 +365,13 @@ impl<'a> Walker<'a, '_> {
     }
 
     fn long(&mut self) -> Step<i64> {
+        // one byte: most lengths, counts, indexes and small numbers
+        if let Some(&b) = self.body.get(self.pos) {
+            if b & 0x80 == 0 {
+                self.pos += 1;
+                return Ok(i64::from(b >> 1) ^ -i64::from(b & 1));
+            }
+        }
         let mut value: u64 = 0;
         for i in 0..MAX_VARINT_BYTES {
             let b = self.byte()?;
@@ -219,6 +405,25 @@ impl<'a> Walker<'a, '_> {
         std::str::from_utf8(bytes).map_err(|_| Undecodable("a string that is not UTF-8"))
     }
 
+    /// A string passed: checked as `string` does, ASCII (most text) found without decoding it.
+    fn skip_string(&mut self) -> Step<()> {
+        let n = self.length()?;
+        let bytes = self.take(n)?;
+        if bytes.is_ascii() || std::str::from_utf8(bytes).is_ok() {
+            Ok(())
+        } else {
+            Err(Undecodable("a string that is not UTF-8"))
+        }
+    }
+
+    fn boolean(&mut self) -> Step<bool> {
+        match self.byte()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(Undecodable("a boolean byte other than 0 or 1")),
+        }
+    }
+
     fn enter(&mut self) -> Step<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
@@ -227,117 +432,146 @@ impl<'a> Walker<'a, '_> {
         Ok(())
     }
 
-    /// Sets each read of `cursors` that ends here (all its tokens followed) to `leaf`, typed.
-    fn finish(&mut self, cursors: &[u32], at: usize, leaf: Leaf<'a>) {
-        for &c in cursors {
-            let read = &self.reads[c as usize];
-            if read.tokens.len() == at {
-                self.out[c as usize] = typed(leaf, read.declared);
-            }
-        }
-    }
-
-    /// The reads of `cursors` that go on past this node through `token`-matching children.
-    fn following(&self, cursors: &[u32], at: usize, matches: impl Fn(&Read) -> bool) -> Vec<u32> {
-        cursors
-            .iter()
-            .copied()
-            .filter(|&c| {
-                let read = &self.reads[c as usize];
-                read.tokens.len() > at && matches(read)
-            })
-            .collect()
-    }
-
-    /// Decodes (or, with no cursors, skips) the value of `node`; `cursors` are the reads whose path led here
-    /// after `at` tokens. A read's leaf is reset on entry: where a map repeats a key, the last entry wins.
-    fn walk(&mut self, node: usize, cursors: &[u32], at: usize) -> Step<()> {
-        for &c in cursors {
-            self.out[c as usize] = Leaf::Missing;
-        }
-        let schema = self.schema;
-        match &schema.nodes[node] {
+    /// Passes a value of `node`, checking it as a read would.
+    fn skip(&mut self, node: usize) -> Step<()> {
+        let nodes = self.nodes;
+        match &nodes[node] {
             Node::Null => {}
             Node::Boolean => {
-                let value = match self.byte()? {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(Undecodable("a boolean byte other than 0 or 1")),
-                };
-                self.finish(cursors, at, Leaf::Bool(value));
+                self.boolean()?;
             }
             Node::Int | Node::Long => {
-                let value = self.long()?;
-                self.finish(cursors, at, Leaf::Int(value));
+                self.long()?;
             }
             Node::Float => {
-                let bytes = self.take(4)?;
-                let value = f32::from_le_bytes(bytes.try_into().expect("4 bytes"));
-                self.finish(cursors, at, Leaf::Float(f64::from(value)));
+                self.take(4)?;
             }
             Node::Double => {
-                let bytes = self.take(8)?;
-                let value = f64::from_le_bytes(bytes.try_into().expect("8 bytes"));
-                self.finish(cursors, at, Leaf::Float(value));
+                self.take(8)?;
             }
             Node::Bytes => {
                 let n = self.length()?;
                 self.take(n)?;
-                self.finish(cursors, at, Leaf::Wrong);
             }
-            Node::String => {
-                let value = self.string()?;
-                self.finish(cursors, at, Leaf::Str(value));
-            }
+            Node::String => self.skip_string()?,
             Node::Fixed(size) => {
                 self.take(*size)?;
-                self.finish(cursors, at, Leaf::Wrong);
             }
             Node::Enum(symbols) => {
-                let i = self.index(symbols.len())?;
-                self.finish(cursors, at, Leaf::Str(&symbols[i]));
+                self.index(symbols.len())?;
             }
             Node::Union(branches) => {
                 let i = self.index(branches.len())?;
-                self.walk(branches[i], cursors, at)?;
+                self.skip(branches[i])?;
             }
             Node::Record(fields) => {
                 self.enter()?;
-                self.finish(cursors, at, Leaf::Wrong);
-                for (name, child) in fields {
-                    let next = self.following(cursors, at, |r| r.tokens[at] == *name);
-                    self.walk(*child, &next, at + 1)?;
+                for (_, child) in fields {
+                    self.skip(*child)?;
                 }
                 self.depth -= 1;
             }
             Node::Array(items) => {
                 self.enter()?;
-                self.finish(cursors, at, Leaf::Wrong);
-                let deeper = self.following(cursors, at, |r| r.indexes[at].is_some());
-                let mut index: u64 = 0;
-                self.blocks(|walker| {
-                    let next: Vec<u32> = deeper
-                        .iter()
-                        .copied()
-                        .filter(|&c| walker.reads[c as usize].indexes[at] == Some(index))
-                        .collect();
-                    index += 1;
-                    walker.walk(*items, &next, at + 1)
-                })?;
+                self.blocks(|walker| walker.skip(*items))?;
                 self.depth -= 1;
             }
             Node::Map(values) => {
                 self.enter()?;
-                self.finish(cursors, at, Leaf::Wrong);
-                let deeper = self.following(cursors, at, |_| true);
                 self.blocks(|walker| {
-                    let key = walker.string()?;
-                    let next: Vec<u32> = deeper
-                        .iter()
-                        .copied()
-                        .filter(|&c| walker.reads[c as usize].tokens[at] == key)
-                        .collect();
-                    walker.walk(*values, &next, at + 1)
+                    walker.skip_string()?;
+                    walker.skip(*values)
+                })?;
+                self.depth -= 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn walk(&mut self, walk: &Walk) -> Step<()> {
+        match walk {
+            Walk::Skip(node) => self.skip(*node),
+            Walk::Read(plan) => self.run(plan),
+        }
+    }
+
+    /// Sets each read ending at `plan` to `leaf`, typed.
+    fn finish(&mut self, plan: &Plan, leaf: Leaf<'a>) {
+        for &c in &plan.ends {
+            self.out[c as usize] = typed(leaf, self.reads[c as usize].declared);
+        }
+    }
+
+    /// Decodes the value of `plan`'s node, following its reads.
+    fn run(&mut self, plan: &Plan) -> Step<()> {
+        for &c in &plan.through {
+            self.out[c as usize] = Leaf::Missing;
+        }
+        let nodes = self.nodes;
+        match &plan.step {
+            PlanStep::Leaf => {
+                let leaf = match &nodes[plan.node] {
+                    Node::Null => return Ok(()),
+                    Node::Boolean => Leaf::Bool(self.boolean()?),
+                    Node::Int | Node::Long => Leaf::Int(self.long()?),
+                    Node::Float => {
+                        let bytes = self.take(4)?;
+                        Leaf::Float(f64::from(f32::from_le_bytes(
+                            bytes.try_into().expect("4 bytes"),
+                        )))
+                    }
+                    Node::Double => {
+                        let bytes = self.take(8)?;
+                        Leaf::Float(f64::from_le_bytes(bytes.try_into().expect("8 bytes")))
+                    }
+                    Node::String => Leaf::Str(self.string()?),
+                    Node::Enum(symbols) => Leaf::Str(&symbols[self.index(symbols.len())?]),
+                    Node::Bytes | Node::Fixed(_) => {
+                        self.skip(plan.node)?;
+                        Leaf::Wrong
+                    }
+                    Node::Union(_) | Node::Record(_) | Node::Array(_) | Node::Map(_) => {
+                        unreachable!("a container has a step of its own")
+                    }
+                };
+                self.finish(plan, leaf);
+            }
+            PlanStep::Union(branches) => {
+                let i = self.index(branches.len())?;
+                self.run(&branches[i])?;
+            }
+            PlanStep::Record(fields) => {
+                self.enter()?;
+                self.finish(plan, Leaf::Wrong);
+                for field in fields {
+                    self.walk(field)?;
+                }
+                self.depth -= 1;
+            }
+            PlanStep::Array { items, read } => {
+                self.enter()?;
+                self.finish(plan, Leaf::Wrong);
+                let mut index: u64 = 0;
+                let mut next = read.iter().peekable();
+                self.blocks(|walker| {
+                    let here = next.next_if(|(i, _)| *i == index);
+                    index += 1;
+                    match here {
+                        Some((_, item)) => walker.run(item),
+                        None => walker.skip(*items),
+                    }
+                })?;
+                self.depth -= 1;
+            }
+            PlanStep::Map { values, read } => {
+                self.enter()?;
+                self.finish(plan, Leaf::Wrong);
+                self.blocks(|walker| {
+                    let key = walker.string()?.as_bytes();
+                    match read.iter().find(|(k, _)| k.as_slice() == key) {
+                        Some((_, value)) => walker.run(value),
+                        None => walker.skip(*values),
+                    }
                 })?;
                 self.depth -= 1;
             }
@@ -388,7 +622,12 @@ mod tests {
     fn reads(paths: &[(&str, Option<PropType>)]) -> Vec<Read> {
         paths
             .iter()
-            .map(|(p, d)| Read::new(p[1..].split('/').map(String::from).collect(), *d))
+            .map(|(p, d)| {
+                Read::new(
+                    p[1..].split('/').map(|t| t.as_bytes().to_vec()).collect(),
+                    *d,
+                )
+            })
             .collect()
     }
 

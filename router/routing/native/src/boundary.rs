@@ -206,10 +206,19 @@ read_by_key! {
         pub no_consumer: Py<PyAny>,
     }
 
-    /// A property read from JSON record values and the plan slot it fills (None: only its failures count).
+    /// A property read from record values, the source it is read from (an index into `DeciderSpec::sources`)
+    /// and the plan slot it fills (None: only its failures count).
     pub struct BodyProperty {
         pub read: BodyRead,
+        pub source: usize,
         pub slot: Option<usize>,
+    }
+
+    /// How record values are encoded: "json", or "avro" plain under `schema` (a node table) or, without one,
+    /// in Confluent's wire format.
+    pub struct BodySource {
+        pub format: String,
+        pub schema: Option<Vec<AvroNode>>,
     }
 
     pub struct DeciderSpec {
@@ -218,7 +227,9 @@ read_by_key! {
         pub exact: Vec<bool>,
         pub filter_count: u32,
         pub environments: Vec<Vec<TypedHeader>>,
-        /// Every body property read, and per environment those it reads (indexes into `body`).
+        /// The sources of body properties, every body property read, and per environment those it reads
+        /// (indexes into `body`).
+        pub sources: Vec<BodySource>,
         pub body: Vec<BodyProperty>,
         pub bodies: Vec<Vec<u32>>,
         pub expiration_header: String,
@@ -242,6 +253,9 @@ read_by_key! {
         pub holders: Option<Py<PyDict>>,
         /// Each record's value (bytes or None); None when the decider reads no body.
         pub values: Option<Py<PyList>>,
+        /// The writer schema (a node table, None: the registry has none) of a schema id the decider has not
+        /// met: called for each such id of the batch's values in Confluent's wire format (None: no such reads).
+        pub schemas: Option<Py<PyAny>>,
     }
 
     /// A writer schema's node: `kind` is an Avro type name; `children` node positions; `names` a record's field

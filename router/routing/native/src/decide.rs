@@ -7,9 +7,9 @@
 use blake2::digest::{Update, VariableOutput};
 use blake2::Blake2bVar;
 
-use crate::body_json::{self, Got, Value};
+use crate::bodies::{BodyProperty, RouteBodies, Schemas, Scratch, Source};
 use crate::decode::{decode, is_python_space, PropType};
-use crate::plan::{Batch, FxMap, Header, Typed};
+use crate::plan::{Batch, FxMap, Header};
 
 /// How an app chooses among the matching candidates of one priority level (`AppConfig.fairness`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,13 +68,12 @@ struct App {
 pub const NONE: u32 = u32::MAX;
 
 /// The apps a record is routed for, by environment (`RoutingTable.groups_for`), and the body properties its
-/// environments read (indexes into the decider's, ascending, with what each reads).
+/// environments read (each once, by source).
 #[derive(Clone, Debug)]
 pub struct Route {
     groups: Vec<(u32, Vec<u32>, bool)>,
     members: Vec<u32>,
-    body: Vec<u32>,
-    reads: Vec<body_json::Read>,
+    bodies: RouteBodies,
 }
 
 impl Route {
@@ -85,22 +84,17 @@ impl Route {
 
     /// Whether a record of this route has its value read.
     pub fn reads_body(&self) -> bool {
-        !self.body.is_empty()
+        !self.bodies.is_empty()
+    }
+
+    /// Whether a record of this route has its value read in Confluent's wire format.
+    pub fn reads_framed(&self) -> bool {
+        self.bodies.reads_framed()
     }
 }
 
-/// A property read from JSON record values (`routing/body.py`), and the plan slot it fills (None: no entry reads
-/// it; only its failures count).
-#[derive(Clone, Debug)]
-pub struct BodyProperty {
-    pub read: body_json::Read,
-    pub slot: Option<u32>,
-    /// Its name, as the index of a name (shared with header names) its decode failures are counted under.
-    pub label: u32,
-}
-
 /// A record's value for `Decider::read_bodies`: not read (its route reads no body), undecodable without
-/// reading it (null, or larger than `body_json::MAX_BODY_BYTES`), or its bytes.
+/// reading it (null, or larger than `body_json::MAX_BODY_BYTES`, Avro's limit too), or its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordValue<'a> {
     Unread,
@@ -116,7 +110,9 @@ pub struct Decider {
     exact: Vec<bool>,
     filter_count: u32,
     env_types: Vec<Vec<Option<PropType>>>,
-    /// Every body property, and per environment those it reads (indexes into `body`, ascending).
+    /// How values are encoded (`BodyProperty::source` indexes), every body property, and per environment those
+    /// it reads (indexes into `body`, ascending).
+    sources: Vec<Source>,
     body: Vec<BodyProperty>,
     env_body: Vec<Vec<u32>>,
     expiration_name: Option<u32>,
@@ -260,7 +256,7 @@ pub fn parse_duration_ms(text: &[u8]) -> Option<i128> {
 
 impl Decider {
     /// `env_types[env]` are the declared type of each header name an environment decodes (by name index);
-    /// `env_body[env]` the body properties it reads (indexes into `body`).
+    /// `env_body[env]` the body properties it reads (indexes into `body`), each from one of `sources`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         specs: Vec<AppSpec>,
@@ -268,6 +264,7 @@ impl Decider {
         exact: Vec<bool>,
         filter_count: u32,
         env_types: Vec<Vec<Option<PropType>>>,
+        sources: Vec<Source>,
         body: Vec<BodyProperty>,
         mut env_body: Vec<Vec<u32>>,
         expiration_name: Option<u32>,
@@ -277,6 +274,7 @@ impl Decider {
         }
         if env_body.len() > env_types.len()
             || env_body.iter().flatten().any(|&i| i as usize >= body.len())
+            || body.iter().any(|p| p.source as usize >= sources.len())
         {
             return Err("bad body properties".into());
         }
@@ -345,6 +343,7 @@ impl Decider {
             exact,
             filter_count,
             env_types,
+            sources,
             body,
             env_body,
             expiration_name,
@@ -376,58 +375,48 @@ impl Decider {
         members.sort_unstable();
         body.sort_unstable();
         body.dedup();
-        let reads = body
-            .iter()
-            .map(|&i| self.body[i as usize].read.clone())
-            .collect();
         Ok(Route {
             groups: out,
             members,
-            body,
-            reads,
+            bodies: RouteBodies::new(&self.body, &self.sources, &body),
         })
     }
 
     /// Each record's body properties, read once per record (the union its route's environments read): the
     /// values found go to the batch as typed values of their slots, and per record the properties that failed
     /// (an undecodable value, or a leaf of the wrong type) are returned (empty `values`: nothing is read).
+    /// `schemas`: the writer schemas of the ids of values in Confluent's wire format (an id not there: the
+    /// registry does not have it).
     pub fn read_bodies(
         &self,
         batch: &mut Batch,
         routes: &[Route],
         record_routes: &[u32],
         values: &[RecordValue<'_>],
+        schemas: &Schemas,
     ) -> Vec<Vec<u32>> {
         let mut failures = Vec::with_capacity(values.len());
-        let mut reader = body_json::JsonReader::default();
+        let mut scratch = Scratch::default();
         for (r, &value) in values.iter().enumerate() {
             let mut failed = Vec::new();
-            let route = record_routes.get(r).and_then(|&i| routes.get(i as usize));
-            if let (Some(route), false) = (route, value == RecordValue::Unread) {
+            let index = record_routes.get(r).copied();
+            let route = index.and_then(|i| routes.get(i as usize));
+            if let (Some(route), Some(index), false) = (route, index, value == RecordValue::Unread)
+            {
                 let bytes = match value {
                     RecordValue::Bytes(bytes) => Some(bytes),
                     _ => None,
                 };
-                for (&i, got) in route.body.iter().zip(reader.read(bytes, &route.reads)) {
-                    let found = match got {
-                        Got::Missing => continue,
-                        Got::Failed => {
-                            failed.push(i);
-                            continue;
-                        }
-                        Got::Found(found) => found,
-                    };
-                    let Some(slot) = self.body[i as usize].slot else {
-                        continue;
-                    };
-                    let typed = match found {
-                        Value::Str(text) => batch.push_str(text),
-                        Value::Int(n) => Typed::Int(*n),
-                        Value::Bool(b) => Typed::Bool(*b),
-                        Value::Float(f) => Typed::Float(*f),
-                    };
-                    batch.typed.push((slot, typed));
-                }
+                route.bodies.read(
+                    index,
+                    &self.sources,
+                    &self.body,
+                    schemas,
+                    bytes,
+                    batch,
+                    &mut failed,
+                    &mut scratch,
+                );
             }
             batch.end_typed();
             failures.push(failed);
@@ -835,6 +824,7 @@ fn choose(app: &App, matching: &[u32], key_hash: Option<u64>, state: &mut State)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Typed;
 
     #[test]
     fn rendezvous_scores_are_pythons() {
@@ -909,18 +899,20 @@ mod tests {
 
     #[test]
     fn bodies_are_read_once_per_record_into_their_slots_and_failures_by_property() {
-        let read = |tokens: &[&str], declared| body_json::Read {
+        let read = |tokens: &[&str], declared| crate::body_json::Read {
             tokens: tokens.iter().map(|t| t.as_bytes().to_vec()).collect(),
             declared,
         };
         let body = vec![
             BodyProperty {
                 read: read(&["customer", "id"], PropType::Int),
+                source: 0,
                 slot: Some(0),
                 label: 7,
             },
             BodyProperty {
                 read: read(&["sku"], PropType::Str),
+                source: 0,
                 slot: None, // read for its failures only
                 label: 8,
             },
@@ -933,6 +925,7 @@ mod tests {
             vec![true],
             0,
             vec![vec![], vec![]],
+            vec![Source::Json],
             body,
             vec![vec![1, 0, 1]],
             None,
@@ -953,7 +946,13 @@ mod tests {
             RecordValue::Unread,
             RecordValue::Bytes(b"{}"),
         ];
-        let failures = decider.read_bodies(&mut batch, &routes, &[0, 0, 1, 0], &values);
+        let failures = decider.read_bodies(
+            &mut batch,
+            &routes,
+            &[0, 0, 1, 0],
+            &values,
+            &Schemas::default(),
+        );
         assert_eq!(failures, vec![vec![1], vec![0, 1], vec![], vec![]]);
         assert_eq!(batch.typed, vec![(0, Typed::Int(5))]);
         assert_eq!(batch.typed_records, vec![(0, 1), (1, 1), (1, 1), (1, 1)]);

@@ -1,8 +1,9 @@
 //! subroute's native routing core: the shared plan of all subscriptions evaluated on batches of records'
-//! headers (and properties read from their bodies). `plan`, `decode`, `like`, `decide`, `body_json` and `body_avro` are
+//! headers (and properties read from their bodies). `plan`, `decode`, `like`, `decide`, `bodies`, `body_json` and `body_avro` are
 //! plain Rust (tested by `cargo test`); `python` is the PyO3 module (`python_avro` its Avro body reader),
 //! `boundary` the structures it reads from Python by key.
 
+pub mod bodies;
 pub mod body_avro;
 pub mod body_json;
 pub mod decide;

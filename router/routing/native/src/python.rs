@@ -11,21 +11,23 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple, PyType};
 
+use crate::bodies::{self, BodyProperty, Schemas, Source};
+use crate::body_avro::Schema as AvroSchema;
 use crate::body_json::{self, Got, Value};
 use crate::boundary::{
-    self, AppSpec as AppIn, ArithmeticNode, BatchState, BetweenNode, BodyRead, CompareNode,
-    DeciderSpec, EntrySpec, EqualityGate, InNode, IntervalGate, IsNullNode, JunctionNode, LikeNode,
-    PlanSpec, PropertyNode, RangeGate, RouteGroup, UnaryNode, ValueNode,
+    self, AppSpec as AppIn, ArithmeticNode, AvroNode, BatchState, BetweenNode, BodyRead,
+    CompareNode, DeciderSpec, EntrySpec, EqualityGate, InNode, IntervalGate, IsNullNode,
+    JunctionNode, LikeNode, PlanSpec, PropertyNode, RangeGate, RouteGroup, UnaryNode, ValueNode,
 };
 use crate::decide::{
-    self, AppSpec, BodyProperty, Decided, Decider, Fairness, GroupKey, Made, RecordValue, Route,
-    State, Waiting,
+    self, AppSpec, Decided, Decider, Fairness, GroupKey, Made, RecordValue, Route, State, Waiting,
 };
 use crate::decode::PropType;
 use crate::like::LikePattern;
 use crate::plan::{
     num_key, ArithOp, Batch, CmpOp, FxMap, GateSpec, Key, Node, NodeSpec, Num, Plan, SubSpec,
 };
+use crate::python_avro;
 
 /// The fields of the Python classes made here (`Maker`), by class name: exported as `MAKES` for the check at
 /// import. Each is set by name, so their order means nothing.
@@ -498,6 +500,10 @@ struct NativeDecider {
     /// Copied on write: a batch takes the list without holding a lock while it runs.
     routes: Mutex<Arc<Vec<Route>>>,
     filtered: Mutex<Filtered>,
+    /// The writer schemas of the schema ids met in values in Confluent's wire format (copied on write, as
+    /// `routes`): each asked for once (`BatchState::schemas`); an id the registry lacked is asked again by the
+    /// next batch that holds it.
+    schemas: Mutex<Arc<Schemas>>,
 }
 
 #[pymethods]
@@ -607,6 +613,16 @@ impl NativeDecider {
             }
             env_types.push(dense);
         }
+        let sources = spec
+            .sources
+            .into_iter()
+            .map(|s| match (s.format.as_str(), s.schema) {
+                ("json", None) => Ok(Source::Json),
+                ("avro", None) => Ok(Source::Framed),
+                ("avro", Some(nodes)) => Ok(Source::Avro(Arc::new(python_avro::schema(nodes)?))),
+                (other, _) => Err(value_error(format!("bad body source {other:?}"))),
+            })
+            .collect::<PyResult<Vec<_>>>()?;
         let body = spec
             .body
             .iter()
@@ -616,6 +632,7 @@ impl NativeDecider {
                         tokens: p.read.tokens.clone(),
                         declared: declared(&p.read.declared)?,
                     },
+                    source: p.source as u32,
                     slot: p.slot.map(|s| s as u32),
                     label: name_of(&p.read.name, &mut names),
                 })
@@ -627,6 +644,7 @@ impl NativeDecider {
             spec.exact,
             spec.filter_count,
             env_types,
+            sources,
             body,
             spec.bodies,
             Some(expiration),
@@ -658,6 +676,7 @@ impl NativeDecider {
             making,
             routes: Mutex::new(Arc::new(Vec::new())),
             filtered: Mutex::new(Filtered::default()),
+            schemas: Mutex::new(Arc::new(Schemas::default())),
         })
     }
 
@@ -715,6 +734,10 @@ impl NativeDecider {
             Some(values) => record_values(values.bind(py), &all_routes, &routes)?,
             None => (Vec::new(), Vec::new()),
         };
+        let schemas = match &given.schemas {
+            Some(ask) => self.learn_schemas(ask.bind(py), &values, &all_routes, &routes)?,
+            None => Arc::clone(&*self.schemas.lock().map_err(|_| poisoned())?),
+        };
         if let Some(holders) = &given.holders {
             state.holding = true;
             self.look_up_holders(holders.bind(py), &batch, &all_routes, &routes, &mut state)?;
@@ -723,7 +746,7 @@ impl NativeDecider {
         let (timestamps, now_ms) = (given.timestamps, given.now_ms);
         let (decided, state) = py.detach(move || {
             let values: Vec<RecordValue<'_>> = values.iter().map(|v| v.get()).collect();
-            let failures = decider.read_bodies(&mut batch, &all_routes, &routes, &values);
+            let failures = decider.read_bodies(&mut batch, &all_routes, &routes, &values, &schemas);
             let outcomes = plan.match_batch_with_errors(&batch, true);
             let decided = decider.decide(
                 &batch,
@@ -836,6 +859,57 @@ fn record_values<'py>(
 
 fn poisoned() -> PyErr {
     PyValueError::new_err("a native decider's lock was poisoned")
+}
+
+impl NativeDecider {
+    /// The writer schemas the batch's values in Confluent's wire format are read with: those learned before,
+    /// and those of the ids met now for the first time, each asked for once (`ask(id)`: a node table, or None
+    /// when the registry does not have the id: absent here, so its values are undecodable, and asked again by
+    /// a later batch, as the id may come). What `ask` raises (a registry that cannot be read) goes to the
+    /// caller before anything is decided.
+    fn learn_schemas(
+        &self,
+        ask: &Bound<'_, PyAny>,
+        values: &[Borrowed],
+        all_routes: &[Route],
+        routes: &[u32],
+    ) -> PyResult<Arc<Schemas>> {
+        let known = Arc::clone(&*self.schemas.lock().map_err(|_| poisoned())?);
+        let mut learned: Vec<(u32, Arc<AvroSchema>)> = Vec::new();
+        let mut lacking: Vec<u32> = Vec::new();
+        for (value, &route) in values.iter().zip(routes) {
+            let framed = all_routes
+                .get(route as usize)
+                .is_some_and(Route::reads_framed);
+            let RecordValue::Bytes(bytes) = value.get() else {
+                continue;
+            };
+            let Some(id) = framed.then(|| bodies::schema_id(bytes)).flatten() else {
+                continue;
+            };
+            if known.contains_key(&id)
+                || lacking.contains(&id)
+                || learned.iter().any(|(i, _)| *i == id)
+            {
+                continue;
+            }
+            let answer = ask.call1((id,))?;
+            if answer.is_none() {
+                lacking.push(id);
+            } else {
+                let nodes: Vec<AvroNode> = answer.extract()?;
+                learned.push((id, Arc::new(python_avro::schema(nodes)?)));
+            }
+        }
+        if learned.is_empty() {
+            return Ok(known);
+        }
+        let mut kept = self.schemas.lock().map_err(|_| poisoned())?;
+        let mut next = Schemas::clone(&kept);
+        next.extend(learned);
+        *kept = Arc::new(next);
+        Ok(Arc::clone(&kept))
+    }
 }
 
 impl NativeDecider {

@@ -52,6 +52,12 @@ fn node(spec: AvroNode) -> PyResult<Node> {
     })
 }
 
+/// The schema of a node table `native_avro.lower` made.
+pub fn schema(nodes: Vec<AvroNode>) -> PyResult<Schema> {
+    let nodes = nodes.into_iter().map(node).collect::<PyResult<Vec<_>>>()?;
+    Schema::new(nodes).map_err(PyValueError::new_err)
+}
+
 /// What one body gave: the properties read, and the failures by property (1 each), as `body_avro.read_plain`.
 #[pyclass(frozen, get_all, module = "subroute.routing._native")]
 pub struct AvroReading {
@@ -71,8 +77,7 @@ pub struct AvroBodyReader {
 impl AvroBodyReader {
     #[new]
     fn new(py: Python<'_>, nodes: Vec<AvroNode>, reads: Vec<AvroRead>) -> PyResult<AvroBodyReader> {
-        let nodes = nodes.into_iter().map(node).collect::<PyResult<Vec<_>>>()?;
-        let schema = Schema::new(nodes).map_err(PyValueError::new_err)?;
+        let schema = schema(nodes)?;
         let mut names = Vec::with_capacity(reads.len());
         let mut parsed = Vec::with_capacity(reads.len());
         for AvroRead {
@@ -89,7 +94,10 @@ impl AvroBodyReader {
                 ),
             };
             names.push(PyString::new(py, &name).unbind());
-            parsed.push(Read::new(tokens, declared));
+            parsed.push(Read::new(
+                tokens.into_iter().map(String::into_bytes).collect(),
+                declared,
+            ));
         }
         Ok(AvroBodyReader {
             schema,
