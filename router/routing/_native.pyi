@@ -79,6 +79,10 @@ class NativePlan:
     def match_batch_with_errors(self, records: Iterable[HeadersIn | None]) -> Matches:
         """``match_batch``, and per record the entries whose evaluation ended in an error."""
 
+    def candidate_counts(self, records: Iterable[HeadersIn | None]) -> list[tuple[int, int]]:
+        """Per record, how many entries the indexes listed (their gates hold) and how many of those were
+        evaluated (those in groups the record opened)."""
+
     def stats(self) -> dict[str, int]:
         """How the entries are reached ("unindexed", "indexed_equality", "indexed_range", "indexed_interval")
         and how many nodes there are ("memoized", "nodes")."""

@@ -456,6 +456,9 @@ struct Ctx<'a> {
     candidates: Vec<u32>,
     /// Per group, the generation (record) in which it was last opened.
     open: Vec<u32>,
+    /// Subscriptions the indexes listed and those evaluated so far (`Plan::candidate_counts`).
+    listed: usize,
+    evaluated: usize,
 }
 
 impl Plan {
@@ -698,32 +701,49 @@ impl Plan {
         batch: &Batch,
         errors: bool,
     ) -> Vec<(Vec<u32>, Vec<u32>)> {
-        let mut ctx = Ctx {
+        let mut ctx = self.context();
+        (0..batch.records.len())
+            .map(|r| self.match_nth(batch, r, &mut ctx, errors))
+            .collect()
+    }
+
+    /// Per record, how many subscriptions the indexes listed (their gates hold) and how many of those were
+    /// evaluated (in groups the record opened); for the benchmarks: the matched ones are among them.
+    pub fn candidate_counts(&self, batch: &Batch) -> Vec<(usize, usize)> {
+        let mut ctx = self.context();
+        (0..batch.records.len())
+            .map(|r| {
+                let before = (ctx.listed, ctx.evaluated);
+                self.match_nth(batch, r, &mut ctx, true);
+                (ctx.listed - before.0, ctx.evaluated - before.1)
+            })
+            .collect()
+    }
+
+    fn context(&self) -> Ctx<'_> {
+        Ctx {
             props: vec![None; self.slot_count],
             memo_gen: vec![0; self.memo_count],
             memo_val: vec![Err(()); self.memo_count],
             generation: 0,
             candidates: Vec::new(),
             open: vec![0; self.group_count],
-        };
-        batch
-            .records
-            .iter()
-            .enumerate()
-            .map(|(r, &(start, end))| {
-                let typed = batch
-                    .typed_records
-                    .get(r)
-                    .map_or(&[][..], |&(s, e)| &batch.typed[s..e]);
-                self.match_record(
-                    &batch.headers[start..end],
-                    typed,
-                    &batch.bytes,
-                    &mut ctx,
-                    errors,
-                )
-            })
-            .collect()
+            listed: 0,
+            evaluated: 0,
+        }
+    }
+
+    /// `match_record` on the batch's record `r`.
+    fn match_nth<'a>(
+        &'a self,
+        batch: &'a Batch,
+        r: usize,
+        ctx: &mut Ctx<'a>,
+        errors: bool,
+    ) -> (Vec<u32>, Vec<u32>) {
+        let (start, end) = batch.records[r];
+        let typed = (batch.typed_records.get(r)).map_or(&[][..], |&(s, e)| &batch.typed[s..e]);
+        self.match_record(&batch.headers[start..end], typed, &batch.bytes, ctx, errors)
     }
 
     fn match_record<'a>(
@@ -770,6 +790,7 @@ impl Plan {
         let mut cands = std::mem::take(&mut ctx.candidates);
         cands.clear();
         self.candidates(&ctx.props, &mut cands);
+        ctx.listed += cands.len();
         let mut out = Vec::new();
         let mut failed = Vec::new();
         // Subscriptions that require no group first, so that every group is settled before those that do.
@@ -782,6 +803,7 @@ impl Plan {
                 if required.is_some_and(|g| ctx.open[g as usize] != ctx.generation) {
                     continue;
                 }
+                ctx.evaluated += 1;
                 let residual = &self.residuals[sub as usize];
                 let matched = if errors {
                     match self.conjunction(residual, ctx) {

@@ -386,6 +386,18 @@ impl NativePlan {
         Ok(Matches { matched, errors })
     }
 
+    /// For each record, how many entries the indexes listed and how many of those were evaluated (the
+    /// benchmarks report them).
+    fn candidate_counts(
+        &self,
+        py: Python<'_>,
+        records: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<(usize, usize)>> {
+        let batch = read_batch(&self.names, records)?;
+        let plan = Arc::clone(&self.plan);
+        Ok(py.detach(move || plan.candidate_counts(&batch)))
+    }
+
     /// How the entries are reached (unindexed, indexed_equality, indexed_range, indexed_interval), memoized
     /// nodes and nodes.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
