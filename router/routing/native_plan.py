@@ -431,7 +431,8 @@ class NativePlan:
     def candidate_counts(self, records: Sequence[HeadersIn | None]) -> list[tuple[int, int]]:
         """Per record, how many subscriptions the indexes listed (their gates hold) and how many of those were
         evaluated (in the apps whose filter the record passed); the matched ones are among them."""
-        return self._native.candidate_counts(records)
+        found = self._native.candidate_counts(records)
+        return list(zip(found.listed, found.evaluated, strict=True))
 
     def match_batch(self, records: Sequence[HeadersIn | None]) -> list[frozenset[Hashable]]:
         """Per record, the ids of the subscriptions it matches."""
