@@ -336,6 +336,9 @@ struct IntervalClass {
     subs: Vec<u32>,
 }
 
+/// Interval gates by width class while a plan is built: (lower bound, subscription) each.
+type IntervalsByWidth = HashMap<i128, Vec<(i64, u32)>>;
+
 /// `Plan::stats`: subscriptions always evaluated and by each index, memoized nodes, nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlanStats {
@@ -360,8 +363,16 @@ pub struct Plan {
     memo_count: usize,
     residuals: Vec<Vec<usize>>,
     opens: Vec<Option<u32>>,
-    requires: Vec<Option<u32>>,
     group_count: usize,
+    /// The indexes, one per part: `parts[0]` holds the subscriptions that require no group, `parts[g + 1]`
+    /// those that require group g. A record probes only the parts of the groups it opened, so its
+    /// candidates are its own apps' subscriptions, not those of every app whose keys it shares.
+    parts: Vec<Index>,
+}
+
+/// The indexes of one part of the subscriptions (`Plan::parts`).
+#[derive(Default)]
+struct Index {
     always: Vec<u32>,
     eq: Vec<(usize, EqTable)>,
     ranges: Vec<(usize, RangeBucket)>,
@@ -456,6 +467,8 @@ struct Ctx<'a> {
     candidates: Vec<u32>,
     /// Per group, the generation (record) in which it was last opened.
     open: Vec<u32>,
+    /// The groups the current record opened, in the order they were opened.
+    opened: Vec<u32>,
     /// Subscriptions the indexes listed and those evaluated so far (`Plan::candidate_counts`).
     listed: usize,
     evaluated: usize,
@@ -521,18 +534,16 @@ impl Plan {
             memo_count: 0,
             residuals: Vec::with_capacity(subs.len()),
             opens: Vec::with_capacity(subs.len()),
-            requires: Vec::with_capacity(subs.len()),
             group_count: 0,
-            always: Vec::new(),
-            eq: Vec::new(),
-            ranges: Vec::new(),
-            intervals: Vec::new(),
+            parts: Vec::new(),
             nodes,
             sql,
         };
-        let mut eq: HashMap<usize, EqTable> = HashMap::new();
-        let mut ranges: HashMap<(usize, u8), Vec<(Num, u32)>> = HashMap::new();
-        let mut intervals: HashMap<usize, HashMap<i128, Vec<(i64, u32)>>> = HashMap::new();
+        // Keyed by part first, as `Plan::parts` splits them.
+        let mut always: Vec<(usize, u32)> = Vec::new();
+        let mut eq: HashMap<(usize, usize), EqTable> = HashMap::new();
+        let mut ranges: HashMap<(usize, usize, u8), Vec<(Num, u32)>> = HashMap::new();
+        let mut intervals: HashMap<(usize, usize), IntervalsByWidth> = HashMap::new();
         for (i, sub) in subs.iter().enumerate() {
             let id = u32::try_from(i).map_err(|_| "too many subscriptions")?;
             for &r in &sub.residual {
@@ -546,7 +557,6 @@ impl Plan {
                 return Err("a subscription cannot both open a group and require one".into());
             }
             plan.opens.push(sub.opens);
-            plan.requires.push(sub.requires);
             for g in sub.opens.iter().chain(&sub.requires) {
                 plan.group_count = plan.group_count.max(*g as usize + 1);
             }
@@ -557,10 +567,11 @@ impl Plan {
                     Err(format!("bad gate slot {slot}"))
                 }
             };
+            let part = sub.requires.map_or(0, |g| g as usize + 1);
             match &sub.gate {
-                GateSpec::None => plan.always.push(id),
+                GateSpec::None => always.push((part, id)),
                 GateSpec::Eq { slot, keys } => {
-                    let table = eq.entry(check_slot(*slot)?).or_default();
+                    let table = eq.entry((part, check_slot(*slot)?)).or_default();
                     let mut keys = keys.clone();
                     keys.dedup();
                     for key in keys {
@@ -578,7 +589,7 @@ impl Plan {
                         return Err("bad range gate".into());
                     }
                     ranges
-                        .entry((check_slot(*slot)?, *op as u8))
+                        .entry((part, check_slot(*slot)?, *op as u8))
                         .or_default()
                         .push((*bound, id));
                 }
@@ -591,7 +602,7 @@ impl Plan {
                         (width as u128).next_power_of_two() as i128
                     };
                     intervals
-                        .entry(check_slot(*slot)?)
+                        .entry((part, check_slot(*slot)?))
                         .or_default()
                         .entry(class)
                         .or_default()
@@ -599,9 +610,14 @@ impl Plan {
                 }
             }
         }
-        plan.eq = eq.into_iter().collect();
-        plan.eq.sort_by_key(|(slot, _)| *slot);
-        for ((slot, _), mut bucket) in ranges {
+        let mut parts: Vec<Index> = (0..=plan.group_count).map(|_| Index::default()).collect();
+        for (part, id) in always {
+            parts[part].always.push(id);
+        }
+        for ((part, slot), table) in eq {
+            parts[part].eq.push((slot, table));
+        }
+        for ((part, slot, _), mut bucket) in ranges {
             let op = match &subs[bucket[0].1 as usize].gate {
                 GateSpec::Range { op, .. } => *op,
                 _ => unreachable!("a range bucket holds range gates"),
@@ -613,7 +629,7 @@ impl Plan {
                     .then(a.1.cmp(&b.1))
             });
             let (bounds, ids) = bucket.into_iter().unzip();
-            plan.ranges.push((
+            parts[part].ranges.push((
                 slot,
                 RangeBucket {
                     op,
@@ -622,8 +638,7 @@ impl Plan {
                 },
             ));
         }
-        plan.ranges.sort_by_key(|(slot, b)| (*slot, b.op as u8));
-        for (slot, classes) in intervals {
+        for ((part, slot), classes) in intervals {
             let mut out: Vec<IntervalClass> = classes
                 .into_iter()
                 .map(|(width, mut bucket)| {
@@ -633,9 +648,14 @@ impl Plan {
                 })
                 .collect();
             out.sort_by_key(|c| c.width);
-            plan.intervals.push((slot, out));
+            parts[part].intervals.push((slot, out));
         }
-        plan.intervals.sort_by_key(|(slot, _)| *slot);
+        for index in &mut parts {
+            index.eq.sort_by_key(|(slot, _)| *slot);
+            index.ranges.sort_by_key(|(slot, b)| (*slot, b.op as u8));
+            index.intervals.sort_by_key(|(slot, _)| *slot);
+        }
+        plan.parts = parts;
         let mut count = 0u32;
         plan.memo = plan
             .nodes
@@ -664,19 +684,22 @@ impl Plan {
     /// How the subscriptions are reached and how many nodes there are.
     pub fn stats(&self) -> PlanStats {
         let eq: usize = {
-            let mut ids: Vec<u32> = self.eq.iter().flat_map(|(_, t)| t.ids()).collect();
+            let mut ids: Vec<u32> = (self.parts.iter())
+                .flat_map(|p| p.eq.iter().flat_map(|(_, t)| t.ids()))
+                .collect();
             ids.sort_unstable();
             ids.dedup();
             ids.len()
         };
-        let ranges = self.ranges.iter().map(|(_, b)| b.subs.len()).sum();
-        let intervals = self
-            .intervals
-            .iter()
+        let ranges = (self.parts.iter())
+            .flat_map(|p| p.ranges.iter().map(|(_, b)| b.subs.len()))
+            .sum();
+        let intervals = (self.parts.iter())
+            .flat_map(|p| p.intervals.iter())
             .flat_map(|(_, cs)| cs.iter().map(|c| c.subs.len()))
             .sum();
         PlanStats {
-            unindexed: self.always.len(),
+            unindexed: self.parts.iter().map(|p| p.always.len()).sum(),
             indexed_equality: eq,
             indexed_range: ranges,
             indexed_interval: intervals,
@@ -728,6 +751,7 @@ impl Plan {
             generation: 0,
             candidates: Vec::new(),
             open: vec![0; self.group_count],
+            opened: Vec::new(),
             listed: 0,
             evaluated: 0,
         }
@@ -788,51 +812,69 @@ impl Plan {
             }
         }
         let mut cands = std::mem::take(&mut ctx.candidates);
-        cands.clear();
-        self.candidates(&ctx.props, &mut cands);
-        ctx.listed += cands.len();
+        let mut opened = std::mem::take(&mut ctx.opened);
         let mut out = Vec::new();
         let mut failed = Vec::new();
-        // Subscriptions that require no group first, so that every group is settled before those that do.
-        for guarded in [false, true] {
-            for &sub in &cands {
-                let required = self.requires[sub as usize];
-                if required.is_some() != guarded {
-                    continue;
-                }
-                if required.is_some_and(|g| ctx.open[g as usize] != ctx.generation) {
-                    continue;
-                }
-                ctx.evaluated += 1;
-                let residual = &self.residuals[sub as usize];
-                let matched = if errors {
-                    match self.conjunction(residual, ctx) {
-                        Ok(m) => m,
-                        Err(()) => {
-                            failed.push(sub);
-                            false
-                        }
-                    }
-                } else {
-                    // Only "all true" matches, so the first conjunct that is not true settles it.
-                    residual
-                        .iter()
-                        .all(|&n| matches!(self.eval(n, ctx), Ok(V::Bool(true))))
-                };
-                if matched {
-                    out.push(sub);
-                    if let Some(g) = self.opens[sub as usize] {
-                        ctx.open[g as usize] = ctx.generation;
-                    }
-                }
-            }
+        // The subscriptions that require no group first: they settle which groups are open, and only the
+        // open groups' parts are probed.
+        cands.clear();
+        opened.clear();
+        self.parts[0].candidates(&ctx.props, &mut cands);
+        self.evaluate(&cands, ctx, errors, &mut out, &mut failed, &mut opened);
+        for &g in &opened {
+            cands.clear();
+            self.parts[g as usize + 1].candidates(&ctx.props, &mut cands);
+            self.evaluate(&cands, ctx, errors, &mut out, &mut failed, &mut Vec::new());
         }
         ctx.candidates = cands;
+        ctx.opened = opened;
         out.sort_unstable();
         out.dedup();
         failed.sort_unstable();
         failed.dedup();
         (out, failed)
+    }
+
+    /// Evaluates the residuals of `cands` into `out` (matched) and, with `errors`, `failed`; each group a
+    /// match opens first in this record is added to `opened`.
+    fn evaluate<'a>(
+        &'a self,
+        cands: &[u32],
+        ctx: &mut Ctx<'a>,
+        errors: bool,
+        out: &mut Vec<u32>,
+        failed: &mut Vec<u32>,
+        opened: &mut Vec<u32>,
+    ) {
+        // Every candidate listed is evaluated: none waits on a group that is not open.
+        ctx.listed += cands.len();
+        ctx.evaluated += cands.len();
+        for &sub in cands {
+            let residual = &self.residuals[sub as usize];
+            let matched = if errors {
+                match self.conjunction(residual, ctx) {
+                    Ok(m) => m,
+                    Err(()) => {
+                        failed.push(sub);
+                        false
+                    }
+                }
+            } else {
+                // Only "all true" matches, so the first conjunct that is not true settles it.
+                residual
+                    .iter()
+                    .all(|&n| matches!(self.eval(n, ctx), Ok(V::Bool(true))))
+            };
+            if matched {
+                out.push(sub);
+                if let Some(g) = self.opens[sub as usize] {
+                    if ctx.open[g as usize] != ctx.generation {
+                        ctx.open[g as usize] = ctx.generation;
+                        opened.push(g);
+                    }
+                }
+            }
+        }
     }
 
     /// A residual as the reference evaluates it: one conjunct is the whole expression (its value must be a
@@ -853,50 +895,6 @@ impl Plan {
             }
         }
         Ok(!unknown)
-    }
-
-    fn candidates(&self, props: &[Option<V<'_>>], out: &mut Vec<u32>) {
-        out.extend_from_slice(&self.always);
-        for (slot, table) in &self.eq {
-            if let Some(v) = props[*slot] {
-                table.probe(v, out);
-            }
-        }
-        for (slot, bucket) in &self.ranges {
-            let Some(v) = props[*slot].and_then(as_num) else {
-                continue;
-            };
-            if matches!(v, Num::F(f) if f.is_nan()) {
-                continue;
-            }
-            // Bounds ascend; "p > b" holds for the bounds below v, "p < b" for those above, and so on.
-            let below = |b: &Num| cmp_num(*b, v) == Some(Ordering::Less);
-            let at_most = |b: &Num| cmp_num(*b, v) != Some(Ordering::Greater);
-            let b = &bucket.bounds;
-            match bucket.op {
-                CmpOp::Gt => out.extend_from_slice(&bucket.subs[..b.partition_point(below)]),
-                CmpOp::Ge => out.extend_from_slice(&bucket.subs[..b.partition_point(at_most)]),
-                CmpOp::Lt => out.extend_from_slice(&bucket.subs[b.partition_point(at_most)..]),
-                CmpOp::Le => out.extend_from_slice(&bucket.subs[b.partition_point(below)..]),
-                CmpOp::Eq | CmpOp::Ne => {}
-            }
-        }
-        for (slot, classes) in &self.intervals {
-            // An int interval holds v only if it holds floor(v); far outside int64 none does.
-            let v: i128 = match props[*slot] {
-                Some(V::Int(i)) => i128::from(i),
-                Some(V::Float(f)) if f.is_finite() => f.floor().clamp(-1e20, 1e20) as i128,
-                _ => continue,
-            };
-            for class in classes {
-                let lowest = v - class.width;
-                let i = class.lows.partition_point(|&l| i128::from(l) < lowest);
-                let j = class.lows.partition_point(|&l| i128::from(l) <= v);
-                if i < j {
-                    out.extend_from_slice(&class.subs[i..j]);
-                }
-            }
-        }
     }
 
     fn eval<'a>(&'a self, n: usize, ctx: &mut Ctx<'a>) -> R<'a> {
@@ -1058,6 +1056,53 @@ impl Plan {
                 Ok(V::Bool(matches!(self.eval(*x, ctx)?, V::Null) != *negated))
             }
             _ => Err(()),
+        }
+    }
+}
+
+impl Index {
+    /// The subscriptions of this part whose gate holds for the record's properties.
+    fn candidates(&self, props: &[Option<V<'_>>], out: &mut Vec<u32>) {
+        out.extend_from_slice(&self.always);
+        for (slot, table) in &self.eq {
+            if let Some(v) = props[*slot] {
+                table.probe(v, out);
+            }
+        }
+        for (slot, bucket) in &self.ranges {
+            let Some(v) = props[*slot].and_then(as_num) else {
+                continue;
+            };
+            if matches!(v, Num::F(f) if f.is_nan()) {
+                continue;
+            }
+            // Bounds ascend; "p > b" holds for the bounds below v, "p < b" for those above, and so on.
+            let below = |b: &Num| cmp_num(*b, v) == Some(Ordering::Less);
+            let at_most = |b: &Num| cmp_num(*b, v) != Some(Ordering::Greater);
+            let b = &bucket.bounds;
+            match bucket.op {
+                CmpOp::Gt => out.extend_from_slice(&bucket.subs[..b.partition_point(below)]),
+                CmpOp::Ge => out.extend_from_slice(&bucket.subs[..b.partition_point(at_most)]),
+                CmpOp::Lt => out.extend_from_slice(&bucket.subs[b.partition_point(at_most)..]),
+                CmpOp::Le => out.extend_from_slice(&bucket.subs[b.partition_point(below)..]),
+                CmpOp::Eq | CmpOp::Ne => {}
+            }
+        }
+        for (slot, classes) in &self.intervals {
+            // An int interval holds v only if it holds floor(v); far outside int64 none does.
+            let v: i128 = match props[*slot] {
+                Some(V::Int(i)) => i128::from(i),
+                Some(V::Float(f)) if f.is_finite() => f.floor().clamp(-1e20, 1e20) as i128,
+                _ => continue,
+            };
+            for class in classes {
+                let lowest = v - class.width;
+                let i = class.lows.partition_point(|&l| i128::from(l) < lowest);
+                let j = class.lows.partition_point(|&l| i128::from(l) <= v);
+                if i < j {
+                    out.extend_from_slice(&class.subs[i..j]);
+                }
+            }
         }
     }
 }
