@@ -1339,6 +1339,59 @@ mod tests {
     }
 
     #[test]
+    fn each_group_is_indexed_apart_and_probed_once_open() {
+        // Sub 0 (a == 5, gated) opens group 0, sub 1 (c > 1.5, gated) opens group 1. Subs 2 and 3 (a == 5)
+        // and 4 and 5 (c > 1.5) are gated alike in both groups' parts; sub 6 (s IS NULL, ungated) requires
+        // group 1.
+        let eq = || GateSpec::Eq {
+            slot: 0,
+            keys: vec![Key::Int(5)],
+        };
+        let range = || GateSpec::Range {
+            slot: 1,
+            op: CmpOp::Gt,
+            bound: Num::F(1.5),
+        };
+        let sub = |gate: GateSpec, residual: Vec<usize>, opens, requires| SubSpec {
+            gate,
+            residual,
+            opens,
+            requires,
+        };
+        let subs = vec![
+            sub(eq(), vec![], Some(0), None),
+            sub(range(), vec![], Some(1), None),
+            sub(eq(), vec![], None, Some(0)),
+            sub(eq(), vec![], None, Some(1)),
+            sub(range(), vec![], None, Some(0)),
+            sub(range(), vec![], None, Some(1)),
+            sub(GateSpec::None, vec![10], None, Some(1)),
+        ];
+        let plan = Plan::build(&sample_props(), sample_specs(), &subs).expect("a valid plan");
+        let records: &[&[(&str, Option<&str>)]] = &[
+            &[("a", Some("5")), ("c", Some("2"))],
+            &[("a", Some("5")), ("c", Some("1"))],
+            &[("a", Some("4")), ("c", Some("2"))],
+            &[("a", Some("4")), ("c", Some("1")), ("s", Some("x"))],
+        ];
+        let expected = vec![vec![0, 1, 2, 3, 4, 5, 6], vec![0, 2], vec![1, 5, 6], vec![]];
+        assert_eq!(run(&plan, records), expected);
+        // Only the open groups' subscriptions are listed: none of a closed group's is even looked at.
+        let mut batch = Batch::default();
+        for record in records {
+            for (name, value) in record.iter() {
+                let i = plan.names().iter().position(|n| n == name).expect("a name");
+                batch.push_header(i as u32, value.map(str::as_bytes));
+            }
+            batch.end_record();
+        }
+        let listed: Vec<usize> = (plan.candidate_counts(&batch).iter())
+            .map(|c| c.0)
+            .collect();
+        assert_eq!(listed, vec![7, 2, 3, 0]);
+    }
+
+    #[test]
     fn required_groups_gate_subscriptions() {
         // Sub 0 (a == 5) opens group 0; sub 1 (c > 1.5) requires it; sub 2 (s IS NULL, a == 5) requires
         // group 1, which nothing opens.
