@@ -278,15 +278,15 @@ pub struct SubSpec {
 /// The equality index of one property slot, a table per key class (strings are looked up without a copy).
 #[derive(Default)]
 struct EqTable {
-    int: FxMap<i64, Vec<u32>>,
-    num_i: FxMap<i64, Vec<u32>>,
-    num_f: FxMap<u64, Vec<u32>>,
-    str: FxMap<Vec<u8>, Vec<u32>>,
-    bool: [Vec<u32>; 2],
+    int: FxMap<i64, Vec<Cand>>,
+    num_i: FxMap<i64, Vec<Cand>>,
+    num_f: FxMap<u64, Vec<Cand>>,
+    str: FxMap<Vec<u8>, Vec<Cand>>,
+    bool: [Vec<Cand>; 2],
 }
 
 impl EqTable {
-    fn list(&mut self, key: Key) -> &mut Vec<u32> {
+    fn list(&mut self, key: Key) -> &mut Vec<Cand> {
         match key {
             Key::Int(i) => self.int.entry(i).or_default(),
             Key::NumI(i) => self.num_i.entry(i).or_default(),
@@ -299,12 +299,12 @@ impl EqTable {
     fn ids(&self) -> impl Iterator<Item = u32> + '_ {
         let lists = self.int.values().chain(self.num_i.values());
         let lists = lists.chain(self.num_f.values()).chain(self.str.values());
-        lists.chain(self.bool.iter()).flatten().copied()
+        lists.chain(self.bool.iter()).flatten().map(|c| c.sub)
     }
 
-    fn probe(&self, v: V<'_>, out: &mut Vec<u32>) {
-        let empty: &[u32] = &[];
-        let mut add = |hit: Option<&Vec<u32>>| out.extend_from_slice(hit.map_or(empty, |h| h));
+    fn probe(&self, v: V<'_>, out: &mut Vec<Cand>) {
+        let empty: &[Cand] = &[];
+        let mut add = |hit: Option<&Vec<Cand>>| out.extend_from_slice(hit.map_or(empty, |h| h));
         match v {
             V::Null => {}
             V::Int(i) => {
@@ -325,7 +325,7 @@ impl EqTable {
 struct RangeBucket {
     op: CmpOp,
     bounds: Vec<Num>,
-    subs: Vec<u32>,
+    subs: Vec<Cand>,
 }
 
 /// Intervals no wider than `width`, by ascending lower bound: one holding v has its lower bound in
@@ -333,7 +333,25 @@ struct RangeBucket {
 struct IntervalClass {
     width: i128,
     lows: Vec<i64>,
-    subs: Vec<u32>,
+    subs: Vec<Cand>,
+}
+
+/// Residual conjuncts a `Cand` holds itself; longer residuals are in `Plan::spill`.
+const INLINE: usize = 2;
+/// `Cand::opens` of a subscription that opens no group.
+const NO_GROUP: u32 = u32::MAX;
+
+/// A subscription as the indexes list it: with all its evaluation reads besides the nodes (its residual
+/// conjuncts, the group it opens), so that a candidate costs no look-up in a table of every subscription:
+/// at 100,000 subscriptions those look-ups were most of the decision path's cache misses.
+#[derive(Clone, Copy, Debug)]
+struct Cand {
+    sub: u32,
+    /// The group it opens, or `NO_GROUP`.
+    opens: u32,
+    /// How many residual conjuncts; beyond `INLINE`, `conjuncts[0]` is where they start in `Plan::spill`.
+    len: u32,
+    conjuncts: [u32; INLINE],
 }
 
 /// Interval gates by width class while a plan is built: (lower bound, subscription) each.
@@ -361,8 +379,9 @@ pub struct Plan {
     /// Memo slot of each node read by more than one parent or subscription.
     memo: Vec<Option<u32>>,
     memo_count: usize,
-    residuals: Vec<Vec<usize>>,
-    opens: Vec<Option<u32>>,
+    subscription_count: usize,
+    /// The residual conjuncts of the subscriptions with more than `INLINE` of them (`Cand`).
+    spill: Vec<u32>,
     group_count: usize,
     /// The indexes, one per part: `parts[0]` holds the subscriptions that require no group, `parts[g + 1]`
     /// those that require group g. A record probes only the parts of the groups it opened, so its
@@ -373,7 +392,7 @@ pub struct Plan {
 /// The indexes of one part of the subscriptions (`Plan::parts`).
 #[derive(Default)]
 struct Index {
-    always: Vec<u32>,
+    always: Vec<Cand>,
     eq: Vec<(usize, EqTable)>,
     ranges: Vec<(usize, RangeBucket)>,
     intervals: Vec<(usize, Vec<IntervalClass>)>,
@@ -464,7 +483,7 @@ struct Ctx<'a> {
     memo_gen: Vec<u32>,
     memo_val: Vec<R<'a>>,
     generation: u32,
-    candidates: Vec<u32>,
+    candidates: Vec<Cand>,
     /// Per group, the generation (record) in which it was last opened.
     open: Vec<u32>,
     /// The groups the current record opened, in the order they were opened.
@@ -532,15 +551,16 @@ impl Plan {
             slot_count: props.len(),
             memo: Vec::new(),
             memo_count: 0,
-            residuals: Vec::with_capacity(subs.len()),
-            opens: Vec::with_capacity(subs.len()),
+            subscription_count: subs.len(),
+            spill: Vec::new(),
             group_count: 0,
             parts: Vec::new(),
             nodes,
             sql,
         };
         // Keyed by part first, as `Plan::parts` splits them.
-        let mut always: Vec<(usize, u32)> = Vec::new();
+        let mut always: Vec<(usize, Cand)> = Vec::new();
+        let mut cands: Vec<Cand> = Vec::with_capacity(subs.len());
         let mut eq: HashMap<(usize, usize), EqTable> = HashMap::new();
         let mut ranges: HashMap<(usize, usize, u8), Vec<(Num, u32)>> = HashMap::new();
         let mut intervals: HashMap<(usize, usize), IntervalsByWidth> = HashMap::new();
@@ -552,11 +572,28 @@ impl Plan {
                 }
                 uses[r] += 1;
             }
-            plan.residuals.push(sub.residual.clone());
             if sub.opens.is_some() && sub.requires.is_some() {
                 return Err("a subscription cannot both open a group and require one".into());
             }
-            plan.opens.push(sub.opens);
+            let too_many = || "too many nodes".to_string();
+            let mut conjuncts = [0u32; INLINE];
+            if sub.residual.len() <= INLINE {
+                for (c, &r) in conjuncts.iter_mut().zip(&sub.residual) {
+                    *c = u32::try_from(r).map_err(|_| too_many())?;
+                }
+            } else {
+                conjuncts[0] = u32::try_from(plan.spill.len()).map_err(|_| too_many())?;
+                for &r in &sub.residual {
+                    plan.spill.push(u32::try_from(r).map_err(|_| too_many())?);
+                }
+            }
+            let cand = Cand {
+                sub: id,
+                opens: sub.opens.unwrap_or(NO_GROUP),
+                len: u32::try_from(sub.residual.len()).map_err(|_| too_many())?,
+                conjuncts,
+            };
+            cands.push(cand);
             for g in sub.opens.iter().chain(&sub.requires) {
                 plan.group_count = plan.group_count.max(*g as usize + 1);
             }
@@ -569,7 +606,7 @@ impl Plan {
             };
             let part = sub.requires.map_or(0, |g| g as usize + 1);
             match &sub.gate {
-                GateSpec::None => always.push((part, id)),
+                GateSpec::None => always.push((part, cand)),
                 GateSpec::Eq { slot, keys } => {
                     let table = eq.entry((part, check_slot(*slot)?)).or_default();
                     let mut keys = keys.clone();
@@ -577,8 +614,8 @@ impl Plan {
                     for key in keys {
                         let list = table.list(key);
                         // A value repeated in the gate must not list the subscription twice.
-                        if list.last() != Some(&id) {
-                            list.push(id);
+                        if list.last().map(|c| c.sub) != Some(id) {
+                            list.push(cand);
                         }
                     }
                 }
@@ -628,22 +665,21 @@ impl Plan {
                     .unwrap_or(Ordering::Equal)
                     .then(a.1.cmp(&b.1))
             });
-            let (bounds, ids) = bucket.into_iter().unzip();
-            parts[part].ranges.push((
-                slot,
-                RangeBucket {
-                    op,
-                    bounds,
-                    subs: ids,
-                },
-            ));
+            let (bounds, subs) = (bucket.iter())
+                .map(|&(bound, id)| (bound, cands[id as usize]))
+                .unzip();
+            parts[part]
+                .ranges
+                .push((slot, RangeBucket { op, bounds, subs }));
         }
         for ((part, slot), classes) in intervals {
             let mut out: Vec<IntervalClass> = classes
                 .into_iter()
                 .map(|(width, mut bucket)| {
                     bucket.sort();
-                    let (lows, subs) = bucket.into_iter().unzip();
+                    let (lows, subs) = (bucket.iter())
+                        .map(|&(low, id)| (low, cands[id as usize]))
+                        .unzip();
                     IntervalClass { width, lows, subs }
                 })
                 .collect();
@@ -678,7 +714,7 @@ impl Plan {
     }
 
     pub fn subscription_count(&self) -> usize {
-        self.residuals.len()
+        self.subscription_count
     }
 
     /// How the subscriptions are reached and how many nodes there are.
@@ -839,7 +875,7 @@ impl Plan {
     /// match opens first in this record is added to `opened`.
     fn evaluate<'a>(
         &'a self,
-        cands: &[u32],
+        cands: &[Cand],
         ctx: &mut Ctx<'a>,
         errors: bool,
         out: &mut Vec<u32>,
@@ -849,8 +885,14 @@ impl Plan {
         // Every candidate listed is evaluated: none waits on a group that is not open.
         ctx.listed += cands.len();
         ctx.evaluated += cands.len();
-        for &sub in cands {
-            let residual = &self.residuals[sub as usize];
+        for cand in cands {
+            let (sub, len) = (cand.sub, cand.len as usize);
+            let residual = if len <= INLINE {
+                &cand.conjuncts[..len]
+            } else {
+                let start = cand.conjuncts[0] as usize;
+                &self.spill[start..start + len]
+            };
             let matched = if errors {
                 match self.conjunction(residual, ctx) {
                     Ok(m) => m,
@@ -861,17 +903,14 @@ impl Plan {
                 }
             } else {
                 // Only "all true" matches, so the first conjunct that is not true settles it.
-                residual
-                    .iter()
-                    .all(|&n| matches!(self.eval(n, ctx), Ok(V::Bool(true))))
+                (residual.iter()).all(|&n| matches!(self.eval(n as usize, ctx), Ok(V::Bool(true))))
             };
             if matched {
                 out.push(sub);
-                if let Some(g) = self.opens[sub as usize] {
-                    if ctx.open[g as usize] != ctx.generation {
-                        ctx.open[g as usize] = ctx.generation;
-                        opened.push(g);
-                    }
+                let g = cand.opens;
+                if g != NO_GROUP && ctx.open[g as usize] != ctx.generation {
+                    ctx.open[g as usize] = ctx.generation;
+                    opened.push(g);
                 }
             }
         }
@@ -880,14 +919,14 @@ impl Plan {
     /// A residual as the reference evaluates it: one conjunct is the whole expression (its value must be a
     /// boolean, or sql92's UNKNOWN), several are an AND chain with its short-circuit and type rules.
     /// Ok(true) matches, Ok(false) does not, Err is an evaluation error.
-    fn conjunction<'a>(&'a self, residual: &[usize], ctx: &mut Ctx<'a>) -> Result<bool, ()> {
+    fn conjunction<'a>(&'a self, residual: &[u32], ctx: &mut Ctx<'a>) -> Result<bool, ()> {
         let Some(&first) = residual.first() else {
             return Ok(true);
         };
-        let sql = self.sql[first];
+        let sql = self.sql[first as usize];
         let mut unknown = false;
         for &n in residual {
-            match self.eval(n, ctx)? {
+            match self.eval(n as usize, ctx)? {
                 V::Bool(true) => {}
                 V::Bool(false) => return Ok(false),
                 V::Null if sql => unknown = true,
@@ -1062,7 +1101,7 @@ impl Plan {
 
 impl Index {
     /// The subscriptions of this part whose gate holds for the record's properties.
-    fn candidates(&self, props: &[Option<V<'_>>], out: &mut Vec<u32>) {
+    fn candidates(&self, props: &[Option<V<'_>>], out: &mut Vec<Cand>) {
         out.extend_from_slice(&self.always);
         for (slot, table) in &self.eq {
             if let Some(v) = props[*slot] {
@@ -1389,6 +1428,31 @@ mod tests {
             .map(|c| c.0)
             .collect();
         assert_eq!(listed, vec![7, 2, 3, 0]);
+    }
+
+    #[test]
+    fn residuals_longer_than_inline_are_read_from_the_spill() {
+        // a == 5 && c > 1.5 && s IS NULL (three conjuncts, spilled) beside two and none (inline).
+        let sub = |residual: Vec<usize>| SubSpec {
+            gate: GateSpec::None,
+            residual,
+            opens: None,
+            requires: None,
+        };
+        let subs = [
+            sub(vec![2, 5, 10]),
+            sub(vec![10, 2]),
+            sub(vec![]),
+            sub(vec![5, 2, 10]),
+        ];
+        let plan = Plan::build(&sample_props(), sample_specs(), &subs).expect("a valid plan");
+        let records: &[&[(&str, Option<&str>)]] = &[
+            &[("a", Some("5")), ("c", Some("2"))],
+            &[("a", Some("5")), ("c", Some("1"))],
+            &[("a", Some("5")), ("c", Some("2")), ("s", Some("x"))],
+        ];
+        let expected = vec![vec![0, 1, 2, 3], vec![1, 2], vec![2]];
+        assert_eq!(run(&plan, records), expected);
     }
 
     #[test]
