@@ -64,6 +64,18 @@ class Matches:
         """Per record, the positions whose evaluation ended in an error (only entries evaluated; a sql92
         UNKNOWN is no error)."""
 
+class Candidates:
+    """What ``NativePlan.candidate_counts`` found: per record (aligned lists), how many entries the indexes
+    listed (their gates hold) and how many of those were evaluated (those in groups the record opened)."""
+
+    @property
+    def listed(self) -> list[int]:
+        """Per record, the entries listed."""
+
+    @property
+    def evaluated(self) -> list[int]:
+        """Per record, the entries evaluated."""
+
 class NativePlan:
     """Every entry of a ``PlanSpec`` in one plan: their slots decoded once per record, their gates indexed, their
     shared nodes evaluated at most once per record."""
@@ -78,6 +90,9 @@ class NativePlan:
 
     def match_batch_with_errors(self, records: Iterable[HeadersIn | None]) -> Matches:
         """``match_batch``, and per record the entries whose evaluation ended in an error."""
+
+    def candidate_counts(self, records: Iterable[HeadersIn | None]) -> Candidates:
+        """Per record, how many entries the indexes listed and how many of those were evaluated."""
 
     def stats(self) -> dict[str, int]:
         """How the entries are reached ("unindexed", "indexed_equality", "indexed_range", "indexed_interval")

@@ -428,6 +428,12 @@ class NativePlan:
         found = self._native.match_batch_with_errors(records)
         return list(zip(found.matched, found.errors, strict=True))
 
+    def candidate_counts(self, records: Sequence[HeadersIn | None]) -> list[tuple[int, int]]:
+        """Per record, how many subscriptions the indexes listed (their gates hold) and how many of those were
+        evaluated (in the apps whose filter the record passed); the matched ones are among them."""
+        found = self._native.candidate_counts(records)
+        return list(zip(found.listed, found.evaluated, strict=True))
+
     def match_batch(self, records: Sequence[HeadersIn | None]) -> list[frozenset[Hashable]]:
         """Per record, the ids of the subscriptions it matches."""
         ids = self._ids

@@ -12,9 +12,12 @@ time), the median of ``--repeat`` passes over the same ``--messages`` records:
   once per batch, then each record's decisions), from raw headers to ``RouteResult``s;
 * ``route``: ``Router.route`` record by record, the Python reference (the pure-Python path before issue 13);
 
-and the table's build time (Python plans and the native plan, in the config thread in the worker), and the
-matches per record (which grow with the size: the work on them is part of the figure). ``route_batch`` is
-checked to decide as ``route`` does on the first 300 records of every size before it is timed.
+and the table's build time (Python plans and the native plan, in the config thread in the worker), the
+matches per record (which grow with the size: the work on them is part of the figure) and the candidates per
+record: ``listed``, the subscriptions the native plan's indexes handed over (their gates hold), and
+``evaluated``, those of them evaluated (in the apps whose filter the record passed); the matches are among
+them. ``route_batch`` is checked to decide as ``route`` does on the first 300 records of every size before it
+is timed. The last line is issue 13's figure: ``route_batch`` at the largest size over the smallest.
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ def main() -> None:
     views = [MessageView("orders", h, 0) for h in perfkit.message_headers(args.messages, seed=5)]
     print(f"{args.messages:,} records per pass, CPU µs per record, median of {args.repeat} passes")
     print(
-        f"{'subscriptions':>13} {'route_batch':>12} {'route':>8} {'ratio':>6} {'matches/rec':>12} {'build s':>8}"
+        f"{'subscriptions':>13} {'route_batch':>12} {'route':>8} {'ratio':>6} {'matches/rec':>12}"
+        f" {'listed/rec':>11} {'evaluated/rec':>14} {'build s':>8}"
     )
     found: dict[int, float] = {}
     for size in (int(s) for s in args.sizes.split(",")):
@@ -76,13 +80,15 @@ def main() -> None:
         expected = [reference.route(table, v, {}, 0) for v in views[:300]]
         if native.route_batch(table, views[:300], {}, 0) != expected:
             raise SystemExit(f"route_batch and route disagree at {size} subscriptions")
-        matches = table.native.plan.match_indexes([v.headers for v in views])
-        per_rec = sum(len(m) for m in matches) / len(views)
+        headers = [v.headers for v in views]
+        per_rec = sum(len(m) for m in table.native.plan.match_indexes(headers)) / len(views)
+        counts = table.native.plan.candidate_counts(headers)
+        listed, evaluated = (sum(c[i] for c in counts) / len(views) for i in (0, 1))
         found[size] = fast = cpu_us_per_record(batch, table, views, args.repeat)
         slow = cpu_us_per_record(per_record, table, views, args.repeat)
         print(
             f"{table.expression_count:>13,} {fast:>12.2f} {slow:>8.2f} {slow / fast:>5.1f}x {per_rec:>12.1f}"
-            f" {built:>8.1f}",
+            f" {listed:>11.1f} {evaluated:>14.1f} {built:>8.1f}",
             flush=True,
         )
         del table

@@ -63,7 +63,8 @@ def test_the_reference_imports_nothing_native() -> None:
 def test_the_stub_documents_every_class_and_method_and_no_tuple_crosses() -> None:
     stub = STUB.read_text()
     assert "tuple[" not in stub
-    for name in ("Entry", "Matches", "NativePlan", "BatchOutcome", "NativeDecider", "AvroBodyReader", "AvroReading"):
+    classes = ("Entry", "Matches", "Candidates", "NativePlan", "BatchOutcome", "NativeDecider")
+    for name in (*classes, "AvroBodyReader", "AvroReading"):
         assert hasattr(_native, name) and f"class {name}:" in stub
         assert getattr(_native, name).__module__ == "subroute.routing._native"
     # Each def is followed by its docstring.

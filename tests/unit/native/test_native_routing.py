@@ -771,6 +771,71 @@ def test_a_batch_fills_groups_as_route_does(data: st.DataObject) -> None:
             event(f"{decision.action.value} {decision.reason or ''}")
 
 
+# Filters that overlap (a record often passes several apps' filters, or none) and subscriptions with equality,
+# range and interval gates on the same few keys in every app.
+_SHARED_FILTERS = {
+    "bmq": (None, "a > 0", "a >= 1", "b == 1", "a == 1 || b == 2"),
+    "sql92": (None, "a > 0", "a >= 1", "b = 1", "a = 1 OR b = 2"),
+}
+_SHARED_SUBSCRIPTIONS = {
+    "bmq": (
+        "a == 1",
+        "a == 2",
+        "b == 1",
+        "a > 1",
+        "a >= 1 && a <= 2",
+        "(a == 1 || a == 2) && b > 0",
+        "b < 2",
+    ),
+    "sql92": ("a = 1", "a = 2", "b = 1", "a > 1", "a BETWEEN 1 AND 2", "(a = 1 OR a = 2) AND b > 0", "b < 2"),
+}
+
+
+@st.composite
+def shared_gate_configs(draw: st.DrawFn) -> Config:
+    """Apps on one topic whose filters overlap and whose subscriptions are gated on the same keys: the native
+    plan indexes each app's subscriptions apart and probes those of the apps whose filter a record passed."""
+    dialect = draw(st.sampled_from(("bmq", "sql92")))
+    apps: dict[str, AppConfig] = {}
+    groups: dict[tuple[str, str], GroupConfig] = {}
+    for i in range(draw(st.integers(2, 4))):
+        name = f"app{i}"
+        filters = draw(st.lists(st.sampled_from(_SHARED_FILTERS[dialect]), max_size=2))
+        apps[name] = AppConfig(
+            name=name,
+            inputs=("orders",),
+            dialect=dialect,
+            properties={"a": "int", "b": "int"},
+            filter=tuple(f for f in filters if f is not None),
+            fairness=draw(st.sampled_from(("round-robin", "proportional", "fast"))),
+            presence="ignored",
+        )
+        for j in range(draw(st.integers(1, 3))):
+            subs = tuple(
+                SubscriptionConfig(
+                    draw(st.sampled_from(_SHARED_SUBSCRIPTIONS[dialect])), draw(st.integers(0, 1))
+                )
+                for _ in range(draw(st.integers(0, 3)))
+            )
+            groups[(name, f"g{j}")] = GroupConfig(name, f"g{j}", subs, order=j)
+    return Config(version=1, apps=apps, groups=groups)
+
+
+@SETTINGS
+@given(st.data())
+def test_apps_sharing_gates_route_as_route_does(data: st.DataObject) -> None:
+    config = data.draw(shared_gate_configs())
+    table = build_table(config)
+    headers = st.lists(
+        st.tuples(st.sampled_from(("a", "b")), st.sampled_from((b"0", b"1", b"2", b"3", b"x"))), max_size=3
+    )
+    batch = data.draw(
+        st.lists(headers.map(lambda h: (MessageView("orders", h, 0), None)), min_size=1, max_size=20)
+    )
+    for result in _check(table, batch, {}, data.draw(cursor_maps(config))):
+        event(f"{len(result.routed)} routed, {len(result.filtered)} filtered")
+
+
 def test_a_table_without_the_decider_routes_record_by_record(monkeypatch: pytest.MonkeyPatch) -> None:
     """Should the native side refuse the decider (a bug), the table keeps its native plan, and ``route_batch`` is
     ``route`` per record."""

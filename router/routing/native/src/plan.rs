@@ -278,15 +278,15 @@ pub struct SubSpec {
 /// The equality index of one property slot, a table per key class (strings are looked up without a copy).
 #[derive(Default)]
 struct EqTable {
-    int: FxMap<i64, Vec<u32>>,
-    num_i: FxMap<i64, Vec<u32>>,
-    num_f: FxMap<u64, Vec<u32>>,
-    str: FxMap<Vec<u8>, Vec<u32>>,
-    bool: [Vec<u32>; 2],
+    int: FxMap<i64, Vec<Cand>>,
+    num_i: FxMap<i64, Vec<Cand>>,
+    num_f: FxMap<u64, Vec<Cand>>,
+    str: FxMap<Vec<u8>, Vec<Cand>>,
+    bool: [Vec<Cand>; 2],
 }
 
 impl EqTable {
-    fn list(&mut self, key: Key) -> &mut Vec<u32> {
+    fn list(&mut self, key: Key) -> &mut Vec<Cand> {
         match key {
             Key::Int(i) => self.int.entry(i).or_default(),
             Key::NumI(i) => self.num_i.entry(i).or_default(),
@@ -299,12 +299,12 @@ impl EqTable {
     fn ids(&self) -> impl Iterator<Item = u32> + '_ {
         let lists = self.int.values().chain(self.num_i.values());
         let lists = lists.chain(self.num_f.values()).chain(self.str.values());
-        lists.chain(self.bool.iter()).flatten().copied()
+        lists.chain(self.bool.iter()).flatten().map(|c| c.sub)
     }
 
-    fn probe(&self, v: V<'_>, out: &mut Vec<u32>) {
-        let empty: &[u32] = &[];
-        let mut add = |hit: Option<&Vec<u32>>| out.extend_from_slice(hit.map_or(empty, |h| h));
+    fn probe(&self, v: V<'_>, out: &mut Vec<Cand>) {
+        let empty: &[Cand] = &[];
+        let mut add = |hit: Option<&Vec<Cand>>| out.extend_from_slice(hit.map_or(empty, |h| h));
         match v {
             V::Null => {}
             V::Int(i) => {
@@ -325,7 +325,7 @@ impl EqTable {
 struct RangeBucket {
     op: CmpOp,
     bounds: Vec<Num>,
-    subs: Vec<u32>,
+    subs: Vec<Cand>,
 }
 
 /// Intervals no wider than `width`, by ascending lower bound: one holding v has its lower bound in
@@ -333,8 +333,29 @@ struct RangeBucket {
 struct IntervalClass {
     width: i128,
     lows: Vec<i64>,
-    subs: Vec<u32>,
+    subs: Vec<Cand>,
 }
+
+/// Residual conjuncts a `Cand` holds itself; longer residuals are in `Plan::spill`.
+const INLINE: usize = 2;
+/// `Cand::opens` of a subscription that opens no group.
+const NO_GROUP: u32 = u32::MAX;
+
+/// A subscription as the indexes list it: with all its evaluation reads besides the nodes (its residual
+/// conjuncts, the group it opens), so that a candidate costs no look-up in a table of every subscription:
+/// at 100,000 subscriptions those look-ups were most of the decision path's cache misses.
+#[derive(Clone, Copy, Debug)]
+struct Cand {
+    sub: u32,
+    /// The group it opens, or `NO_GROUP`.
+    opens: u32,
+    /// How many residual conjuncts; beyond `INLINE`, `conjuncts[0]` is where they start in `Plan::spill`.
+    len: u32,
+    conjuncts: [u32; INLINE],
+}
+
+/// Interval gates by width class while a plan is built: (lower bound, subscription) each.
+type IntervalsByWidth = HashMap<i128, Vec<(i64, u32)>>;
 
 /// `Plan::stats`: subscriptions always evaluated and by each index, memoized nodes, nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -358,11 +379,20 @@ pub struct Plan {
     /// Memo slot of each node read by more than one parent or subscription.
     memo: Vec<Option<u32>>,
     memo_count: usize,
-    residuals: Vec<Vec<usize>>,
-    opens: Vec<Option<u32>>,
-    requires: Vec<Option<u32>>,
+    subscription_count: usize,
+    /// The residual conjuncts of the subscriptions with more than `INLINE` of them (`Cand`).
+    spill: Vec<u32>,
     group_count: usize,
-    always: Vec<u32>,
+    /// The indexes, one per part: `parts[0]` holds the subscriptions that require no group, `parts[g + 1]`
+    /// those that require group g. A record probes only the parts of the groups it opened, so its
+    /// candidates are its own apps' subscriptions, not those of every app whose keys it shares.
+    parts: Vec<Index>,
+}
+
+/// The indexes of one part of the subscriptions (`Plan::parts`).
+#[derive(Default)]
+struct Index {
+    always: Vec<Cand>,
     eq: Vec<(usize, EqTable)>,
     ranges: Vec<(usize, RangeBucket)>,
     intervals: Vec<(usize, Vec<IntervalClass>)>,
@@ -453,9 +483,14 @@ struct Ctx<'a> {
     memo_gen: Vec<u32>,
     memo_val: Vec<R<'a>>,
     generation: u32,
-    candidates: Vec<u32>,
+    candidates: Vec<Cand>,
     /// Per group, the generation (record) in which it was last opened.
     open: Vec<u32>,
+    /// The groups the current record opened, in the order they were opened.
+    opened: Vec<u32>,
+    /// Subscriptions the indexes listed and those evaluated so far (`Plan::candidate_counts`).
+    listed: usize,
+    evaluated: usize,
 }
 
 impl Plan {
@@ -516,20 +551,19 @@ impl Plan {
             slot_count: props.len(),
             memo: Vec::new(),
             memo_count: 0,
-            residuals: Vec::with_capacity(subs.len()),
-            opens: Vec::with_capacity(subs.len()),
-            requires: Vec::with_capacity(subs.len()),
+            subscription_count: subs.len(),
+            spill: Vec::new(),
             group_count: 0,
-            always: Vec::new(),
-            eq: Vec::new(),
-            ranges: Vec::new(),
-            intervals: Vec::new(),
+            parts: Vec::new(),
             nodes,
             sql,
         };
-        let mut eq: HashMap<usize, EqTable> = HashMap::new();
-        let mut ranges: HashMap<(usize, u8), Vec<(Num, u32)>> = HashMap::new();
-        let mut intervals: HashMap<usize, HashMap<i128, Vec<(i64, u32)>>> = HashMap::new();
+        // Keyed by part first, as `Plan::parts` splits them.
+        let mut always: Vec<(usize, Cand)> = Vec::new();
+        let mut cands: Vec<Cand> = Vec::with_capacity(subs.len());
+        let mut eq: HashMap<(usize, usize), EqTable> = HashMap::new();
+        let mut ranges: HashMap<(usize, usize, u8), Vec<(Num, u32)>> = HashMap::new();
+        let mut intervals: HashMap<(usize, usize), IntervalsByWidth> = HashMap::new();
         for (i, sub) in subs.iter().enumerate() {
             let id = u32::try_from(i).map_err(|_| "too many subscriptions")?;
             for &r in &sub.residual {
@@ -538,12 +572,28 @@ impl Plan {
                 }
                 uses[r] += 1;
             }
-            plan.residuals.push(sub.residual.clone());
             if sub.opens.is_some() && sub.requires.is_some() {
                 return Err("a subscription cannot both open a group and require one".into());
             }
-            plan.opens.push(sub.opens);
-            plan.requires.push(sub.requires);
+            let too_many = || "too many nodes".to_string();
+            let mut conjuncts = [0u32; INLINE];
+            if sub.residual.len() <= INLINE {
+                for (c, &r) in conjuncts.iter_mut().zip(&sub.residual) {
+                    *c = u32::try_from(r).map_err(|_| too_many())?;
+                }
+            } else {
+                conjuncts[0] = u32::try_from(plan.spill.len()).map_err(|_| too_many())?;
+                for &r in &sub.residual {
+                    plan.spill.push(u32::try_from(r).map_err(|_| too_many())?);
+                }
+            }
+            let cand = Cand {
+                sub: id,
+                opens: sub.opens.unwrap_or(NO_GROUP),
+                len: u32::try_from(sub.residual.len()).map_err(|_| too_many())?,
+                conjuncts,
+            };
+            cands.push(cand);
             for g in sub.opens.iter().chain(&sub.requires) {
                 plan.group_count = plan.group_count.max(*g as usize + 1);
             }
@@ -554,17 +604,18 @@ impl Plan {
                     Err(format!("bad gate slot {slot}"))
                 }
             };
+            let part = sub.requires.map_or(0, |g| g as usize + 1);
             match &sub.gate {
-                GateSpec::None => plan.always.push(id),
+                GateSpec::None => always.push((part, cand)),
                 GateSpec::Eq { slot, keys } => {
-                    let table = eq.entry(check_slot(*slot)?).or_default();
+                    let table = eq.entry((part, check_slot(*slot)?)).or_default();
                     let mut keys = keys.clone();
                     keys.dedup();
                     for key in keys {
                         let list = table.list(key);
                         // A value repeated in the gate must not list the subscription twice.
-                        if list.last() != Some(&id) {
-                            list.push(id);
+                        if list.last().map(|c| c.sub) != Some(id) {
+                            list.push(cand);
                         }
                     }
                 }
@@ -575,7 +626,7 @@ impl Plan {
                         return Err("bad range gate".into());
                     }
                     ranges
-                        .entry((check_slot(*slot)?, *op as u8))
+                        .entry((part, check_slot(*slot)?, *op as u8))
                         .or_default()
                         .push((*bound, id));
                 }
@@ -588,7 +639,7 @@ impl Plan {
                         (width as u128).next_power_of_two() as i128
                     };
                     intervals
-                        .entry(check_slot(*slot)?)
+                        .entry((part, check_slot(*slot)?))
                         .or_default()
                         .entry(class)
                         .or_default()
@@ -596,9 +647,14 @@ impl Plan {
                 }
             }
         }
-        plan.eq = eq.into_iter().collect();
-        plan.eq.sort_by_key(|(slot, _)| *slot);
-        for ((slot, _), mut bucket) in ranges {
+        let mut parts: Vec<Index> = (0..=plan.group_count).map(|_| Index::default()).collect();
+        for (part, id) in always {
+            parts[part].always.push(id);
+        }
+        for ((part, slot), table) in eq {
+            parts[part].eq.push((slot, table));
+        }
+        for ((part, slot, _), mut bucket) in ranges {
             let op = match &subs[bucket[0].1 as usize].gate {
                 GateSpec::Range { op, .. } => *op,
                 _ => unreachable!("a range bucket holds range gates"),
@@ -609,30 +665,33 @@ impl Plan {
                     .unwrap_or(Ordering::Equal)
                     .then(a.1.cmp(&b.1))
             });
-            let (bounds, ids) = bucket.into_iter().unzip();
-            plan.ranges.push((
-                slot,
-                RangeBucket {
-                    op,
-                    bounds,
-                    subs: ids,
-                },
-            ));
+            let (bounds, subs) = (bucket.iter())
+                .map(|&(bound, id)| (bound, cands[id as usize]))
+                .unzip();
+            parts[part]
+                .ranges
+                .push((slot, RangeBucket { op, bounds, subs }));
         }
-        plan.ranges.sort_by_key(|(slot, b)| (*slot, b.op as u8));
-        for (slot, classes) in intervals {
+        for ((part, slot), classes) in intervals {
             let mut out: Vec<IntervalClass> = classes
                 .into_iter()
                 .map(|(width, mut bucket)| {
                     bucket.sort();
-                    let (lows, subs) = bucket.into_iter().unzip();
+                    let (lows, subs) = (bucket.iter())
+                        .map(|&(low, id)| (low, cands[id as usize]))
+                        .unzip();
                     IntervalClass { width, lows, subs }
                 })
                 .collect();
             out.sort_by_key(|c| c.width);
-            plan.intervals.push((slot, out));
+            parts[part].intervals.push((slot, out));
         }
-        plan.intervals.sort_by_key(|(slot, _)| *slot);
+        for index in &mut parts {
+            index.eq.sort_by_key(|(slot, _)| *slot);
+            index.ranges.sort_by_key(|(slot, b)| (*slot, b.op as u8));
+            index.intervals.sort_by_key(|(slot, _)| *slot);
+        }
+        plan.parts = parts;
         let mut count = 0u32;
         plan.memo = plan
             .nodes
@@ -655,25 +714,28 @@ impl Plan {
     }
 
     pub fn subscription_count(&self) -> usize {
-        self.residuals.len()
+        self.subscription_count
     }
 
     /// How the subscriptions are reached and how many nodes there are.
     pub fn stats(&self) -> PlanStats {
         let eq: usize = {
-            let mut ids: Vec<u32> = self.eq.iter().flat_map(|(_, t)| t.ids()).collect();
+            let mut ids: Vec<u32> = (self.parts.iter())
+                .flat_map(|p| p.eq.iter().flat_map(|(_, t)| t.ids()))
+                .collect();
             ids.sort_unstable();
             ids.dedup();
             ids.len()
         };
-        let ranges = self.ranges.iter().map(|(_, b)| b.subs.len()).sum();
-        let intervals = self
-            .intervals
-            .iter()
+        let ranges = (self.parts.iter())
+            .flat_map(|p| p.ranges.iter().map(|(_, b)| b.subs.len()))
+            .sum();
+        let intervals = (self.parts.iter())
+            .flat_map(|p| p.intervals.iter())
             .flat_map(|(_, cs)| cs.iter().map(|c| c.subs.len()))
             .sum();
         PlanStats {
-            unindexed: self.always.len(),
+            unindexed: self.parts.iter().map(|p| p.always.len()).sum(),
             indexed_equality: eq,
             indexed_range: ranges,
             indexed_interval: intervals,
@@ -698,32 +760,50 @@ impl Plan {
         batch: &Batch,
         errors: bool,
     ) -> Vec<(Vec<u32>, Vec<u32>)> {
-        let mut ctx = Ctx {
+        let mut ctx = self.context();
+        (0..batch.records.len())
+            .map(|r| self.match_nth(batch, r, &mut ctx, errors))
+            .collect()
+    }
+
+    /// Per record, how many subscriptions the indexes listed (their gates hold) and how many of those were
+    /// evaluated (in groups the record opened); for the benchmarks: the matched ones are among them.
+    pub fn candidate_counts(&self, batch: &Batch) -> Vec<(usize, usize)> {
+        let mut ctx = self.context();
+        (0..batch.records.len())
+            .map(|r| {
+                let before = (ctx.listed, ctx.evaluated);
+                self.match_nth(batch, r, &mut ctx, true);
+                (ctx.listed - before.0, ctx.evaluated - before.1)
+            })
+            .collect()
+    }
+
+    fn context(&self) -> Ctx<'_> {
+        Ctx {
             props: vec![None; self.slot_count],
             memo_gen: vec![0; self.memo_count],
             memo_val: vec![Err(()); self.memo_count],
             generation: 0,
             candidates: Vec::new(),
             open: vec![0; self.group_count],
-        };
-        batch
-            .records
-            .iter()
-            .enumerate()
-            .map(|(r, &(start, end))| {
-                let typed = batch
-                    .typed_records
-                    .get(r)
-                    .map_or(&[][..], |&(s, e)| &batch.typed[s..e]);
-                self.match_record(
-                    &batch.headers[start..end],
-                    typed,
-                    &batch.bytes,
-                    &mut ctx,
-                    errors,
-                )
-            })
-            .collect()
+            opened: Vec::new(),
+            listed: 0,
+            evaluated: 0,
+        }
+    }
+
+    /// `match_record` on the batch's record `r`.
+    fn match_nth<'a>(
+        &'a self,
+        batch: &'a Batch,
+        r: usize,
+        ctx: &mut Ctx<'a>,
+        errors: bool,
+    ) -> (Vec<u32>, Vec<u32>) {
+        let (start, end) = batch.records[r];
+        let typed = (batch.typed_records.get(r)).map_or(&[][..], |&(s, e)| &batch.typed[s..e]);
+        self.match_record(&batch.headers[start..end], typed, &batch.bytes, ctx, errors)
     }
 
     fn match_record<'a>(
@@ -768,44 +848,22 @@ impl Plan {
             }
         }
         let mut cands = std::mem::take(&mut ctx.candidates);
-        cands.clear();
-        self.candidates(&ctx.props, &mut cands);
+        let mut opened = std::mem::take(&mut ctx.opened);
         let mut out = Vec::new();
         let mut failed = Vec::new();
-        // Subscriptions that require no group first, so that every group is settled before those that do.
-        for guarded in [false, true] {
-            for &sub in &cands {
-                let required = self.requires[sub as usize];
-                if required.is_some() != guarded {
-                    continue;
-                }
-                if required.is_some_and(|g| ctx.open[g as usize] != ctx.generation) {
-                    continue;
-                }
-                let residual = &self.residuals[sub as usize];
-                let matched = if errors {
-                    match self.conjunction(residual, ctx) {
-                        Ok(m) => m,
-                        Err(()) => {
-                            failed.push(sub);
-                            false
-                        }
-                    }
-                } else {
-                    // Only "all true" matches, so the first conjunct that is not true settles it.
-                    residual
-                        .iter()
-                        .all(|&n| matches!(self.eval(n, ctx), Ok(V::Bool(true))))
-                };
-                if matched {
-                    out.push(sub);
-                    if let Some(g) = self.opens[sub as usize] {
-                        ctx.open[g as usize] = ctx.generation;
-                    }
-                }
-            }
+        // The subscriptions that require no group first: they settle which groups are open, and only the
+        // open groups' parts are probed.
+        cands.clear();
+        opened.clear();
+        self.parts[0].candidates(&ctx.props, &mut cands);
+        self.evaluate(&cands, ctx, errors, &mut out, &mut failed, &mut opened);
+        for &g in &opened {
+            cands.clear();
+            self.parts[g as usize + 1].candidates(&ctx.props, &mut cands);
+            self.evaluate(&cands, ctx, errors, &mut out, &mut failed, &mut Vec::new());
         }
         ctx.candidates = cands;
+        ctx.opened = opened;
         out.sort_unstable();
         out.dedup();
         failed.sort_unstable();
@@ -813,17 +871,62 @@ impl Plan {
         (out, failed)
     }
 
+    /// Evaluates the residuals of `cands` into `out` (matched) and, with `errors`, `failed`; each group a
+    /// match opens first in this record is added to `opened`.
+    fn evaluate<'a>(
+        &'a self,
+        cands: &[Cand],
+        ctx: &mut Ctx<'a>,
+        errors: bool,
+        out: &mut Vec<u32>,
+        failed: &mut Vec<u32>,
+        opened: &mut Vec<u32>,
+    ) {
+        // Every candidate listed is evaluated: none waits on a group that is not open.
+        ctx.listed += cands.len();
+        ctx.evaluated += cands.len();
+        for cand in cands {
+            let (sub, len) = (cand.sub, cand.len as usize);
+            let residual = if len <= INLINE {
+                &cand.conjuncts[..len]
+            } else {
+                let start = cand.conjuncts[0] as usize;
+                &self.spill[start..start + len]
+            };
+            let matched = if errors {
+                match self.conjunction(residual, ctx) {
+                    Ok(m) => m,
+                    Err(()) => {
+                        failed.push(sub);
+                        false
+                    }
+                }
+            } else {
+                // Only "all true" matches, so the first conjunct that is not true settles it.
+                (residual.iter()).all(|&n| matches!(self.eval(n as usize, ctx), Ok(V::Bool(true))))
+            };
+            if matched {
+                out.push(sub);
+                let g = cand.opens;
+                if g != NO_GROUP && ctx.open[g as usize] != ctx.generation {
+                    ctx.open[g as usize] = ctx.generation;
+                    opened.push(g);
+                }
+            }
+        }
+    }
+
     /// A residual as the reference evaluates it: one conjunct is the whole expression (its value must be a
     /// boolean, or sql92's UNKNOWN), several are an AND chain with its short-circuit and type rules.
     /// Ok(true) matches, Ok(false) does not, Err is an evaluation error.
-    fn conjunction<'a>(&'a self, residual: &[usize], ctx: &mut Ctx<'a>) -> Result<bool, ()> {
+    fn conjunction<'a>(&'a self, residual: &[u32], ctx: &mut Ctx<'a>) -> Result<bool, ()> {
         let Some(&first) = residual.first() else {
             return Ok(true);
         };
-        let sql = self.sql[first];
+        let sql = self.sql[first as usize];
         let mut unknown = false;
         for &n in residual {
-            match self.eval(n, ctx)? {
+            match self.eval(n as usize, ctx)? {
                 V::Bool(true) => {}
                 V::Bool(false) => return Ok(false),
                 V::Null if sql => unknown = true,
@@ -831,50 +934,6 @@ impl Plan {
             }
         }
         Ok(!unknown)
-    }
-
-    fn candidates(&self, props: &[Option<V<'_>>], out: &mut Vec<u32>) {
-        out.extend_from_slice(&self.always);
-        for (slot, table) in &self.eq {
-            if let Some(v) = props[*slot] {
-                table.probe(v, out);
-            }
-        }
-        for (slot, bucket) in &self.ranges {
-            let Some(v) = props[*slot].and_then(as_num) else {
-                continue;
-            };
-            if matches!(v, Num::F(f) if f.is_nan()) {
-                continue;
-            }
-            // Bounds ascend; "p > b" holds for the bounds below v, "p < b" for those above, and so on.
-            let below = |b: &Num| cmp_num(*b, v) == Some(Ordering::Less);
-            let at_most = |b: &Num| cmp_num(*b, v) != Some(Ordering::Greater);
-            let b = &bucket.bounds;
-            match bucket.op {
-                CmpOp::Gt => out.extend_from_slice(&bucket.subs[..b.partition_point(below)]),
-                CmpOp::Ge => out.extend_from_slice(&bucket.subs[..b.partition_point(at_most)]),
-                CmpOp::Lt => out.extend_from_slice(&bucket.subs[b.partition_point(at_most)..]),
-                CmpOp::Le => out.extend_from_slice(&bucket.subs[b.partition_point(below)..]),
-                CmpOp::Eq | CmpOp::Ne => {}
-            }
-        }
-        for (slot, classes) in &self.intervals {
-            // An int interval holds v only if it holds floor(v); far outside int64 none does.
-            let v: i128 = match props[*slot] {
-                Some(V::Int(i)) => i128::from(i),
-                Some(V::Float(f)) if f.is_finite() => f.floor().clamp(-1e20, 1e20) as i128,
-                _ => continue,
-            };
-            for class in classes {
-                let lowest = v - class.width;
-                let i = class.lows.partition_point(|&l| i128::from(l) < lowest);
-                let j = class.lows.partition_point(|&l| i128::from(l) <= v);
-                if i < j {
-                    out.extend_from_slice(&class.subs[i..j]);
-                }
-            }
-        }
     }
 
     fn eval<'a>(&'a self, n: usize, ctx: &mut Ctx<'a>) -> R<'a> {
@@ -1036,6 +1095,53 @@ impl Plan {
                 Ok(V::Bool(matches!(self.eval(*x, ctx)?, V::Null) != *negated))
             }
             _ => Err(()),
+        }
+    }
+}
+
+impl Index {
+    /// The subscriptions of this part whose gate holds for the record's properties.
+    fn candidates(&self, props: &[Option<V<'_>>], out: &mut Vec<Cand>) {
+        out.extend_from_slice(&self.always);
+        for (slot, table) in &self.eq {
+            if let Some(v) = props[*slot] {
+                table.probe(v, out);
+            }
+        }
+        for (slot, bucket) in &self.ranges {
+            let Some(v) = props[*slot].and_then(as_num) else {
+                continue;
+            };
+            if matches!(v, Num::F(f) if f.is_nan()) {
+                continue;
+            }
+            // Bounds ascend; "p > b" holds for the bounds below v, "p < b" for those above, and so on.
+            let below = |b: &Num| cmp_num(*b, v) == Some(Ordering::Less);
+            let at_most = |b: &Num| cmp_num(*b, v) != Some(Ordering::Greater);
+            let b = &bucket.bounds;
+            match bucket.op {
+                CmpOp::Gt => out.extend_from_slice(&bucket.subs[..b.partition_point(below)]),
+                CmpOp::Ge => out.extend_from_slice(&bucket.subs[..b.partition_point(at_most)]),
+                CmpOp::Lt => out.extend_from_slice(&bucket.subs[b.partition_point(at_most)..]),
+                CmpOp::Le => out.extend_from_slice(&bucket.subs[b.partition_point(below)..]),
+                CmpOp::Eq | CmpOp::Ne => {}
+            }
+        }
+        for (slot, classes) in &self.intervals {
+            // An int interval holds v only if it holds floor(v); far outside int64 none does.
+            let v: i128 = match props[*slot] {
+                Some(V::Int(i)) => i128::from(i),
+                Some(V::Float(f)) if f.is_finite() => f.floor().clamp(-1e20, 1e20) as i128,
+                _ => continue,
+            };
+            for class in classes {
+                let lowest = v - class.width;
+                let i = class.lows.partition_point(|&l| i128::from(l) < lowest);
+                let j = class.lows.partition_point(|&l| i128::from(l) <= v);
+                if i < j {
+                    out.extend_from_slice(&class.subs[i..j]);
+                }
+            }
         }
     }
 }
@@ -1269,6 +1375,84 @@ mod tests {
         ];
         assert_eq!(run(&sample(true), records), expected);
         assert_eq!(run(&sample(false), records), expected);
+    }
+
+    #[test]
+    fn each_group_is_indexed_apart_and_probed_once_open() {
+        // Sub 0 (a == 5, gated) opens group 0, sub 1 (c > 1.5, gated) opens group 1. Subs 2 and 3 (a == 5)
+        // and 4 and 5 (c > 1.5) are gated alike in both groups' parts; sub 6 (s IS NULL, ungated) requires
+        // group 1.
+        let eq = || GateSpec::Eq {
+            slot: 0,
+            keys: vec![Key::Int(5)],
+        };
+        let range = || GateSpec::Range {
+            slot: 1,
+            op: CmpOp::Gt,
+            bound: Num::F(1.5),
+        };
+        let sub = |gate: GateSpec, residual: Vec<usize>, opens, requires| SubSpec {
+            gate,
+            residual,
+            opens,
+            requires,
+        };
+        let subs = vec![
+            sub(eq(), vec![], Some(0), None),
+            sub(range(), vec![], Some(1), None),
+            sub(eq(), vec![], None, Some(0)),
+            sub(eq(), vec![], None, Some(1)),
+            sub(range(), vec![], None, Some(0)),
+            sub(range(), vec![], None, Some(1)),
+            sub(GateSpec::None, vec![10], None, Some(1)),
+        ];
+        let plan = Plan::build(&sample_props(), sample_specs(), &subs).expect("a valid plan");
+        let records: &[&[(&str, Option<&str>)]] = &[
+            &[("a", Some("5")), ("c", Some("2"))],
+            &[("a", Some("5")), ("c", Some("1"))],
+            &[("a", Some("4")), ("c", Some("2"))],
+            &[("a", Some("4")), ("c", Some("1")), ("s", Some("x"))],
+        ];
+        let expected = vec![vec![0, 1, 2, 3, 4, 5, 6], vec![0, 2], vec![1, 5, 6], vec![]];
+        assert_eq!(run(&plan, records), expected);
+        // Only the open groups' subscriptions are listed: none of a closed group's is even looked at.
+        let mut batch = Batch::default();
+        for record in records {
+            for (name, value) in record.iter() {
+                let i = plan.names().iter().position(|n| n == name).expect("a name");
+                batch.push_header(i as u32, value.map(str::as_bytes));
+            }
+            batch.end_record();
+        }
+        let listed: Vec<usize> = (plan.candidate_counts(&batch).iter())
+            .map(|c| c.0)
+            .collect();
+        assert_eq!(listed, vec![7, 2, 3, 0]);
+    }
+
+    #[test]
+    fn residuals_longer_than_inline_are_read_from_the_spill() {
+        // a == 5 && c > 1.5 && s IS NULL (three conjuncts, spilled) beside two and none (inline).
+        let sub = |residual: Vec<usize>| SubSpec {
+            gate: GateSpec::None,
+            residual,
+            opens: None,
+            requires: None,
+        };
+        let subs = [
+            sub(vec![2, 5, 10]),
+            sub(vec![10, 2]),
+            sub(vec![]),
+            sub(vec![5, 2, 10]),
+        ];
+        let plan = Plan::build(&sample_props(), sample_specs(), &subs).expect("a valid plan");
+        let records: &[&[(&str, Option<&str>)]] = &[
+            &[("a", Some("5")), ("c", Some("2"))],
+            &[("a", Some("5")), ("c", Some("1"))],
+            &[("a", Some("5")), ("c", Some("2")), ("s", Some("x"))],
+        ];
+        let expected = vec![vec![0, 1, 2, 3], vec![1, 2], vec![2]];
+        assert_eq!(run(&plan, records), expected);
     }
 
     #[test]

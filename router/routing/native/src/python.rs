@@ -308,6 +308,13 @@ struct Matches {
     errors: Vec<Vec<u32>>,
 }
 
+/// Per record, how many entries the indexes listed and how many of those were evaluated.
+#[pyclass(frozen, get_all, module = "subroute.routing._native")]
+struct Candidates {
+    listed: Vec<usize>,
+    evaluated: Vec<usize>,
+}
+
 /// A compiled plan (`PlanSpec`).
 #[pyclass(frozen, module = "subroute.routing._native")]
 struct NativePlan {
@@ -386,6 +393,18 @@ impl NativePlan {
         let outcomes = py.detach(move || plan.match_batch_with_errors(&batch, true));
         let (matched, errors) = outcomes.into_iter().unzip();
         Ok(Matches { matched, errors })
+    }
+
+    /// For each record, how many entries the indexes listed and how many of those were evaluated (the
+    /// benchmarks report them).
+    fn candidate_counts(&self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<Candidates> {
+        let batch = read_batch(&self.names, records)?;
+        let plan = Arc::clone(&self.plan);
+        let (listed, evaluated) = py
+            .detach(move || plan.candidate_counts(&batch))
+            .into_iter()
+            .unzip();
+        Ok(Candidates { listed, evaluated })
     }
 
     /// How the entries are reached (unindexed, indexed_equality, indexed_range, indexed_interval), memoized
@@ -1180,6 +1199,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativePlan>()?;
     m.add_class::<Entry>()?;
     m.add_class::<Matches>()?;
+    m.add_class::<Candidates>()?;
     m.add_class::<NativeDecider>()?;
     m.add_class::<BatchOutcome>()?;
     crate::python_avro::register(m)?;
