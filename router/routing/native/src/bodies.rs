@@ -50,7 +50,7 @@ pub struct BodyProperty {
 struct Part {
     source: u32,
     body: Vec<u32>,
-    json: Vec<body_json::Read>,
+    json: body_json::JsonReads,
     avro: Vec<body_avro::Read>,
     plain: Option<Arc<Reads>>,
 }
@@ -76,6 +76,7 @@ impl RouteBodies {
     /// The reads of `body` (indexes into `props`, ascending, each once), grouped by source.
     pub fn new(props: &[BodyProperty], sources: &[Source], body: &[u32]) -> RouteBodies {
         let mut parts: Vec<Part> = Vec::new();
+        let mut json: Vec<Vec<body_json::Read>> = Vec::new(); // per part
         for &i in body {
             let prop = &props[i as usize];
             let at = match parts.iter().position(|p| p.source == prop.source) {
@@ -84,24 +85,26 @@ impl RouteBodies {
                     parts.push(Part {
                         source: prop.source,
                         body: Vec::new(),
-                        json: Vec::new(),
+                        json: body_json::JsonReads::default(),
                         avro: Vec::new(),
                         plain: None,
                     });
+                    json.push(Vec::new());
                     parts.len() - 1
                 }
             };
             let part = &mut parts[at];
             part.body.push(i);
             match sources[prop.source as usize] {
-                Source::Json => part.json.push(prop.read.clone()),
+                Source::Json => json[at].push(prop.read.clone()),
                 Source::Avro(_) | Source::Framed => part.avro.push(body_avro::Read::new(
                     prop.read.tokens.clone(),
                     Some(prop.read.declared),
                 )),
             }
         }
-        for part in &mut parts {
+        for (part, reads) in parts.iter_mut().zip(json) {
+            part.json = body_json::JsonReads::new(reads);
             if let Source::Avro(schema) = &sources[part.source as usize] {
                 part.plain = Some(Arc::new(Reads::new(schema, &part.avro)));
             }

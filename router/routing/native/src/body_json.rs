@@ -41,7 +41,41 @@ struct Bad;
 
 /// What each of `reads` finds in `value` (None: a record without a value, undecodable).
 pub fn read_json(value: Option<&[u8]>, reads: &[Read]) -> Vec<Got> {
-    JsonReader::default().read(value, reads).to_vec()
+    JsonReader::default()
+        .read(value, &JsonReads::new(reads.to_vec()))
+        .to_vec()
+}
+
+/// The reads of one route, with the `key_bit`s of the tokens they want at each path position, made once.
+#[derive(Clone, Debug, Default)]
+pub struct JsonReads {
+    reads: Vec<Read>,
+    /// Per path position, the `key_bit`s of the tokens the reads want there: a key whose bit is not among them
+    /// is no read's next token, and is not compared with each.
+    wanted_keys: Vec<u64>,
+}
+
+impl JsonReads {
+    pub fn new(reads: Vec<Read>) -> JsonReads {
+        let mut wanted_keys: Vec<u64> = Vec::new();
+        for read in &reads {
+            for (at, token) in read.tokens.iter().enumerate().take(MAX_DEPTH) {
+                if wanted_keys.len() <= at {
+                    wanted_keys.resize(at + 1, 0);
+                }
+                wanted_keys[at] |= key_bit(token);
+            }
+        }
+        JsonReads { reads, wanted_keys }
+    }
+
+    pub fn len(&self) -> usize {
+        self.reads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.reads.is_empty()
+    }
 }
 
 /// Reads JSON values one after another, keeping its buffers between them (a batch's records allocate nothing
@@ -54,9 +88,6 @@ pub struct JsonReader {
     /// Per open container (by nesting level), the index of its current element when it is an array some
     /// read goes into.
     indexes: Vec<usize>,
-    /// Per path position, the `key_bit`s of the tokens the reads want there: a key whose bit is not among them
-    /// is no read's next token, and is not compared with each.
-    wanted_keys: Vec<u64>,
     /// Bit d: some read went to path length d + 1 through a member of a container still open (so the next
     /// sibling, or the container's end, takes it back).
     entered: u64,
@@ -68,7 +99,8 @@ pub struct JsonReader {
 impl JsonReader {
     /// What each of `reads` finds in `value` (None: a record without a value, undecodable), valid until the
     /// next read.
-    pub fn read(&mut self, value: Option<&[u8]>, reads: &[Read]) -> &[Got] {
+    pub fn read(&mut self, value: Option<&[u8]>, reads: &JsonReads) -> &[Got] {
+        let JsonReads { reads, wanted_keys } = reads;
         self.got.clear();
         // Not UTF-8 is found where it can be: in strings (`skip_plain`); elsewhere only ASCII is JSON.
         let Some(bytes) = value.filter(|b| b.len() <= MAX_BODY_BYTES) else {
@@ -79,20 +111,12 @@ impl JsonReader {
         self.matched.clear();
         self.matched.resize(reads.len(), 0);
         self.indexes.resize(MAX_DEPTH, 0);
-        self.wanted_keys.clear();
-        for read in reads {
-            for (at, token) in read.tokens.iter().enumerate().take(MAX_DEPTH) {
-                if self.wanted_keys.len() <= at {
-                    self.wanted_keys.resize(at + 1, 0);
-                }
-                self.wanted_keys[at] |= key_bit(token);
-            }
-        }
         self.entered = 0;
         let mut reader = Reader {
             bytes,
             pos: 0,
             reads,
+            wanted_keys,
             buffers: self,
         };
         if reader.document().is_err() {
@@ -108,6 +132,7 @@ struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
     reads: &'a [Read],
+    wanted_keys: &'a [u64],
     buffers: &'a mut JsonReader,
 }
 
@@ -159,7 +184,7 @@ impl Reader<'_> {
             buffers.entered &= (1 << parent) - 1;
         }
         if let Some(key) = token {
-            let wanted = buffers.wanted_keys.get(parent).copied().unwrap_or(0);
+            let wanted = self.wanted_keys.get(parent).copied().unwrap_or(0);
             if wanted & key_bit(key) == 0 {
                 return false;
             }
