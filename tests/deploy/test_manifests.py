@@ -319,13 +319,20 @@ def test_config_apply_job(rendered: dict[str, list[dict[str, Any]]], target: str
             if c["metadata"]["name"] == volume["configMap"]["name"]
         ]
         assert path.rpartition("/")[2] in configmap["data"]
+        # a schema file the subscriptions name is mounted beside them (`schema:` is read relative to the file)
+        subscriptions = yaml.safe_load(configmap["data"][path.rpartition("/")[2]])
+        for app in subscriptions["apps"].values():
+            if "schema" in app:
+                assert app["schema"] in configmap["data"], app["schema"]
 
 
 def test_example_subscriptions_are_the_projects_example() -> None:
     overlay = yaml.safe_load((K8S / "overlays" / "example" / "subscriptions.yaml").read_text())
     assert overlay == yaml.safe_load((ROOT / "examples" / "subscriptions.yaml").read_text())
     config_yaml = pytest.importorskip("subroute.config.yaml")
-    parsed = config_yaml.parse_yaml((K8S / "overlays" / "example" / "subscriptions.yaml").read_text())
+    overlay_file = K8S / "overlays" / "example" / "subscriptions.yaml"
+    # read as the config Job reads it: order.avsc (the same ConfigMap) beside it
+    parsed = config_yaml.parse_yaml(overlay_file.read_text(), str(overlay_file))
     assert parsed.errors == []
     assert {key.partition("/")[0] for key in parsed.values} == {"app", "group"}
 
