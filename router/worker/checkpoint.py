@@ -44,7 +44,7 @@ from subroute.routing.envelope import OutRecord, app_of
 from subroute.worker import redelivery
 from subroute.worker.producers import DEFAULT_PRODUCERS, Producers
 from subroute.worker.tally import BatchTally
-from subroute.worker.window import CommitInterval, CommitWindow
+from subroute.worker.window import CommitInterval, CommitWindow, describe_ranges, routed_again
 
 log = logging.getLogger(__name__)
 
@@ -299,10 +299,12 @@ class Checkpoint:
             if exc.args[0].code() not in _MEMBERSHIP_LOST:
                 raise
             # The group rebalanced (or expelled us) meanwhile: the partitions' new owner re-routes from the
-            # last commit (duplicates, at-least-once); partitions we keep are committed with the next window.
+            # last commit (duplicates, at-least-once; under the config version in force then); partitions we
+            # keep are committed with the next window. Which records those are is logged: offsets from the
+            # windows' first to the refused position, per partition.
             log.warning(
                 "commit refused after a rebalance; the window will be routed again",
-                extra={"fields": {"error": str(exc)}},
+                extra={"fields": {"error": str(exc), "routed_again": describe_ranges(routed_again(windows))}},
             )
 
     def _rewind_from(self, windows: list[CommitWindow]) -> None:

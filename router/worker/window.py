@@ -85,3 +85,23 @@ class CommitWindow:
         if self.opened_at is None:
             return False
         return drained or self.records >= interval.records or (now - self.opened_at) * 1000 >= interval.ms
+
+
+def routed_again(windows: list[CommitWindow]) -> dict[Partition, tuple[int, int]]:
+    """The input offsets ``windows`` hold, per partition: ``(first, end)``, end exclusive (the position their
+    commit would have written). When that commit is refused, these are what the partition's next owner routes
+    again."""
+    first: dict[Partition, int] = {}
+    end: dict[Partition, int] = {}
+    for window in windows:
+        for partition, offset in window.first_offsets.items():
+            first.setdefault(partition, offset)
+        end.update(window.offsets)
+    return {partition: (first.get(partition, offset), offset) for partition, offset in sorted(end.items())}
+
+
+def describe_ranges(ranges: dict[Partition, tuple[int, int]]) -> str:
+    """``topic/partition=first..end`` per partition, comma-separated (end exclusive), as logs show it."""
+    return ", ".join(
+        f"{topic}/{partition}={first}..{end}" for (topic, partition), (first, end) in ranges.items()
+    )

@@ -4,6 +4,7 @@ processes with their metrics, reading every app topic back completely, and writi
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -236,6 +237,22 @@ class WorkerProcess:
         self.log.flush()
         lines = Path(self.log.name).read_bytes().decode(errors="replace").splitlines()
         return [line for line in lines if '"level": "warning"' in line or '"level": "error"' in line][:limit]
+
+    def routed_again(self) -> dict[tuple[str, int], list[tuple[int, int]]]:
+        """The input offsets this worker logged as routed again after a refused commit (a rebalance took its
+        partitions meanwhile): per partition, ``(first, end)`` ranges, end exclusive."""
+        self.log.flush()
+        ranges: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        for line in Path(self.log.name).read_bytes().decode(errors="replace").splitlines():
+            if '"routed_again"' not in line:
+                continue
+            text = json.loads(line)["routed_again"]
+            for part in filter(None, text.split(", ")):
+                where, _, span = part.rpartition("=")
+                topic, _, partition = where.rpartition("/")
+                first, _, end = span.partition("..")
+                ranges.setdefault((topic, int(partition)), []).append((int(first), int(end)))
+        return ranges
 
     def close(self) -> None:
         if self.alive():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from subroute.worker.tally import BatchTally
-from subroute.worker.window import CommitInterval, CommitWindow
+from subroute.worker.window import CommitInterval, CommitWindow, describe_ranges, routed_again
 
 
 def _tally(version: int, first: dict[tuple[str, int], int], last: dict[tuple[str, int], int]) -> BatchTally:
@@ -49,3 +49,18 @@ def test_due_when_full_old_or_drained(records: int, age: float, drained: bool, d
 def test_interval_bounds_are_checked() -> None:
     with pytest.raises(ValueError, match="commit interval"):
         CommitInterval(records=0)
+
+
+def test_what_a_refused_commit_routes_again_is_each_partitions_first_offset_to_its_position() -> None:
+    first, second = CommitWindow(), CommitWindow()
+    first.add(BatchTally(offsets={("orders", 0): 110}, first_offsets={("orders", 0): 100}), now=0.0)
+    second.add(
+        BatchTally(
+            offsets={("orders", 0): 130, ("orders", 1): 57},
+            first_offsets={("orders", 0): 110, ("orders", 1): 50},
+        ),
+        now=1.0,
+    )
+    ranges = routed_again([first, second])
+    assert ranges == {("orders", 0): (100, 130), ("orders", 1): (50, 57)}
+    assert describe_ranges(ranges) == "orders/0=100..130, orders/1=50..57"
