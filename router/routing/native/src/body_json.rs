@@ -94,6 +94,9 @@ pub struct JsonReader {
     /// The current object key, unescaped (lone surrogates as their 3-byte generalized UTF-8 form, which no
     /// token holds, so such a key never matches, as in Python).
     key: Vec<u8>,
+    /// The buffers of strings found in earlier values, for the next ones (as many as a value's reads hold, and
+    /// one).
+    spare: Vec<Vec<u8>>,
 }
 
 impl JsonReader {
@@ -101,7 +104,7 @@ impl JsonReader {
     /// next read.
     pub fn read(&mut self, value: Option<&[u8]>, reads: &JsonReads) -> &[Got] {
         let JsonReads { reads, wanted_keys } = reads;
-        self.got.clear();
+        self.recycle();
         // Not UTF-8 is found where it can be: in strings (`skip_plain`); elsewhere only ASCII is JSON.
         let Some(bytes) = value.filter(|b| b.len() <= MAX_BODY_BYTES) else {
             self.got.resize(reads.len(), Got::Failed);
@@ -120,11 +123,19 @@ impl JsonReader {
             buffers: self,
         };
         if reader.document().is_err() {
-            let got = &mut reader.buffers.got;
-            got.clear();
-            got.resize(reads.len(), Got::Failed);
+            self.recycle();
+            self.got.resize(reads.len(), Got::Failed);
         }
         &self.got
+    }
+
+    /// Empties `got`, keeping its strings' buffers.
+    fn recycle(&mut self) {
+        for got in self.got.drain(..) {
+            if let Got::Found(Value::Str(text)) = got {
+                self.spare.push(text);
+            }
+        }
     }
 }
 
@@ -368,17 +379,26 @@ impl Reader<'_> {
         match self.peek().ok_or(Bad)? {
             b'"' => {
                 self.pos += 1;
-                let mut text = Vec::new();
+                let mut text = self.buffers.spare.pop().unwrap_or_default();
+                text.clear();
                 let lone = self.string(Some(&mut text))?;
-                let got = if lone {
-                    Got::Failed // a lone surrogate is not text
-                } else {
-                    Got::Found(Value::Str(text))
-                };
-                self.set_leaves(depth, |t| match t {
-                    PropType::Str => got.clone(),
-                    _ => Got::Failed,
-                });
+                let buffers = &mut *self.buffers;
+                for (r, read) in self.reads.iter().enumerate() {
+                    if buffers.matched[r] != depth || read.tokens.len() != depth {
+                        continue;
+                    }
+                    buffers.got[r] = match read.declared {
+                        // A copy in a buffer of an earlier record's string: no allocation once warm.
+                        PropType::Str if !lone => {
+                            let mut copy = buffers.spare.pop().unwrap_or_default();
+                            copy.clear();
+                            copy.extend_from_slice(&text);
+                            Got::Found(Value::Str(copy))
+                        }
+                        _ => Got::Failed, // a lone surrogate is not text
+                    };
+                }
+                buffers.spare.push(text);
                 Ok(())
             }
             b't' | b'f' | b'n' => {
