@@ -184,6 +184,38 @@ impl Reads {
     }
 }
 
+/// The plans below an array's items or a map's values (`child`), one per distinct step the `going` reads take at
+/// `at` (`step`: an index or a key), each made of the reads taking it; a step whose plan reads nothing is left
+/// out.
+fn steps<'r, K: Ord>(
+    schema: &Schema,
+    reads: &'r [Read],
+    going: &[u32],
+    at: usize,
+    child: usize,
+    step: impl Fn(&'r Read) -> Option<K>,
+) -> Vec<(K, Plan)> {
+    let mut keys: Vec<K> = going
+        .iter()
+        .filter_map(|&c| step(&reads[c as usize]))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|key| {
+            let next = going
+                .iter()
+                .copied()
+                .filter(|&c| step(&reads[c as usize]).as_ref() == Some(&key))
+                .collect();
+            match plan(schema, reads, next, at + 1, child) {
+                Walk::Read(p) => Some((key, *p)),
+                Walk::Skip(_) => None,
+            }
+        })
+        .collect()
+}
+
 fn plan(schema: &Schema, reads: &[Read], cursors: Vec<u32>, at: usize, node: usize) -> Walk {
     if cursors.is_empty() {
         return Walk::Skip(node);
@@ -213,58 +245,19 @@ fn plan(schema: &Schema, reads: &[Read], cursors: Vec<u32>, at: usize, node: usi
                 })
                 .collect(),
         ),
-        Node::Array(items) => {
-            let mut indexes: Vec<u64> = going
-                .iter()
-                .filter_map(|&c| reads[c as usize].indexes[at])
-                .collect();
-            indexes.sort_unstable();
-            indexes.dedup();
-            let read = indexes
-                .into_iter()
-                .filter_map(|i| {
-                    let next = going
-                        .iter()
-                        .copied()
-                        .filter(|&c| reads[c as usize].indexes[at] == Some(i))
-                        .collect();
-                    match plan(schema, reads, next, at + 1, *items) {
-                        Walk::Read(p) => Some((i, *p)),
-                        Walk::Skip(_) => None,
-                    }
-                })
-                .collect();
-            PlanStep::Array {
-                items: *items,
-                read,
-            }
-        }
-        Node::Map(values) => {
-            let mut keys: Vec<&[u8]> = going
-                .iter()
-                .map(|&c| reads[c as usize].tokens[at].as_slice())
-                .collect();
-            keys.sort_unstable();
-            keys.dedup();
-            let read = keys
-                .into_iter()
-                .filter_map(|key| {
-                    let next = going
-                        .iter()
-                        .copied()
-                        .filter(|&c| reads[c as usize].tokens[at] == key)
-                        .collect();
-                    match plan(schema, reads, next, at + 1, *values) {
-                        Walk::Read(p) => Some((key.to_vec(), *p)),
-                        Walk::Skip(_) => None,
-                    }
-                })
-                .collect();
-            PlanStep::Map {
-                values: *values,
-                read,
-            }
-        }
+        Node::Array(items) => PlanStep::Array {
+            items: *items,
+            read: steps(schema, reads, &going, at, *items, |read| read.indexes[at]),
+        },
+        Node::Map(values) => PlanStep::Map {
+            values: *values,
+            read: steps(schema, reads, &going, at, *values, |read| {
+                Some(read.tokens[at].as_slice())
+            })
+            .into_iter()
+            .map(|(key, plan)| (key.to_vec(), plan))
+            .collect(),
+        },
         Node::Union(branches) => {
             let branches = branches
                 .iter()
