@@ -1,8 +1,12 @@
-//! Properties read from a JSON record value, as `router/routing/body.py` reads them (the reference): one pass
-//! over the bytes, no tree. The whole value is checked (it must be one RFC 8259 document), but only the leaves
-//! the reads name are decoded. Open containers are bits of two words, bounded at `MAX_DEPTH`, so no input
-//! makes it recurse, and the work is linear in the value's length times the number of reads. Inside a
-//! container no read goes into, no path is followed: it is only checked.
+//! Properties read from a JSON record value, as `router/routing/body.py` reads them (the reference), without
+//! building the document. The whole value is checked (it must be one RFC 8259 document), but only the leaves the
+//! reads name are decoded. Two passes:
+//! - `mark_specials` marks every quote, backslash and control byte as a bit, many bytes at a time, so that
+//!   finding a string's end is a shift and a bit count rather than a scan that the next token waits for;
+//! - `Reader::containers` walks the tokens once. Open containers are bits of two words, bounded at
+//!   `MAX_DEPTH`, so no input makes it recurse. The reads are a tree of their paths (`JsonReads`): a member
+//!   is compared only with the tokens wanted below its container's node, and inside a container no read goes
+//!   into, no path is followed at all. The work is linear in the value's length times the number of reads.
 
 use crate::decode::PropType;
 
@@ -10,6 +14,10 @@ use crate::decode::PropType;
 pub const MAX_BODY_BYTES: usize = 1_048_576;
 /// The most objects and arrays open at once; a deeper value is undecodable.
 pub const MAX_DEPTH: usize = 64;
+/// Zero bytes after the copy of a value the reader walks. Zero is a control byte, which no JSON token holds, so
+/// every scan stops at the value's end without comparing its position with the length, and a scan loads 16
+/// bytes at a time where at least 16 follow its position.
+const PAD: usize = 64;
 
 /// One property read: the JSON Pointer's reference tokens (unescaped, UTF-8) and the declared type.
 #[derive(Clone, Debug)]
@@ -46,27 +54,72 @@ pub fn read_json(value: Option<&[u8]>, reads: &[Read]) -> Vec<Got> {
         .to_vec()
 }
 
-/// The reads of one route, with the `key_bit`s of the tokens they want at each path position, made once.
-#[derive(Clone, Debug, Default)]
+/// The reads of one route as a tree of their paths, made once: a member is compared only with the tokens the
+/// reads want below its container's node, and a read is reached through its path's nodes, not tested one by one.
+#[derive(Clone, Debug)]
 pub struct JsonReads {
     reads: Vec<Read>,
-    /// Per path position, the `key_bit`s of the tokens the reads want there: a key whose bit is not among them
-    /// is no read's next token, and is not compared with each.
-    wanted_keys: Vec<u64>,
+    /// Node 0 is the root (the empty path); each other node is a path prefix some read has.
+    nodes: Vec<Node>,
+}
+
+/// The path prefix of some reads.
+#[derive(Clone, Debug, Default)]
+struct Node {
+    /// The next tokens of the reads through this node, each with the node it leads to.
+    children: Vec<Child>,
+    /// The `key_bit`s of the children's tokens: a key whose bit is not among them is no child's, and is not
+    /// compared with each.
+    key_bits: u64,
+    /// The reads whose path ends here.
+    ends: Vec<usize>,
+    /// The reads whose path goes through or ends here (what a later duplicate of its key replaces).
+    below: Vec<usize>,
+}
+
+#[derive(Clone, Debug)]
+struct Child {
+    token: Vec<u8>,
+    /// The array index the token names (RFC 6901: decimal, no leading zeros), if any.
+    index: Option<usize>,
+    node: u32,
+}
+
+impl Default for JsonReads {
+    fn default() -> JsonReads {
+        JsonReads::new(Vec::new())
+    }
 }
 
 impl JsonReads {
     pub fn new(reads: Vec<Read>) -> JsonReads {
-        let mut wanted_keys: Vec<u64> = Vec::new();
-        for read in &reads {
-            for (at, token) in read.tokens.iter().enumerate().take(MAX_DEPTH) {
-                if wanted_keys.len() <= at {
-                    wanted_keys.resize(at + 1, 0);
-                }
-                wanted_keys[at] |= key_bit(token);
+        let mut nodes = vec![Node::default()];
+        for (r, read) in reads.iter().enumerate() {
+            let mut at = 0;
+            for token in &read.tokens {
+                let found = nodes[at].children.iter().find(|c| c.token == *token);
+                let next = match found {
+                    Some(child) => child.node as usize,
+                    None => {
+                        nodes.push(Node::default());
+                        let node = nodes.len() - 1;
+                        let parent = &mut nodes[at];
+                        parent.key_bits |= key_bit(token);
+                        parent.children.push(Child {
+                            token: token.clone(),
+                            index: as_index(token),
+                            // Fewer nodes than reads' tokens, which are far fewer than 2^32.
+                            node: u32::try_from(node).expect("a node number"),
+                        });
+                        node
+                    }
+                };
+                nodes[next].below.push(r);
+                at = next;
             }
+            nodes[at].ends.push(r);
         }
-        JsonReads { reads, wanted_keys }
+        JsonReads { reads, nodes }
     }
 
     pub fn len(&self) -> usize {
@@ -76,53 +129,88 @@ impl JsonReads {
     pub fn is_empty(&self) -> bool {
         self.reads.is_empty()
     }
+
+    /// The node a member of `node`'s container leads to: by its key in an object, by its index in an array.
+    #[inline(always)]
+    fn child(&self, node: u32, member: Member<'_>) -> Option<u32> {
+        let node = &self.nodes[node as usize];
+        match member {
+            Member::Key(key) => {
+                if node.key_bits & key_bit(key) == 0 {
+                    return None;
+                }
+                // Most keys differ in length or first byte: no call to compare them.
+                node.children
+                    .iter()
+                    .find(|c| c.token.first() == key.first() && c.token == key)
+            }
+            Member::Index(i) => node.children.iter().find(|c| c.index == Some(i)),
+        }
+        .map(|c| c.node)
+    }
+}
+
+/// A member of a container: an object's key or an array's index.
+#[derive(Clone, Copy)]
+enum Member<'a> {
+    Key(&'a [u8]),
+    Index(usize),
 }
 
 /// Reads JSON values one after another, keeping its buffers between them (a batch's records allocate nothing
 /// but the strings they find).
 #[derive(Default)]
 pub struct JsonReader {
-    /// Per read, how many of its tokens the current path matches.
-    matched: Vec<usize>,
     got: Vec<Got>,
-    /// Per open container (by nesting level), the index of its current element when it is an array some
-    /// read goes into.
+    /// Per open container (by nesting level) some read goes into, its path's node, and the index of its current
+    /// element when it is an array.
+    nodes: Vec<u32>,
     indexes: Vec<usize>,
-    /// Bit d: some read went to path length d + 1 through a member of a container still open (so the next
-    /// sibling, or the container's end, takes it back).
-    entered: u64,
     /// The current object key, unescaped (lone surrogates as their 3-byte generalized UTF-8 form, which no
     /// token holds, so such a key never matches, as in Python).
     key: Vec<u8>,
     /// The buffers of strings found in earlier values, for the next ones (as many as a value's reads hold, and
     /// one).
     spare: Vec<Vec<u8>>,
+    /// The value being read, followed by `PAD` zero bytes.
+    padded: Vec<u8>,
+    /// Bit i of word w: byte 64w + i of `padded` is a quote, a backslash or a control byte (`mark_specials`).
+    specials: Vec<u64>,
 }
 
 impl JsonReader {
     /// What each of `reads` finds in `value` (None: a record without a value, undecodable), valid until the
     /// next read.
-    pub fn read(&mut self, value: Option<&[u8]>, reads: &JsonReads) -> &[Got] {
-        let JsonReads { reads, wanted_keys } = reads;
+    pub fn read(&mut self, value: Option<&[u8]>, tree: &JsonReads) -> &[Got] {
+        let reads = &tree.reads;
         self.recycle();
-        // Not UTF-8 is found where it can be: in strings (`skip_plain`); elsewhere only ASCII is JSON.
         let Some(bytes) = value.filter(|b| b.len() <= MAX_BODY_BYTES) else {
             self.got.resize(reads.len(), Got::Failed);
             return &self.got;
         };
         self.got.resize(reads.len(), Got::Missing);
-        self.matched.clear();
-        self.matched.resize(reads.len(), 0);
+        self.nodes.resize(MAX_DEPTH, 0);
         self.indexes.resize(MAX_DEPTH, 0);
-        self.entered = 0;
+        let mut padded = std::mem::take(&mut self.padded);
+        padded.clear();
+        padded.extend_from_slice(bytes);
+        padded.resize(bytes.len() + PAD, 0);
+        let mut specials = std::mem::take(&mut self.specials);
+        // Outside strings only ASCII is JSON, so the strings are UTF-8 exactly when the whole value is.
+        let valid_text =
+            !mark_specials(&padded, &mut specials) || std::str::from_utf8(bytes).is_ok();
         let mut reader = Reader {
-            bytes,
+            bytes: &padded,
+            specials: &specials,
+            len: bytes.len(),
             pos: 0,
-            reads,
-            wanted_keys,
+            tree,
             buffers: self,
         };
-        if reader.document().is_err() {
+        let valid = valid_text && reader.document().is_ok();
+        self.padded = padded;
+        self.specials = specials;
+        if !valid {
             self.recycle();
             self.got.resize(reads.len(), Got::Failed);
         }
@@ -140,30 +228,36 @@ impl JsonReader {
 }
 
 struct Reader<'a> {
+    /// The value and `PAD` zero bytes. `pos` never passes the value's end by more than a few bytes: a scan stops
+    /// at the first zero, and other steps go past a byte they have read, a zero only on the way to `Err`.
     bytes: &'a [u8],
+    /// The value's length.
+    len: usize,
+    specials: &'a [u64],
     pos: usize,
-    reads: &'a [Read],
-    wanted_keys: &'a [u64],
+    tree: &'a JsonReads,
     buffers: &'a mut JsonReader,
 }
 
 impl Reader<'_> {
     #[inline]
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.pos).copied()
+    fn peek(&self) -> u8 {
+        debug_assert!(self.pos < self.bytes.len());
+        // SAFETY: `pos` stays within a few bytes of the value's end (see `bytes`), and `PAD` bytes follow it.
+        unsafe { *self.bytes.get_unchecked(self.pos) }
     }
 
     #[inline]
     fn skip_ws(&mut self) {
         // Most tokens follow no space or one: the loop is for pretty-printed documents.
-        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        while matches!(self.peek(), b' ' | b'\t' | b'\n' | b'\r') {
             self.pos += 1;
         }
     }
 
     fn expect(&mut self, byte: u8) -> Result<(), Bad> {
         self.skip_ws();
-        if self.peek() == Some(byte) {
+        if self.peek() == byte {
             self.pos += 1;
             Ok(())
         } else {
@@ -171,75 +265,30 @@ impl Reader<'_> {
         }
     }
 
-    /// The reads whose leaf is the value starting now (at path length `depth`).
-    fn leaves(&self, depth: usize) -> impl Iterator<Item = usize> + '_ {
-        let matched = &self.buffers.matched;
-        (0..self.reads.len())
-            .filter(move |&r| matched[r] == depth && self.reads[r].tokens.len() == depth)
-    }
-
-    /// A child of the innermost container begins (path length `depth`): reads that matched a sibling fall
-    /// back, and those whose next token is this child's name or index go one further and forget what an
-    /// earlier duplicate of it gave (the last duplicate key wins). Whether some read went one further (the
-    /// child may then be a leaf, or a container some read goes into).
+    /// A member of the container at `node` begins: the node it leads to, if some read goes there. Those reads
+    /// forget what an earlier duplicate of it gave (the last duplicate key wins, as in Python).
     #[inline(always)]
-    fn enter(&mut self, depth: usize, token: Option<&[u8]>, index: Option<usize>) -> bool {
-        let parent = depth - 1;
-        let buffers = &mut *self.buffers;
-        if buffers.entered >> parent & 1 == 1 {
-            for m in &mut buffers.matched {
-                if *m >= depth {
-                    *m = parent;
-                }
-            }
-            buffers.entered &= (1 << parent) - 1;
+    fn member(&mut self, node: u32, member: Member<'_>) -> Option<u32> {
+        let child = self.tree.child(node, member)?;
+        for &r in &self.tree.nodes[child as usize].below {
+            self.buffers.got[r] = Got::Missing;
         }
-        if let Some(key) = token {
-            let wanted = self.wanted_keys.get(parent).copied().unwrap_or(0);
-            if wanted & key_bit(key) == 0 {
-                return false;
-            }
-        }
-        let mut entered = false;
-        let reads = self.reads.iter().zip(buffers.got.iter_mut());
-        for (matched, (read, got)) in buffers.matched.iter_mut().zip(reads) {
-            if *matched != parent {
-                continue;
-            }
-            let Some(want) = read.tokens.get(parent) else {
-                continue;
-            };
-            let hit = match (token, index) {
-                // Most keys differ in length or first byte: no call to compare them.
-                (Some(key), _) => key.first() == want.first() && key == want.as_slice(),
-                (None, Some(i)) => is_index(want, i),
-                _ => false,
-            };
-            if hit {
-                *matched = depth;
-                *got = Got::Missing;
-                entered = true;
-            }
-        }
-        if entered {
-            buffers.entered |= 1 << parent;
-        }
-        entered
+        Some(child)
     }
 
     /// The document: one value and nothing after it.
     fn document(&mut self) -> Result<(), Bad> {
         self.skip_ws();
         match self.peek() {
-            Some(open @ (b'{' | b'[')) => {
+            open @ (b'{' | b'[') => {
                 self.pos += 1;
                 // No read goes into the root when there are none (a path has a token, so the root is no leaf).
-                self.containers(open, !self.reads.is_empty())?;
+                self.containers(open, !self.tree.reads.is_empty())?;
             }
             _ => self.scalar()?,
         }
         self.skip_ws();
-        if self.pos == self.bytes.len() {
+        if self.pos == self.len {
             Ok(())
         } else {
             Err(Bad)
@@ -248,14 +297,14 @@ impl Reader<'_> {
 
     /// A container after its opening byte `open`, to its closing byte, with every container inside it: one loop,
     /// never a recursion. The open containers are bits of two words (`arrays`: 1 for an array; `live`: 1 when
-    /// some read goes into it), as `MAX_DEPTH` <= 64 allows; paths are followed only inside live ones, so a
-    /// container no read goes into is only checked.
+    /// some read goes into it, its node in `buffers.nodes`), as `MAX_DEPTH` <= 64 allows; paths are followed
+    /// only inside live ones, so a container no read goes into is only checked.
     fn containers(&mut self, open: u8, root_live: bool) -> Result<(), Bad> {
         const _: () = assert!(MAX_DEPTH <= 64);
         let mut arrays = u64::from(open == b'[');
         let mut live = u64::from(root_live);
-        // The innermost open container's nesting level (the root's is 0); its members are at path length
-        // `level + 1`.
+        self.buffers.nodes[0] = 0;
+        // The innermost open container's nesting level (the root's is 0).
         let mut level = 0;
         let mut first = true; // just after an opening byte: its closing byte or a member follows
         loop {
@@ -263,11 +312,8 @@ impl Reader<'_> {
             let array = arrays >> level & 1 == 1;
             let inside_live = live >> level & 1 == 1;
             let next = self.peek();
-            if next == Some(if array { b']' } else { b'}' }) {
+            if next == if array { b']' } else { b'}' } {
                 self.pos += 1;
-                if inside_live {
-                    self.close(level + 1);
-                }
                 if level == 0 {
                     return Ok(());
                 }
@@ -276,33 +322,30 @@ impl Reader<'_> {
                 continue;
             }
             if !first {
-                if next != Some(b',') {
+                if next != b',' {
                     return Err(Bad);
                 }
                 self.pos += 1;
                 self.skip_ws();
             }
-            let depth = level + 1;
+            // The innermost container's node, when it is live.
+            let node = inside_live.then(|| self.buffers.nodes[level]);
             let entered = if !array {
-                self.key(depth, inside_live)?
-            } else if inside_live {
+                self.key(node)?
+            } else if let Some(node) = node {
                 let index = &mut self.buffers.indexes[level];
                 *index = if first { 0 } else { *index + 1 };
                 let index = *index;
-                self.enter(depth, None, Some(index))
+                self.member(node, Member::Index(index))
             } else {
-                false
+                None
             };
-            match self.peek() {
-                Some(inner @ (b'{' | b'[')) => {
+            match (self.peek(), entered) {
+                (inner @ (b'{' | b'['), _) => {
                     if level + 2 > MAX_DEPTH {
                         return Err(Bad);
                     }
                     self.pos += 1;
-                    if entered {
-                        // An object or array is no property value.
-                        self.set_leaves(depth, |_| Got::Failed);
-                    }
                     level += 1;
                     let bit = 1u64 << level;
                     arrays = if inner == b'[' {
@@ -310,14 +353,20 @@ impl Reader<'_> {
                     } else {
                         arrays & !bit
                     };
-                    live = if entered { live | bit } else { live & !bit };
+                    live &= !bit;
+                    if let Some(child) = entered {
+                        // An object or array is no property value.
+                        self.set_ends(child, |_| Got::Failed);
+                        live |= bit;
+                        self.buffers.nodes[level] = child;
+                    }
                     first = true;
                 }
-                _ if entered => {
-                    self.leaf(depth)?;
+                (_, Some(child)) => {
+                    self.leaf(child)?;
                     first = false;
                 }
-                _ => {
+                (_, None) => {
                     self.scalar()?;
                     first = false;
                 }
@@ -325,69 +374,55 @@ impl Reader<'_> {
         }
     }
 
-    /// `"key":` of a member at path length `depth`, and the space after it; whether some read went one further
-    /// (only followed when the object is `live`).
+    /// `"key":` of a member of an object, and the space after it; the node the member leads to, if some read goes
+    /// there (only followed when the object is live: at a `node`).
     #[inline(always)]
-    fn key(&mut self, depth: usize, live: bool) -> Result<bool, Bad> {
-        if self.peek() != Some(b'"') {
+    fn key(&mut self, node: Option<u32>) -> Result<Option<u32>, Bad> {
+        if self.peek() != b'"' {
             return Err(Bad);
         }
         self.pos += 1;
         let start = self.pos;
-        self.skip_plain()?;
-        let entered = if self.peek() == Some(b'"') {
+        self.skip_plain();
+        let entered = if self.peek() == b'"' {
             // A key without escapes (most are) is compared where it lies.
             let (bytes, end) = (self.bytes, self.pos);
             self.pos += 1;
-            live && self.enter(depth, Some(&bytes[start..end]), None)
-        } else if live {
+            node.and_then(|node| self.member(node, Member::Key(&bytes[start..end])))
+        } else if let Some(node) = node {
             self.pos = start;
             let mut key = std::mem::take(&mut self.buffers.key);
             key.clear();
             self.string(Some(&mut key))?;
-            let entered = self.enter(depth, Some(&key), None);
+            let entered = self.member(node, Member::Key(&key));
             self.buffers.key = key;
             entered
         } else {
             self.string(None)?;
-            false
+            None
         };
         self.expect(b':')?;
         self.skip_ws();
         Ok(entered)
     }
 
-    /// The container at path length `depth` - 1 closes: reads that went into it fall back.
-    fn close(&mut self, depth: usize) {
-        let buffers = &mut *self.buffers;
-        let parent = depth - 1;
-        if buffers.entered >> parent != 0 {
-            for m in &mut buffers.matched {
-                if *m >= depth {
-                    *m = parent;
-                }
-            }
-            buffers.entered &= (1 << parent) - 1;
+    /// A scalar at `node`: decoded for the reads that end there, only checked when none does (the reads that
+    /// reached it go further, and find nothing).
+    fn leaf(&mut self, node: u32) -> Result<(), Bad> {
+        let tree = self.tree;
+        let ends = &tree.nodes[node as usize].ends;
+        if ends.is_empty() {
+            return self.scalar();
         }
-    }
-
-    /// A scalar some read may end at (path length `depth`): decoded for those that do, only checked otherwise.
-    fn leaf(&mut self, depth: usize) -> Result<(), Bad> {
-        if self.leaves(depth).next().is_none() {
-            return self.scalar(); // the reads that reached it go further
-        }
-        match self.peek().ok_or(Bad)? {
+        match self.peek() {
             b'"' => {
                 self.pos += 1;
                 let mut text = self.buffers.spare.pop().unwrap_or_default();
                 text.clear();
                 let lone = self.string(Some(&mut text))?;
                 let buffers = &mut *self.buffers;
-                for (r, read) in self.reads.iter().enumerate() {
-                    if buffers.matched[r] != depth || read.tokens.len() != depth {
-                        continue;
-                    }
-                    buffers.got[r] = match read.declared {
+                for &r in ends {
+                    buffers.got[r] = match tree.reads[r].declared {
                         // A copy in a buffer of an earlier record's string: no allocation once warm.
                         PropType::Str if !lone => {
                             let mut copy = buffers.spare.pop().unwrap_or_default();
@@ -403,15 +438,15 @@ impl Reader<'_> {
             }
             b't' | b'f' | b'n' => {
                 let (literal, got): (&[u8], Got) = match self.peek() {
-                    Some(b't') => (b"true", Got::Found(Value::Bool(true))),
-                    Some(b'f') => (b"false", Got::Found(Value::Bool(false))),
+                    b't' => (b"true", Got::Found(Value::Bool(true))),
+                    b'f' => (b"false", Got::Found(Value::Bool(false))),
                     _ => (b"null", Got::Missing),
                 };
                 if !self.bytes[self.pos..].starts_with(literal) {
                     return Err(Bad);
                 }
                 self.pos += literal.len();
-                self.set_leaves(depth, |t| match (&got, t) {
+                self.set_ends(node, |t| match (&got, t) {
                     (Got::Missing, _) | (_, PropType::Bool) => got.clone(),
                     _ => Got::Failed,
                 });
@@ -420,27 +455,26 @@ impl Reader<'_> {
             b'-' | b'0'..=b'9' => {
                 let start = self.pos;
                 let integral = self.number()?;
-                let text = std::str::from_utf8(&self.bytes[start..self.pos]).map_err(|_| Bad)?;
-                self.set_leaves(depth, |t| number_as(text, integral, t));
+                let text = &self.bytes[start..self.pos];
+                self.set_ends(node, |t| number_as(text, integral, t));
                 Ok(())
             }
             _ => Err(Bad),
         }
     }
 
-    fn set_leaves(&mut self, depth: usize, got: impl Fn(PropType) -> Got) {
-        let buffers = &mut *self.buffers;
-        for r in 0..self.reads.len() {
-            if buffers.matched[r] == depth && self.reads[r].tokens.len() == depth {
-                buffers.got[r] = got(self.reads[r].declared);
-            }
+    /// What the reads that end at `node` get, by their declared type.
+    fn set_ends(&mut self, node: u32, got: impl Fn(PropType) -> Got) {
+        let tree = self.tree;
+        for &r in &tree.nodes[node as usize].ends {
+            self.buffers.got[r] = got(tree.reads[r].declared);
         }
     }
 
     /// A string, number or literal, only checked.
     #[inline(always)]
     fn scalar(&mut self) -> Result<(), Bad> {
-        match self.peek().ok_or(Bad)? {
+        match self.peek() {
             b'"' => {
                 self.pos += 1;
                 self.skip_string()
@@ -464,29 +498,29 @@ impl Reader<'_> {
 
     /// A number (RFC 8259's grammar); whether it has neither fraction nor exponent.
     fn number(&mut self) -> Result<bool, Bad> {
-        if self.peek() == Some(b'-') {
+        if self.peek() == b'-' {
             self.pos += 1;
         }
         match self.peek() {
-            Some(b'0') => self.pos += 1,
-            Some(b'1'..=b'9') => self.digits(),
+            b'0' => self.pos += 1,
+            b'1'..=b'9' => self.digits(),
             _ => return Err(Bad),
         }
         let mut integral = true;
-        if self.peek() == Some(b'.') {
+        if self.peek() == b'.' {
             self.pos += 1;
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+            if !self.peek().is_ascii_digit() {
                 return Err(Bad);
             }
             self.digits();
             integral = false;
         }
-        if matches!(self.peek(), Some(b'e' | b'E')) {
+        if matches!(self.peek(), b'e' | b'E') {
             self.pos += 1;
-            if matches!(self.peek(), Some(b'+' | b'-')) {
+            if matches!(self.peek(), b'+' | b'-') {
                 self.pos += 1;
             }
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+            if !self.peek().is_ascii_digit() {
                 return Err(Bad);
             }
             self.digits();
@@ -503,8 +537,8 @@ impl Reader<'_> {
     /// (most are), `string` for the rest of one with some.
     #[inline(always)]
     fn skip_string(&mut self) -> Result<(), Bad> {
-        self.skip_plain()?;
-        if self.peek() == Some(b'"') {
+        self.skip_plain();
+        if self.peek() == b'"' {
             self.pos += 1;
             return Ok(());
         }
@@ -518,18 +552,18 @@ impl Reader<'_> {
         let mut lone = false;
         loop {
             let start = self.pos;
-            self.skip_plain()?;
+            self.skip_plain();
             if let Some(out) = out.as_deref_mut() {
                 out.extend_from_slice(&self.bytes[start..self.pos]);
             }
             match self.peek() {
-                Some(b'"') => {
+                b'"' => {
                     self.pos += 1;
                     return Ok(lone);
                 }
-                Some(b'\\') => {
+                b'\\' => {
                     self.pos += 1;
-                    let escaped = self.peek().ok_or(Bad)?;
+                    let escaped = self.peek();
                     self.pos += 1;
                     let simple = match escaped {
                         b'"' => b'"',
@@ -576,27 +610,11 @@ impl Reader<'_> {
         }
     }
 
-    /// Past the plain bytes of a string (neither a quote, a backslash nor a control byte): strings are most of a
-    /// document's bytes, so they are scanned many bytes at a time (`plain_run`).
-    ///
-    /// The value is UTF-8 as a whole exactly when these runs are: outside strings only ASCII is JSON, and a run
-    /// ends at an ASCII byte, which no UTF-8 sequence holds. So a run with a byte past ASCII is checked here,
-    /// and nothing else needs to be.
+    /// Past the plain bytes of a string (neither a quote, a backslash nor a control byte): the next special
+    /// byte's bit, most often in the word a string's first byte is in.
     #[inline(always)]
-    fn skip_plain(&mut self) -> Result<(), Bad> {
-        let start = self.pos;
-        let (end, wide) = plain_run(self.bytes, start);
-        self.pos = end;
-        self.check_text(start, wide)
-    }
-
-    /// The run from `start` is UTF-8 (checked only when it holds a byte past ASCII: `wide`).
-    #[inline(always)]
-    fn check_text(&self, start: usize, wide: bool) -> Result<(), Bad> {
-        if wide && std::str::from_utf8(&self.bytes[start..self.pos]).is_err() {
-            return Err(Bad);
-        }
-        Ok(())
+    fn skip_plain(&mut self) {
+        self.pos = next_special(self.specials, self.pos, self.len);
     }
 
     fn hex4(&mut self) -> Result<u32, Bad> {
@@ -610,83 +628,87 @@ impl Reader<'_> {
     }
 }
 
-/// Where the run of plain string bytes (neither a quote, a backslash nor a control byte) from `bytes[from]` ends,
-/// and whether a byte in it is past ASCII: sixteen bytes at a time with SSE2 (part of every x86-64).
+/// Marks in `specials` (one bit per byte, 64 to a word) the quotes, backslashes and control bytes of `padded`'s
+/// whole 64-byte blocks, which cover the value and its first zero; whether a byte past ASCII occurs. One pass
+/// without a branch per byte, so that finding a string's end later is a shift and a bit count, not a scan.
+fn mark_specials(padded: &[u8], specials: &mut Vec<u64>) -> bool {
+    specials.clear();
+    let mut high = 0;
+    for block in padded.chunks_exact(64) {
+        let (special, past_ascii) = classify_block(block.try_into().expect("64 bytes"));
+        specials.push(special);
+        high |= past_ascii;
+    }
+    high != 0
+}
+
+/// The position of the first special byte at or after `from` (the value's end `len` when none is marked, which
+/// only a position past the value can meet).
+#[inline(always)]
+fn next_special(specials: &[u64], from: usize, len: usize) -> usize {
+    let mut word = from / 64;
+    let Some(&first) = specials.get(word) else {
+        return len;
+    };
+    let bits = first >> (from % 64);
+    if bits != 0 {
+        return from + bits.trailing_zeros() as usize;
+    }
+    loop {
+        word += 1;
+        match specials.get(word) {
+            Some(&0) => continue,
+            Some(&bits) => return word * 64 + bits.trailing_zeros() as usize,
+            None => return len,
+        }
+    }
+}
+
+/// One block's special bytes and bytes past ASCII, as bits: sixteen bytes at a time with SSE2 (part of every
+/// x86-64).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn plain_run(bytes: &[u8], from: usize) -> (usize, bool) {
+fn classify_block(block: &[u8; 64]) -> (u64, u64) {
     use std::arch::x86_64::{
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128,
         _mm_set1_epi8,
     };
-    let mut at = from;
-    let mut wide = 0;
-    while at + 16 <= bytes.len() {
-        // SAFETY: bytes[at..at + 16] lies in `bytes` (the loop's condition) and the load takes any alignment;
-        // the rest are SSE2 operations on registers, and SSE2 is part of every x86-64.
-        let (special, high) = unsafe {
-            let x = _mm_loadu_si128(bytes.as_ptr().add(at).cast::<__m128i>());
+    let (mut special, mut high) = (0u64, 0u64);
+    for lane in 0..4 {
+        // SAFETY: block[16 * lane..16 * lane + 16] lies in the block and the load takes any alignment; the rest
+        // are SSE2 operations on registers, and SSE2 is part of every x86-64.
+        let (s, h) = unsafe {
+            let x = _mm_loadu_si128(block.as_ptr().add(16 * lane).cast::<__m128i>());
             let quote = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8));
             let backslash = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8));
             // Below 0x20 exactly where the unsigned max with 0x1F is 0x1F.
             let low = _mm_set1_epi8(0x1F);
             let control = _mm_cmpeq_epi8(_mm_max_epu8(x, low), low);
-            let special = _mm_or_si128(_mm_or_si128(quote, backslash), control);
-            // The high bit of each byte: set past ASCII.
-            (
-                _mm_movemask_epi8(special) as u32,
-                _mm_movemask_epi8(x) as u32,
-            )
+            let s = _mm_or_si128(_mm_or_si128(quote, backslash), control);
+            (_mm_movemask_epi8(s), _mm_movemask_epi8(x))
         };
-        if special != 0 {
-            let plain = special.trailing_zeros();
-            wide |= high & ((1 << plain) - 1);
-            return (at + plain as usize, wide != 0);
-        }
-        wide |= high;
-        at += 16;
+        // A movemask of 16 bytes holds 16 bits; the casts keep them.
+        special |= u64::from(s as u16) << (16 * lane);
+        high |= u64::from(h as u16) << (16 * lane);
     }
-    let (end, tail_wide) = plain_run_swar(bytes, at);
-    (end, wide != 0 || tail_wide)
+    (special, high)
+}
+
+/// `classify_block` byte by byte: the form for other targets, and the oracle the SSE2 form is tested against.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn classify_block_bytes(block: &[u8; 64]) -> (u64, u64) {
+    let (mut special, mut high) = (0u64, 0u64);
+    for (i, &b) in block.iter().enumerate() {
+        special |= u64::from(b == b'"' || b == b'\\' || b < 0x20) << i;
+        high |= u64::from(b >= 0x80) << i;
+    }
+    (special, high)
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn plain_run(bytes: &[u8], from: usize) -> (usize, bool) {
-    plain_run_swar(bytes, from)
-}
-
-/// `plain_run` eight bytes at a time in a u64 (any target; on x86-64 the tail of fewer than sixteen bytes).
-#[inline(always)]
-fn plain_run_swar(bytes: &[u8], from: usize) -> (usize, bool) {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    // A byte's high bit is set where it is zero (exact up to the first such byte, which is all that is used).
-    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
-    let mut at = from;
-    let mut wide = 0; // the high bits seen
-    while let Some(chunk) = bytes.get(at..at + 8) {
-        let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-        let special = zero(x ^ (ONES * u64::from(b'"')))
-            | zero(x ^ (ONES * u64::from(b'\\')))
-            | (x.wrapping_sub(ONES * 0x20) & !x & HIGH); // below 0x20
-        if special != 0 {
-            let plain = special.trailing_zeros() / 8;
-            // The high bits of the plain bytes before it (a shift by 64 would overflow: plain < 8 here).
-            wide |= x & HIGH & ((1u64 << (plain * 8)) - 1);
-            return (at + plain as usize, wide != 0);
-        }
-        wide |= x & HIGH;
-        at += 8;
-    }
-    while let Some(&b) = bytes.get(at) {
-        if b == b'"' || b == b'\\' || b < 0x20 {
-            break;
-        }
-        wide |= u64::from(b & 0x80);
-        at += 1;
-    }
-    (at, wide != 0)
+fn classify_block(block: &[u8; 64]) -> (u64, u64) {
+    classify_block_bytes(block)
 }
 
 /// UTF-8 of a code point; a surrogate gets the same 3-byte form (generalized UTF-8).
@@ -740,34 +762,50 @@ fn key_bit(key: &[u8]) -> u64 {
     1 << (key.len().wrapping_mul(31).wrapping_add(usize::from(first)) & 63)
 }
 
-/// Whether a token names array index `i`: decimal, no leading zeros (RFC 6901).
-fn is_index(token: &[u8], i: usize) -> bool {
+/// The array index a token names: decimal, no leading zeros (RFC 6901).
+fn as_index(token: &[u8]) -> Option<usize> {
     if token.is_empty()
         || (token.len() > 1 && token[0] == b'0')
         || !token.iter().all(u8::is_ascii_digit)
     {
-        return false;
+        return None;
     }
-    std::str::from_utf8(token)
-        .ok()
-        .and_then(|t| t.parse::<usize>().ok())
-        == Some(i)
+    std::str::from_utf8(token).ok()?.parse::<usize>().ok()
 }
 
 /// A number leaf as the declared type: int takes an integral literal within int64, float any literal finite as
 /// an f64 (both parses round correctly, as Python's do), anything else is the wrong type.
-fn number_as(text: &str, integral: bool, declared: PropType) -> Got {
+fn number_as(text: &[u8], integral: bool, declared: PropType) -> Got {
     match declared {
-        PropType::Int if integral => text
-            .parse::<i64>()
-            .map_or(Got::Failed, |i| Got::Found(Value::Int(i))),
-        PropType::Float => match text.parse::<f64>() {
+        PropType::Int if integral => {
+            integral_as_i64(text).map_or(Got::Failed, |i| Got::Found(Value::Int(i)))
+        }
+        // A number's bytes are ASCII (`number` checked them).
+        PropType::Float => match std::str::from_utf8(text).map(str::parse::<f64>) {
             // Python reads an integral literal as an int first: `-0` is 0, so its float is +0.0.
-            Ok(f) if f.is_finite() && integral && f == 0.0 => Got::Found(Value::Float(0.0)),
-            Ok(f) if f.is_finite() => Got::Found(Value::Float(f)),
+            Ok(Ok(f)) if f.is_finite() && integral && f == 0.0 => Got::Found(Value::Float(0.0)),
+            Ok(Ok(f)) if f.is_finite() => Got::Found(Value::Float(f)),
             _ => Got::Failed,
         },
         _ => Got::Failed,
+    }
+}
+
+/// An integral JSON number (`-`? and digits, as `number` checked) as an i64; None past its range. Summed
+/// negative, so that i64::MIN, whose magnitude no i64 holds, is read too.
+fn integral_as_i64(text: &[u8]) -> Option<i64> {
+    let (negative, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    let mut below = 0i64;
+    for &d in digits {
+        below = below.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
+    }
+    if negative {
+        Some(below)
+    } else {
+        below.checked_neg()
     }
 }
 
@@ -824,50 +862,58 @@ mod tests {
     }
 
     #[test]
-    fn plain_runs_end_where_a_byte_by_byte_scan_ends() {
-        let naive = |bytes: &[u8]| {
-            let plain = bytes
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-                .unwrap_or(bytes.len());
-            (plain, bytes[..plain].iter().any(|&b| b >= 0x80))
-        };
-        // Every length to 40 with each special byte (and a byte past ASCII) at every position, from a plain fill.
-        let specials = [b'"', b'\\', 0x00, 0x1F, 0x0A];
-        for len in 0usize..40 {
-            for at in 0..=len {
-                for &special in &specials {
-                    for wide_at in [
-                        None,
-                        Some(0),
-                        Some(at.saturating_sub(1)),
-                        Some(len.saturating_sub(1)),
-                    ] {
-                        let mut bytes = vec![b'a'; len];
-                        if let Some(w) = wide_at.filter(|&w| w < len) {
-                            bytes[w] = 0xC3;
-                        }
-                        if at < len {
-                            bytes[at] = special;
-                        }
-                        let expected = naive(&bytes);
-                        assert_eq!(plain_run(&bytes, 0), expected, "{bytes:?}");
-                        assert_eq!(plain_run_swar(&bytes, 0), expected, "{bytes:?}");
-                        // From inside: the end where the rest's run ends.
-                        if len > 3 {
-                            let (end, _) = naive(&bytes[3..]);
-                            assert_eq!(plain_run(&bytes, 3).0, end + 3, "{bytes:?}");
-                            assert_eq!(plain_run_swar(&bytes, 3).0, end + 3, "{bytes:?}");
-                        }
+    fn special_bytes_are_found_where_a_byte_by_byte_scan_finds_them() {
+        let special = |b: u8| b == b'"' || b == b'\\' || b < 0x20;
+        // Each special byte (and bytes past ASCII) at each position of values of every length to 140, whose
+        // marks span three words, from a plain fill.
+        for len in 0usize..140 {
+            for at in [
+                0,
+                1,
+                15,
+                16,
+                31,
+                32,
+                63,
+                64,
+                65,
+                127,
+                128,
+                len.saturating_sub(1),
+            ] {
+                for &byte in &[b'"', b'\\', 0x00, 0x1F, 0x0A, 0x20, 0x7F, 0x80, 0xC3, 0xFF] {
+                    let mut value = vec![b'a'; len];
+                    if at < len {
+                        value[at] = byte;
+                    }
+                    let mut padded = value.clone();
+                    padded.resize(len + PAD, 0);
+                    let mut specials = Vec::new();
+                    let high = mark_specials(&padded, &mut specials);
+                    assert_eq!(high, value.iter().any(|&b| b >= 0x80), "{value:?}");
+                    for from in 0..=len {
+                        let expected = (from..len).find(|&i| special(value[i])).unwrap_or(len);
+                        assert_eq!(
+                            next_special(&specials, from, len),
+                            expected,
+                            "{value:?} {from}"
+                        );
                     }
                 }
             }
         }
-        // The edges of the ranges: 0x20 and 0x7F are plain; 0x80 and 0xFF are past ASCII.
-        for b in [0x20u8, 0x7F, 0x80, 0xFF] {
-            let bytes = [b; 33];
-            assert_eq!(plain_run(&bytes, 0), naive(&bytes));
-            assert_eq!(plain_run_swar(&bytes, 0), naive(&bytes));
+    }
+
+    #[test]
+    fn the_sse2_classes_are_the_bytes_classes() {
+        let mut block = [0u8; 64];
+        for start in (0..=255u8).step_by(64) {
+            for (i, b) in block.iter_mut().enumerate() {
+                *b = start.wrapping_add(i as u8);
+            }
+            assert_eq!(classify_block(&block), classify_block_bytes(&block));
+            block.reverse();
+            assert_eq!(classify_block(&block), classify_block_bytes(&block));
         }
     }
 
