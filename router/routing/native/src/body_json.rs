@@ -632,11 +632,13 @@ impl Reader<'_> {
 /// whole 64-byte blocks, which cover the value and its first zero; whether a byte past ASCII occurs. One pass
 /// without a branch per byte, so that finding a string's end later is a shift and a bit count, not a scan.
 fn mark_specials(padded: &[u8], specials: &mut Vec<u64>) -> bool {
+    let blocks = padded.chunks_exact(64);
     specials.clear();
+    specials.resize(blocks.len(), 0);
     let mut high = 0;
-    for block in padded.chunks_exact(64) {
+    for (word, block) in specials.iter_mut().zip(blocks) {
         let (special, past_ascii) = classify_block(block.try_into().expect("64 bytes"));
-        specials.push(special);
+        *word = special;
         high |= past_ascii;
     }
     high != 0
