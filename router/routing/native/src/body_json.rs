@@ -15,8 +15,8 @@ pub const MAX_BODY_BYTES: usize = 1_048_576;
 /// The most objects and arrays open at once; a deeper value is undecodable.
 pub const MAX_DEPTH: usize = 64;
 /// Zero bytes after the copy of a value the reader walks. Zero is a control byte, which no JSON token holds, so
-/// every scan stops at the value's end without comparing its position with the length, and a scan loads 16
-/// bytes at a time where at least 16 follow its position.
+/// every scan stops at the value's end and a byte is read without comparing its position with the length; the
+/// first pass classifies whole 64-byte blocks, the last of which holds the value's end.
 const PAD: usize = 64;
 
 /// One property read: the JSON Pointer's reference tokens (unescaped, UTF-8) and the declared type.
