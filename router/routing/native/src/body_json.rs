@@ -496,7 +496,9 @@ impl Reader<'_> {
         }
     }
 
-    /// A number (RFC 8259's grammar); whether it has neither fraction nor exponent.
+    /// A number (RFC 8259's grammar); whether it has neither fraction nor exponent. Inline: out of line, it
+    /// made the reader keep its position in memory around each call (7 % slower).
+    #[inline(always)]
     fn number(&mut self) -> Result<bool, Bad> {
         if self.peek() == b'-' {
             self.pos += 1;
