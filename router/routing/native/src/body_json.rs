@@ -298,7 +298,8 @@ impl Reader<'_> {
     /// A container after its opening byte `open`, to its closing byte, with every container inside it: one loop,
     /// never a recursion. The open containers are bits of two words (`arrays`: 1 for an array; `live`: 1 when
     /// some read goes into it, its node in `buffers.nodes`), as `MAX_DEPTH` <= 64 allows; paths are followed
-    /// only inside live ones, so a container no read goes into is only checked.
+    /// only inside live ones, so a container no read goes into is only checked. A container's members whose
+    /// values are scalars (most are) are read by an inner loop, which leaves it only to open or close one.
     fn containers(&mut self, open: u8, root_live: bool) -> Result<(), Bad> {
         const _: () = assert!(MAX_DEPTH <= 64);
         let mut arrays = u64::from(open == b'[');
@@ -308,11 +309,13 @@ impl Reader<'_> {
         let mut level = 0;
         let mut first = true; // just after an opening byte: its closing byte or a member follows
         loop {
-            self.skip_ws();
             let array = arrays >> level & 1 == 1;
-            let inside_live = live >> level & 1 == 1;
+            let close = if array { b']' } else { b'}' };
+            // The innermost container's node, when it is live.
+            let node = (live >> level & 1 == 1).then(|| self.buffers.nodes[level]);
+            self.skip_ws();
             let next = self.peek();
-            if next == if array { b']' } else { b'}' } {
+            if next == close {
                 self.pos += 1;
                 if level == 0 {
                     return Ok(());
@@ -328,47 +331,60 @@ impl Reader<'_> {
                 self.pos += 1;
                 self.skip_ws();
             }
-            // The innermost container's node, when it is live.
-            let node = inside_live.then(|| self.buffers.nodes[level]);
-            let entered = if !array {
-                self.key(node)?
-            } else if let Some(node) = node {
-                let index = &mut self.buffers.indexes[level];
-                *index = if first { 0 } else { *index + 1 };
-                let index = *index;
-                self.member(node, Member::Index(index))
-            } else {
-                None
-            };
-            match (self.peek(), entered) {
-                (inner @ (b'{' | b'['), _) => {
-                    if level + 2 > MAX_DEPTH {
-                        return Err(Bad);
+            // This container's members, to its end or to one whose value is an object or array.
+            loop {
+                let entered = if !array {
+                    self.key(node)?
+                } else if let Some(node) = node {
+                    let index = &mut self.buffers.indexes[level];
+                    *index = if first { 0 } else { *index + 1 };
+                    let index = *index;
+                    self.member(node, Member::Index(index))
+                } else {
+                    None
+                };
+                first = false;
+                match (self.peek(), entered) {
+                    (inner @ (b'{' | b'['), _) => {
+                        if level + 2 > MAX_DEPTH {
+                            return Err(Bad);
+                        }
+                        self.pos += 1;
+                        level += 1;
+                        let bit = 1u64 << level;
+                        arrays = if inner == b'[' {
+                            arrays | bit
+                        } else {
+                            arrays & !bit
+                        };
+                        live &= !bit;
+                        if let Some(child) = entered {
+                            // An object or array is no property value.
+                            self.set_ends(child, |_| Got::Failed);
+                            live |= bit;
+                            self.buffers.nodes[level] = child;
+                        }
+                        first = true;
+                        break;
                     }
-                    self.pos += 1;
-                    level += 1;
-                    let bit = 1u64 << level;
-                    arrays = if inner == b'[' {
-                        arrays | bit
-                    } else {
-                        arrays & !bit
-                    };
-                    live &= !bit;
-                    if let Some(child) = entered {
-                        // An object or array is no property value.
-                        self.set_ends(child, |_| Got::Failed);
-                        live |= bit;
-                        self.buffers.nodes[level] = child;
+                    (_, Some(child)) => self.leaf(child)?,
+                    (_, None) => self.scalar()?,
+                }
+                self.skip_ws();
+                match self.peek() {
+                    b',' => {
+                        self.pos += 1;
+                        self.skip_ws();
                     }
-                    first = true;
-                }
-                (_, Some(child)) => {
-                    self.leaf(child)?;
-                    first = false;
-                }
-                (_, None) => {
-                    self.scalar()?;
-                    first = false;
+                    next if next == close => {
+                        self.pos += 1;
+                        if level == 0 {
+                            return Ok(());
+                        }
+                        level -= 1;
+                        break;
+                    }
+                    _ => return Err(Bad),
                 }
             }
         }
