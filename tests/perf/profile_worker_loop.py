@@ -9,6 +9,8 @@ methods (a few hundred nanoseconds per record, the same for every variant):
 * route: deciding and building the envelopes (``BatchRouter.route_batch`` without its produce calls);
 * produce: the ``produce()`` calls of routed records, including any wait for a full local queue;
 * serve reports: the producers' ``poll(0)`` that serves delivery reports between batches;
+* queue full: the records ``produce()`` refused because the producer's queue was full (counted; their wait is
+  in produce);
 * flush: the producers' ``flush()`` (a commit that waits for every record produced so far), with the number of
   flushes: at-least-once they come from a window that must commit at once (drained input, too many closed
   windows waiting, shutdown);
@@ -70,6 +72,7 @@ class Statistics:
 class Profile:
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     flushes: int = 0
+    queue_full: int = 0  # produce() refused a record because the producer's queue was full (then it waits)
     statistics: Statistics = field(default_factory=Statistics)
     wall: float = 0.0
     rate: float = 0.0
@@ -117,6 +120,13 @@ class ProfiledWorker(perfkit.TimedWorker):
             return int(flush(*args))
 
         producers.flush = counted_flush  # type: ignore[method-assign]
+        produce_waiting = checkpoint.produce_waiting
+
+        def counted_produce_waiting(*args: Any) -> None:
+            profile.queue_full += 1
+            produce_waiting(*args)
+
+        checkpoint.produce_waiting = counted_produce_waiting  # type: ignore[method-assign]
         if self.waiting_bound is not None:
             checkpoint.max_waiting_records = self.waiting_bound
         if self.closed is not None:
@@ -241,7 +251,7 @@ def main() -> None:
                 rest = 1 - sum(p.seconds[part] for part in PARTS) / p.wall
                 print(
                     f"  {name:16} {p.rate:>9,.0f}/s  {p.wall:6.2f} s  {shares}  rest {rest:4.0%}  "
-                    f"flushes {p.flushes}  records/request {_per_request(p.statistics)}  (load {_load()})",
+                    f"flushes {p.flushes}  queue full {p.queue_full}  records/request {_per_request(p.statistics)}  (load {_load()})",
                     flush=True,
                 )
     print(f"\nmedians (load average {_load()} after):")
