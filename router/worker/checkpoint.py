@@ -266,7 +266,9 @@ class Checkpoint:
             return
         if all(w.empty and not w.failures for w in windows):
             return
+        started = time.perf_counter()
         self.producers.flush()
+        self.metrics.flush_seconds.observe(time.perf_counter() - started)
         ready: list[CommitWindow] = []
         for i, closed in enumerate(windows):
             if closed.failures and not self._repair(closed):

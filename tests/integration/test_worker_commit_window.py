@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from prometheus_client import CollectorRegistry
 
 from subroute import wire
+from subroute.ops.metrics import RouterMetrics
 from subroute.worker import progress
 from subroute.worker.checkpoint import AT_LEAST_ONCE, EXACTLY_ONCE, Checkpoint
 from subroute.worker.tally import BatchTally
@@ -205,6 +207,32 @@ def test_closed_windows_holding_too_many_records_are_flushed(kafka, unique) -> N
         checkpoint.commit_if_due(drained=False)  # 300 records would wait: flushed and committed
         assert len(checkpoint.producers.first) == 0, "not flushed"
         assert _committed(consumer, env.input)[0] == 300
+    finally:
+        checkpoint.close()
+    consumer.close()
+
+
+def test_the_time_waited_in_flushes_is_a_metric(kafka, unique) -> None:
+    """At-least-once, each flush the loop waits in (here: the input drained) is observed in
+    ``subroute_flush_seconds``; a commit with nothing produced flushes nothing and observes nothing."""
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert apply(env, CONFIG) == 0
+    produce(env, [{"N": i} for i in range(50)])
+    metrics = RouterMetrics(CollectorRegistry(), runtime=False)
+    consumer = Consumer(env.settings.client_config({"group.id": f"{unique}.g", "enable.auto.commit": False}))
+    consumer.assign([TopicPartition(env.input, 0, 0)])
+    checkpoint = Checkpoint(env.settings, consumer, AT_LEAST_ONCE, metrics=metrics)
+
+    def flushes() -> float:
+        return metrics.registry.get_sample_value("subroute_flush_seconds_count") or 0.0
+
+    try:
+        checkpoint.commit_if_due(drained=True)  # nothing routed: no flush
+        assert flushes() == 0
+        _produce_window(checkpoint, env, 0, 50)
+        checkpoint.commit_if_due(drained=True)
+        assert flushes() == 1
+        assert _committed(consumer, env.input)[0] == 50
     finally:
         checkpoint.close()
     consumer.close()
