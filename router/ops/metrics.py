@@ -145,6 +145,14 @@ class RouterMetrics:
             buckets=_SECONDS_BUCKETS,
             registry=r,
         )
+        self.flush_seconds = Histogram(
+            "subroute_flush_seconds",
+            "Time the poll loop waited in one flush for every record produced so far to be acknowledged "
+            "(at-least-once: the input drained, closed windows holding too many records, a rebalance, a new "
+            "config version, shutdown).",
+            buckets=_SECONDS_BUCKETS,
+            registry=r,
+        )
         self.ready = Gauge(
             "subroute_ready", "1 once the config is caught up and partitions are assigned.", registry=r
         )

@@ -7,9 +7,10 @@ Records are produced as they are decided; their input positions gather in a ``Co
 at an interval (``window``), not after every batch:
 
 * at-least-once: a window that is due is closed and routing goes on; its input offsets are committed once
-  every record produced for it has its delivery report (counted per window), closed windows in order. At most
-  ``MAX_CLOSED_WINDOWS`` wait so: beyond that, and before partitions are revoked, a new table is taken, at
-  shutdown and when the input drains, the producers are flushed and everything is committed at once. A record
+  every record produced for it has its delivery report (counted per window), closed windows in order. No flush
+  is forced while reports are merely slow: only once closed windows hold more than ``MAX_WAITING_RECORDS``
+  routed records, and before partitions are revoked, a new table is taken, at shutdown and when the input
+  drains, are the producers flushed and everything committed at once. A record
   whose delivery failed is retried, its topic re-created if it went, or dead-lettered as a stub
   (``redelivery``): only it is produced again, and its window waits for that. Only if a dead-letter stub fails
   too, seek back to the window's first offsets and route it (and every later window) again (duplicates, never
@@ -50,10 +51,13 @@ log = logging.getLogger(__name__)
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
-# Closed windows waiting for their delivery reports (at-least-once): beyond this the checkpoint flushes, so that
-# a slow broker holds routing back instead of letting unacknowledged records pile up in memory (a window keeps
-# what it produced until it commits: the records of failed deliveries are found there).
-MAX_CLOSED_WINDOWS = 1
+# Routed records that closed windows may hold while they wait for their delivery reports (at-least-once): beyond
+# this the checkpoint flushes, so that a stuck delivery holds routing back instead of letting records pile up in
+# memory (a window keeps what it produced until it commits: the records of failed deliveries are found there).
+# Below it no flush is forced: reports that are merely slow (hundreds of destination partitions, one per produce
+# request) do not stop routing. The producer's own queue (100,000 records by default) bounds the undelivered
+# ones; this bounds the delivered ones held behind a window that still waits.
+MAX_WAITING_RECORDS = 50_000
 
 AT_LEAST_ONCE = "at-least-once"
 EXACTLY_ONCE = "exactly-once"
@@ -83,8 +87,10 @@ class Checkpoint:
         interval: CommitInterval | None = None,
         producers: int | None = None,
         on_rewind: Callable[[list[tuple[str, int]]], None] | None = None,
+        max_waiting_records: int = MAX_WAITING_RECORDS,
     ) -> None:
         self.consumer = consumer
+        self.max_waiting_records = max_waiting_records
         # the partitions read again: what the worker remembers of them beyond their commits is void
         self.on_rewind = on_rewind
         self.interval = interval or CommitInterval()
@@ -161,11 +167,10 @@ class Checkpoint:
         if due:
             self._closed.append(self.window)
             self._open_window()
-            if len(self._closed) > MAX_CLOSED_WINDOWS:
-                self.commit()
-                return
         if self._closed:
             self._commit_settled()
+        if sum(len(w.sent) for w in self._closed) > self.max_waiting_records:
+            self.commit()  # the reports are stuck rather than slow: routing waits for them
 
     def _open_window(self) -> None:
         self.window = CommitWindow(number=self.window.number + 1)
@@ -261,7 +266,9 @@ class Checkpoint:
             return
         if all(w.empty and not w.failures for w in windows):
             return
+        started = time.perf_counter()
         self.producers.flush()
+        self.metrics.flush_seconds.observe(time.perf_counter() - started)
         ready: list[CommitWindow] = []
         for i, closed in enumerate(windows):
             if closed.failures and not self._repair(closed):

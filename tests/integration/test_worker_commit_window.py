@@ -3,14 +3,17 @@ worker hands partitions over only once what it routed from them is committed."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from prometheus_client import CollectorRegistry
 
 from subroute import wire
+from subroute.ops.metrics import RouterMetrics
 from subroute.worker import progress
 from subroute.worker.checkpoint import AT_LEAST_ONCE, EXACTLY_ONCE, Checkpoint
 from subroute.worker.tally import BatchTally
@@ -121,6 +124,117 @@ def test_a_closed_window_is_committed_as_its_reports_arrive_while_the_next_one_f
         checkpoint.close()
     assert _committed(consumer, env.input)[0] == 190
     assert len(read(env, destination)) == 190
+    consumer.close()
+
+
+def _produce_window(checkpoint: Checkpoint, env: Env, first: int, last: int) -> None:
+    """Produce records ``first..last`` (end exclusive) of the input into the open window, as the worker does."""
+    destination = env.topic("a", "even")
+    tally = _tally(env.input, first, last)
+    for offset in range(first, last):
+        record = (destination, f"m{offset}".encode(), None, [], 0)
+        checkpoint.producers.produce_of(destination)(
+            destination,
+            value=record[1],
+            key=None,
+            headers=[],
+            timestamp=0,
+            on_delivery=checkpoint.on_delivery,
+        )
+        tally.sent.append(record)
+    checkpoint.add(tally)
+
+
+def _slow_reports(env: Env, unique: str) -> tuple[Env, Consumer]:
+    """An env whose producers hold each batch for 3 s (``linger.ms``): delivery reports come late, as from a
+    slow broker, unless a flush sends the batches at once. And a consumer assigned its input partition."""
+    assert apply(env, CONFIG) == 0
+    produce(env, [{"N": i} for i in range(400)])
+    slow = dataclasses.replace(
+        env, settings=dataclasses.replace(env.settings, kafka_config={"linger.ms": "3000"})
+    )
+    consumer = Consumer(env.settings.client_config({"group.id": f"{unique}.g", "enable.auto.commit": False}))
+    consumer.assign([TopicPartition(env.input, 0, 0)])
+    return slow, consumer
+
+
+def test_closed_windows_wait_for_slow_reports_without_a_flush(kafka, unique) -> None:
+    """At-least-once, a window that comes due while the one before it still waits for its delivery reports is
+    closed too, and routing goes on: no flush is forced while the reports are merely slow. Both windows are
+    committed, in order, once their reports have come."""
+    env, consumer = _slow_reports(make_env(kafka.bootstrap_servers, unique), unique)
+    checkpoint = Checkpoint(
+        env.settings, consumer, AT_LEAST_ONCE, interval=CommitInterval(records=100, ms=60_000)
+    )
+    try:
+        _produce_window(checkpoint, env, 0, 150)
+        checkpoint.commit_if_due(drained=False)  # due: closed
+        _produce_window(checkpoint, env, 150, 300)
+        checkpoint.commit_if_due(drained=False)  # due too, while the first still waits
+        assert len(checkpoint.producers.first) > 0, "the producer was flushed: routing was held back"
+        assert _committed(consumer, env.input)[0] < 0, "committed before the reports came"
+        _produce_window(checkpoint, env, 300, 320)  # the open window, not due
+        _wait_for(
+            lambda: checkpoint.commit_if_due(drained=False) or _committed(consumer, env.input)[0] == 300,
+            30,
+            "both closed windows are committed once their reports have come",
+        )
+        assert checkpoint.window.records == 20, "the open window was committed or lost"
+    finally:
+        checkpoint.close()
+    assert _committed(consumer, env.input)[0] == 320
+    assert len(read(env, env.topic("a", "even"))) == 320
+    consumer.close()
+
+
+def test_closed_windows_holding_too_many_records_are_flushed(kafka, unique) -> None:
+    """What closed windows may hold while their reports are slow is bounded (they keep what they produced until
+    they commit): beyond ``max_waiting_records``, the producers are flushed and everything is committed, routing
+    held back meanwhile."""
+    env, consumer = _slow_reports(make_env(kafka.bootstrap_servers, unique), unique)
+    checkpoint = Checkpoint(
+        env.settings,
+        consumer,
+        AT_LEAST_ONCE,
+        interval=CommitInterval(records=100, ms=60_000),
+        max_waiting_records=250,
+    )
+    try:
+        _produce_window(checkpoint, env, 0, 150)
+        checkpoint.commit_if_due(drained=False)  # closed: 150 records wait, within the bound
+        assert _committed(consumer, env.input)[0] < 0
+        _produce_window(checkpoint, env, 150, 300)
+        checkpoint.commit_if_due(drained=False)  # 300 records would wait: flushed and committed
+        assert len(checkpoint.producers.first) == 0, "not flushed"
+        assert _committed(consumer, env.input)[0] == 300
+    finally:
+        checkpoint.close()
+    consumer.close()
+
+
+def test_the_time_waited_in_flushes_is_a_metric(kafka, unique) -> None:
+    """At-least-once, each flush the loop waits in (here: the input drained) is observed in
+    ``subroute_flush_seconds``; a commit with nothing produced flushes nothing and observes nothing."""
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert apply(env, CONFIG) == 0
+    produce(env, [{"N": i} for i in range(50)])
+    metrics = RouterMetrics(CollectorRegistry(), runtime=False)
+    consumer = Consumer(env.settings.client_config({"group.id": f"{unique}.g", "enable.auto.commit": False}))
+    consumer.assign([TopicPartition(env.input, 0, 0)])
+    checkpoint = Checkpoint(env.settings, consumer, AT_LEAST_ONCE, metrics=metrics)
+
+    def flushes() -> float:
+        return metrics.registry.get_sample_value("subroute_flush_seconds_count") or 0.0
+
+    try:
+        checkpoint.commit_if_due(drained=True)  # nothing routed: no flush
+        assert flushes() == 0
+        _produce_window(checkpoint, env, 0, 50)
+        checkpoint.commit_if_due(drained=True)
+        assert flushes() == 1
+        assert _committed(consumer, env.input)[0] == 50
+    finally:
+        checkpoint.close()
     consumer.close()
 
 

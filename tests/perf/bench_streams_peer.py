@@ -1,6 +1,6 @@
 """subroute against the Kafka Streams application one would write instead (issue 26):
 ``python tests/perf/bench_streams_peer.py [--messages N] [--sizes 10,1000,10000] [--repeat R]
-[--guarantees at-least-once,exactly-once] [--check-every K] [--streams-config NAME=VALUE]...``.
+[--guarantees at-least-once,exactly-once] [--check-every K] [--warm-up N] [--streams-config NAME=VALUE]...``.
 
 One local broker (Apache Kafka by default; Tansu with ``SUBROUTE_TEST_BROKER=tansu``), one pre-loaded input
 topic of ``--partitions`` partitions (200-byte values, four headers, keys ``k<i>``), the workload of
@@ -20,7 +20,8 @@ are committed. Printed per size and guarantee: both figures and ``subroute / kaf
 both put every compared record (every ``--check-every``-th by id) in the same place: the same topic (past the
 prefix), partition, timestamp, key, value and headers, the routing time aside. The Streams router hashes keys as
 librdkafka does (CRC-32), so partitions compare too. Which router goes first alternates from one size to the
-next and from one repetition to the next; an untimed run of each comes first (a new broker warms up).
+next and from one repetition to the next; ``--warm-up`` untimed runs of each come first (a new broker warms up:
+the first timed runs after one were 2-3 times slower than later ones, whichever router they were).
 
 The Streams router is compiled on first use (router/dev/jars.py: Maven resolves the ``kafka-streams`` profile of
 jars/pom.xml, javac compiles tests/perf/streams_peer; both cached in .cache/jars).
@@ -249,8 +250,9 @@ def one_run(
         perfkit.create_topic(base, topic, args.partitions)
         perfkit.produce_input(base, topic, peer_workload.message_headers(args.messages))
         warmup = peer_workload.apps(args.sizes[0])
-        run_subroute(b.bootstrap_servers, topic, warmup, AT_LEAST_ONCE, args)  # untimed: the broker warms up
-        run_streams(b.bootstrap_servers, topic, warmup, AT_LEAST_ONCE, args, classpath)
+        for _ in range(args.warm_up):  # untimed: the broker warms up
+            run_subroute(b.bootstrap_servers, topic, warmup, AT_LEAST_ONCE, args)
+            run_streams(b.bootstrap_servers, topic, warmup, AT_LEAST_ONCE, args, classpath)
         cells = [Cell(size, guarantee) for size in args.sizes for guarantee in args.guarantees]
         for i, cell in enumerate(cells):
             workload = peer_workload.apps(cell.size)
@@ -302,6 +304,14 @@ def main() -> None:
         type=lambda text: text.split(","),
         default=[AT_LEAST_ONCE, EXACTLY_ONCE],
         help=f"comma-separated, of {AT_LEAST_ONCE} and {EXACTLY_ONCE} (both)",
+    )
+    parser.add_argument(
+        "--warm-up",
+        type=int,
+        default=1,
+        metavar="N",
+        help="untimed runs of each router on a new broker before the timed ones (1); the first timed runs on a "
+        "new broker are slower than later ones",
     )
     parser.add_argument(
         "--check-every",
