@@ -453,15 +453,10 @@ impl Reader<'_> {
                 Ok(())
             }
             b't' | b'f' | b'n' => {
-                let (literal, got): (&[u8], Got) = match self.peek() {
-                    b't' => (b"true", Got::Found(Value::Bool(true))),
-                    b'f' => (b"false", Got::Found(Value::Bool(false))),
-                    _ => (b"null", Got::Missing),
+                let got = match self.literal()? {
+                    Some(b) => Got::Found(Value::Bool(b)),
+                    None => Got::Missing,
                 };
-                if !self.bytes[self.pos..].starts_with(literal) {
-                    return Err(Bad);
-                }
-                self.pos += literal.len();
                 self.set_ends(node, |t| match (&got, t) {
                     (Got::Missing, _) | (_, PropType::Bool) => got.clone(),
                     _ => Got::Failed,
@@ -496,20 +491,24 @@ impl Reader<'_> {
                 self.skip_string()
             }
             b'-' | b'0'..=b'9' => self.number().map(|_| ()),
-            first @ (b't' | b'f' | b'n') => {
-                let literal: &[u8] = match first {
-                    b't' => b"true",
-                    b'f' => b"false",
-                    _ => b"null",
-                };
-                if !self.bytes[self.pos..].starts_with(literal) {
-                    return Err(Bad);
-                }
-                self.pos += literal.len();
-                Ok(())
-            }
+            b't' | b'f' | b'n' => self.literal().map(|_| ()),
             _ => Err(Bad),
         }
+    }
+
+    /// `true`, `false` or `null` (None), at a byte that begins one of them.
+    #[inline(always)]
+    fn literal(&mut self) -> Result<Option<bool>, Bad> {
+        let (text, value): (&[u8], _) = match self.peek() {
+            b't' => (b"true", Some(true)),
+            b'f' => (b"false", Some(false)),
+            _ => (b"null", None),
+        };
+        if !self.bytes[self.pos..].starts_with(text) {
+            return Err(Bad);
+        }
+        self.pos += text.len();
+        Ok(value)
     }
 
     /// A number (RFC 8259's grammar); whether it has neither fraction nor exponent. Inline: out of line, it
