@@ -81,52 +81,6 @@ def test_the_checkpoint_commits_the_window_only_when_it_is_due(kafka, unique) ->
     consumer.close()
 
 
-def test_a_closed_window_is_committed_as_its_reports_arrive_while_the_next_one_fills(kafka, unique) -> None:
-    """At-least-once, a due window is closed and committed once every record produced for it is acknowledged,
-    without a flush and without waiting for the window after it, which stays uncommitted."""
-    env = make_env(kafka.bootstrap_servers, unique)
-    assert apply(env, CONFIG) == 0
-    produce(env, [{"N": i} for i in range(200)])
-    destination = env.topic("a", "even")
-    consumer = Consumer(env.settings.client_config({"group.id": f"{unique}.g", "enable.auto.commit": False}))
-    consumer.assign([TopicPartition(env.input, 0, 0)])
-    checkpoint = Checkpoint(
-        env.settings, consumer, AT_LEAST_ONCE, interval=CommitInterval(records=100, ms=60_000)
-    )
-
-    def route(first: int, last: int) -> None:
-        tally = _tally(env.input, first, last)
-        for offset in range(first, last):
-            record = (destination, f"m{offset}".encode(), None, [], 0)
-            checkpoint.producers.produce_of(destination)(
-                destination,
-                value=record[1],
-                key=None,
-                headers=[],
-                timestamp=0,
-                on_delivery=checkpoint.on_delivery,
-            )
-            tally.sent.append(record)
-        checkpoint.add(tally)
-
-    try:
-        route(0, 150)
-        checkpoint.commit_if_due(drained=False)  # due: closed, routing goes on
-        route(150, 190)  # the next window, not due
-        _wait_for(
-            lambda: checkpoint.commit_if_due(drained=False) or _committed(consumer, env.input)[0] == 150,
-            30,
-            "the closed window is committed once its 150 records are acknowledged",
-        )
-        assert checkpoint.window.records == 40, "the open window was committed or lost"
-        assert _committed(consumer, env.input)[0] == 150
-    finally:
-        checkpoint.close()
-    assert _committed(consumer, env.input)[0] == 190
-    assert len(read(env, destination)) == 190
-    consumer.close()
-
-
 def _produce_window(checkpoint: Checkpoint, env: Env, first: int, last: int) -> None:
     """Produce records ``first..last`` (end exclusive) of the input into the open window, as the worker does."""
     destination = env.topic("a", "even")
@@ -143,6 +97,36 @@ def _produce_window(checkpoint: Checkpoint, env: Env, first: int, last: int) -> 
         )
         tally.sent.append(record)
     checkpoint.add(tally)
+
+
+def test_a_closed_window_is_committed_as_its_reports_arrive_while_the_next_one_fills(kafka, unique) -> None:
+    """At-least-once, a due window is closed and committed once every record produced for it is acknowledged,
+    without a flush and without waiting for the window after it, which stays uncommitted."""
+    env = make_env(kafka.bootstrap_servers, unique)
+    assert apply(env, CONFIG) == 0
+    produce(env, [{"N": i} for i in range(200)])
+    destination = env.topic("a", "even")
+    consumer = Consumer(env.settings.client_config({"group.id": f"{unique}.g", "enable.auto.commit": False}))
+    consumer.assign([TopicPartition(env.input, 0, 0)])
+    checkpoint = Checkpoint(
+        env.settings, consumer, AT_LEAST_ONCE, interval=CommitInterval(records=100, ms=60_000)
+    )
+    try:
+        _produce_window(checkpoint, env, 0, 150)
+        checkpoint.commit_if_due(drained=False)  # due: closed, routing goes on
+        _produce_window(checkpoint, env, 150, 190)  # the next window, not due
+        _wait_for(
+            lambda: checkpoint.commit_if_due(drained=False) or _committed(consumer, env.input)[0] == 150,
+            30,
+            "the closed window is committed once its 150 records are acknowledged",
+        )
+        assert checkpoint.window.records == 40, "the open window was committed or lost"
+        assert _committed(consumer, env.input)[0] == 150
+    finally:
+        checkpoint.close()
+    assert _committed(consumer, env.input)[0] == 190
+    assert len(read(env, destination)) == 190
+    consumer.close()
 
 
 def _slow_reports(env: Env, unique: str) -> tuple[Env, Consumer]:
