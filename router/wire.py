@@ -13,7 +13,8 @@ import re
 from collections.abc import Sequence
 
 # A record's headers, as consumed and as produced.
-Headers = list[tuple[str, bytes | None]]
+Header = tuple[str, bytes | None]
+Headers = list[Header]
 # What a reader of headers accepts: any sequence of pairs (a list, a tuple); readers that take none say so.
 HeadersIn = Sequence[tuple[str, bytes | None]]
 

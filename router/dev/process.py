@@ -143,6 +143,11 @@ class LocalBroker(ABC):
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        """The broker process's id while it runs (the benchmarks read its CPU time)."""
+        return self._process.pid if self.running and self._process is not None else None
+
     def __enter__(self) -> LocalBroker:
         return self.start()
 

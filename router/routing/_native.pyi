@@ -4,14 +4,17 @@ What it is handed is declared once, in router/routing/native_boundary.py: TypedD
 key (``PlanSpec``, ``EntrySpec``, ``DeciderSpec``, ``RouteGroup``, ``BatchState`` and the structures in them).
 What it makes is a class of this module with named attributes (``Matches``, ``BatchOutcome``), or a
 ``decisions.RouteResult`` or ``decisions.Decision`` whose fields it sets by name. A record's headers are
-confluent-kafka's ``[(name, value)]`` list (``wire.HeadersIn``), the one structure read by position.
+confluent-kafka's ``[(name, value)]`` list (``wire.HeadersIn``); it and the routed records of ``input_records``
+with their envelopes (``envelope.OutRecord``, ``envelope.DecisionHeaders``: what ``Producer.produce`` takes) are
+the structures read and made by position.
 ``READS`` and ``MAKES`` say what the module was built to read and make; native_boundary.py compares them with
 its declarations at import.
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
-from subroute.routing.decisions import RouteResult
+from subroute.routing.decisions import Action, Decision, RouteResult
+from subroute.routing.envelope import DecisionHeaders, InputRecord, OutRecord
 from subroute.routing.native_boundary import (
     AvroNode,
     AvroRead,
@@ -22,7 +25,7 @@ from subroute.routing.native_boundary import (
     PlanSpec,
     RouteGroup,
 )
-from subroute.wire import HeadersIn
+from subroute.wire import Header, HeadersIn
 
 READS: dict[str, list[str]]
 """Each structure the module reads (a TypedDict of native_boundary.py, by name) with its keys."""
@@ -33,6 +36,20 @@ MAKES: dict[str, list[str]]
 def read_json(value: bytes | None, reads: list[BodyRead]) -> BodyReading:
     """The properties ``reads`` name in one JSON record value, as ``routing/body.py``'s ``read_json``: the
     values found and the failures by property (one pass, no tree)."""
+
+def input_records(
+    messages: list[InputRecord],
+    routed: Sequence[Sequence[Decision]],
+    made: dict[int, DecisionHeaders],
+    headers_of: Callable[[Decision], DecisionHeaders],
+    source: str,
+    version: Header,
+    routed_at: Header,
+    skipped: list[Action],
+    now_ms: int,
+) -> list[OutRecord]:
+    """The routed records of ``messages`` in order, as ``envelope.records_for`` makes each message's
+    (router/routing/native_envelope.py)."""
 
 class BodyReading:
     """What ``read_json`` found: the values by property, and the properties that failed (each counted once)."""

@@ -35,6 +35,7 @@ from subroute.routing.envelope import (
     without_forged_headers,
 )
 from subroute.routing.expiration import is_expired, message_expiration
+from subroute.routing.native_envelope import input_records
 from subroute.routing.parking import is_due, pending_topics
 from subroute.routing.passes import EXPIRED as STAYS_EXPIRED
 from subroute.routing.passes import NO_MATCH, Ledger
@@ -104,13 +105,17 @@ class BatchRouter:
                 tally.age_ms = now_ms - message.timestamp_ms
             inputs.append(message)
         results = self._decide(table, inputs, lag, now_ms)
-        for message, result in zip(inputs, results, strict=True):
-            if result is None:
+        if results is not None:  # the whole batch decided at once: its records assembled at once too
+            for result in results:
+                _count(result, tally)
+            routed = [result.routed for result in results]
+            self._produce(input_records(inputs, routed, now_ms, envelopes), tally, checkpoint)
+        else:  # each record routed on its own; one that fails is dead-lettered alone
+            for message in inputs:
                 records = route(table, message, lag, now_ms, None, tally, envelopes)
-            else:
-                records = self._records(message, result, now_ms, None, tally, envelopes)
-            if records:
-                self._produce(records, tally, checkpoint)
+                if records:
+                    self._produce(records, tally, checkpoint)
+        for message in inputs:
             offsets[(message.topic, message.partition)] = message.offset + 1
         self.pending.settle(consumer, assignment, table, tally, now_ms)  # passes that read to the end
         for tp, state in touched.items():
@@ -358,17 +363,17 @@ class BatchRouter:
 
     def _decide(
         self, table: RoutingTable, messages: list[InputRecord], lag: Lag, now_ms: int
-    ) -> list[RouteResult | None]:
-        """Every input record's decisions, from one native evaluation of the batch; None for each record if that
-        fails: they are then routed one by one (``_route``), a record that fails again dead-lettered alone.
+    ) -> list[RouteResult] | None:
+        """Every input record's decisions, from one native evaluation of the batch; None if that fails: the
+        records are then routed one by one (``_route``), a record that fails again dead-lettered alone.
         (The records decided before a failure move the round-robin cursors twice.)"""
         if not messages:
             return []
         try:
-            return list(self.router.route_batch(table, messages, lag, now_ms, [None] * len(messages)))
+            return self.router.route_batch(table, messages, lag, now_ms, [None] * len(messages))
         except Exception:  # a bug must not stop the worker: the Python path decides each record instead
             log.exception("routing the batch failed; routing its records one by one")
-            return [None] * len(messages)
+            return None
 
     def _too_large(self, record: OutRecord, tally: BatchTally) -> OutRecord:
         """The dead-letter stub of a record too large to produce (its value with the routing headers exceeds the
@@ -418,21 +423,31 @@ class BatchRouter:
         """One record's decisions counted, and its envelopes; None for a pending record that still waits for a
         consumer or for room (writing it again would put it behind the records parked after it)."""
         redriven = pending_app is not None
-        if result.decode_errors:
-            add_nested_counts(tally.decode_errors, result.decode_errors)
-        if result.evaluation_errors:
-            add_counts(tally.evaluation_errors, result.evaluation_errors)
         if redriven:
+            _count_errors(result, tally)
             waits = result.routed[0] if len(result.routed) == 1 else None
             if waits is not None and waits.action is Action.PENDING and waits.reason in WAITING_REASONS:
                 return None
             for decision in (*result.routed, *result.filtered):
                 count_decision(self.metrics, decision, redriven=True)
         else:
-            tally.decisions += result.routed
-            if result.filtered:  # usually one tuple made once per table for a whole set of skipped apps
-                tally.filtered.append(result.filtered)
+            _count(result, tally)
         return records_for(message, result.routed, now_ms, redriven, envelopes)
+
+
+def _count(result: RouteResult, tally: BatchTally) -> None:
+    """An input record's decisions and errors, counted in the batch's tally (published once per batch)."""
+    _count_errors(result, tally)
+    tally.decisions += result.routed
+    if result.filtered:  # usually one tuple made once per table for a whole set of skipped apps
+        tally.filtered.append(result.filtered)
+
+
+def _count_errors(result: RouteResult, tally: BatchTally) -> None:
+    if result.decode_errors:
+        add_nested_counts(tally.decode_errors, result.decode_errors)
+    if result.evaluation_errors:
+        add_counts(tally.evaluation_errors, result.evaluation_errors)
 
 
 def _stays(result: RouteResult | None) -> str | None:

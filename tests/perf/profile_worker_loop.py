@@ -17,6 +17,11 @@ methods (a few hundred nanoseconds per record, the same for every variant):
 * commit: the offset commits (``consumer.commit``) or, exactly-once, the transaction's commit;
 * rest: the rest of the span (consume, the loop's bookkeeping).
 
+And the CPU time per input record, from the first batch to the end of the run: the poll loop's own thread (all
+of the worker's Python and the client calls it makes), and the broker's process when the script started it (a
+local broker shares the machine's cores with the worker: what it spends per routed record is what the worker's
+produce requests cost it).
+
 A variant is a name and comma-separated settings: ``producers=N``, ``batch=N`` (records per poll),
 ``window=N`` (commit interval records), ``waiting=N`` (at-least-once: routed records closed windows may hold
 while they wait for their reports, ``Checkpoint.max_waiting_records``), ``closed=N`` (the rule before it: a
@@ -41,9 +46,13 @@ from typing import Any
 
 import peer_workload
 import perfkit
+from confluent_kafka import Message
 
+from subroute.dev.process import LocalBroker
 from subroute.ops.settings import Settings
+from subroute.routing.decisions import RoutingTable
 from subroute.worker.checkpoint import AT_LEAST_ONCE, Checkpoint
+from subroute.worker.tally import BatchTally
 from subroute.worker.window import CommitInterval
 
 PARTITIONS = 4
@@ -76,6 +85,22 @@ class Profile:
     statistics: Statistics = field(default_factory=Statistics)
     wall: float = 0.0
     rate: float = 0.0
+    # CPU seconds (poll-loop thread, broker process or None) at the first batch, and spent from then to the end
+    started: tuple[float, float | None] | None = None
+    loop_cpu: float = 0.0
+    broker_cpu: float | None = None
+
+
+def process_cpu_seconds(pid: int | None) -> float | None:
+    """User and system CPU seconds process ``pid`` has used (Linux's /proc); None where that cannot be read."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def timed(profile: Profile, part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -90,9 +115,10 @@ def timed(profile: Profile, part: str, fn: Callable[..., Any]) -> Callable[..., 
 
 
 class ProfiledWorker(perfkit.TimedWorker):
-    def __init__(self, s: Settings, profile: Profile, **options: Any) -> None:
+    def __init__(self, s: Settings, profile: Profile, broker_pid: int | None, **options: Any) -> None:
         super().__init__(s, perfkit.WorkerOptions(session_timeout_ms=perfkit.SESSION_TIMEOUT_MS, **options))
         self.profile = profile
+        self.broker_pid = broker_pid
         self.waiting_bound: int | None = None
         self.closed: int | None = None
         self.batches.route_batch = timed(profile, "route", self.batches.route_batch)  # type: ignore[method-assign]
@@ -106,6 +132,19 @@ class ProfiledWorker(perfkit.TimedWorker):
             profile.seconds["route"] -= spent  # inside route_batch's span
 
         self.batches._produce = produce_timed  # type: ignore[method-assign]
+
+    def _process_batch(self, table: RoutingTable, batch: list[Message]) -> BatchTally:
+        if self.profile.started is None:  # the poll loop's thread: this one
+            self.profile.started = (time.thread_time(), process_cpu_seconds(self.broker_pid))
+        return super()._process_batch(table, batch)
+
+    def _close(self) -> None:
+        super()._close()  # the run ends once its last records are acknowledged and committed
+        if self.profile.started is not None:
+            loop, broker = self.profile.started
+            self.profile.loop_cpu = time.thread_time() - loop
+            now = process_cpu_seconds(self.broker_pid)
+            self.profile.broker_cpu = now - broker if now is not None and broker is not None else None
 
     def _open_clients(self) -> None:
         super()._open_clients()
@@ -165,7 +204,10 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
     return name, settings
 
 
-def run_variant(bootstrap: str, topic: str, settings: dict[str, str], args: argparse.Namespace) -> Profile:
+def run_variant(
+    broker: LocalBroker, topic: str, settings: dict[str, str], args: argparse.Namespace
+) -> Profile:
+    bootstrap = broker.bootstrap_servers
     workload = peer_workload.apps(args.size)
     worker_options: dict[str, Any] = {"guarantee": args.guarantee}
     kafka: dict[str, str] = {}
@@ -198,7 +240,7 @@ def run_variant(bootstrap: str, topic: str, settings: dict[str, str], args: argp
     perfkit.ready_topics(s, specs)
     try:
         perfkit.write_config(s, config)
-        worker = ProfiledWorker(s, profile, **worker_options)
+        worker = ProfiledWorker(s, profile, broker.pid, **worker_options)
         worker.waiting_bound, worker.closed = waiting, closed
         worker.expected = args.messages
         worker.run()
@@ -241,17 +283,19 @@ def main() -> None:
         perfkit.create_topic(base, topic, PARTITIONS)
         perfkit.produce_input(base, topic, peer_workload.message_headers(args.messages))
         for _ in range(args.warm_up):  # untimed: the broker warms up
-            run_variant(b.bootstrap_servers, topic, {}, args)
+            run_variant(b, topic, {}, args)
         for rep in range(args.repeat):
             for i in range(len(variants)):
                 name, settings = variants[(rep + i) % len(variants)]
-                p = run_variant(b.bootstrap_servers, topic, settings, args)
+                p = run_variant(b, topic, settings, args)
                 results[name].append(p)
                 shares = "  ".join(f"{part} {p.seconds[part] / p.wall:4.0%}" for part in PARTS)
                 rest = 1 - sum(p.seconds[part] for part in PARTS) / p.wall
                 print(
                     f"  {name:16} {p.rate:>9,.0f}/s  {p.wall:6.2f} s  {shares}  rest {rest:4.0%}  "
-                    f"flushes {p.flushes}  queue full {p.queue_full}  records/request {_per_request(p.statistics)}  (load {_load()})",
+                    f"flushes {p.flushes}  queue full {p.queue_full}  records/request {_per_request(p.statistics)}  "
+                    f"CPU µs/record: loop {_per_record(p.loop_cpu, p)} broker {_per_record(p.broker_cpu, p)}  "
+                    f"(load {_load()})",
                     flush=True,
                 )
     print(f"\nmedians (load average {_load()} after):")
@@ -266,6 +310,10 @@ def _per_request(found: Statistics) -> str:
         return "n/a"
     mean = sum(found.in_flight) / max(1, len(found.in_flight))
     return f"{sum(found.records.values()) / requests:.0f} (in flight mean {mean:.1f})"
+
+
+def _per_record(seconds: float | None, p: Profile) -> str:
+    return "n/a" if seconds is None or not p.rate else f"{seconds * 1e6 / (p.rate * p.wall):.1f}"
 
 
 def _load() -> str:

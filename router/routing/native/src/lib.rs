@@ -1,6 +1,7 @@
 //! subroute's native routing core: the shared plan of all subscriptions evaluated on batches of records'
 //! headers (and properties read from their bodies). `plan`, `decode`, `like`, `decide`, `bodies`, `body_json` and `body_avro` are
-//! plain Rust (tested by `cargo test`); `python` is the PyO3 module (`python_avro` its Avro body reader),
+//! plain Rust (tested by `cargo test`); `python` is the PyO3 module (`python_avro` its Avro body reader,
+//! `python_envelope` the assembly of routed records),
 //! `boundary` the structures it reads from Python by key.
 
 pub mod bodies;
@@ -17,3 +18,5 @@ mod boundary;
 mod python;
 #[cfg(feature = "extension-module")]
 mod python_avro;
+#[cfg(feature = "extension-module")]
+mod python_envelope;

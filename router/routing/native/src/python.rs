@@ -1203,6 +1203,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeDecider>()?;
     m.add_class::<BatchOutcome>()?;
     crate::python_avro::register(m)?;
+    crate::python_envelope::register(m)?;
     let reads = PyDict::new(py);
     for (name, keys) in boundary::READS {
         reads.set_item(name, PyList::new(py, *keys)?)?;
