@@ -49,7 +49,7 @@ from subroute.worker.held_groups import restore_holders
 from subroute.worker.options import WorkerOptions, worker_consumer_config
 from subroute.worker.pending import PendingPartitions
 from subroute.worker.schemas import BatchSchemas
-from subroute.worker.tables import TableBuilder
+from subroute.worker.tables import TableBuilder, routing_collection
 from subroute.worker.tally import BatchTally, count_by_identity
 from subroute.worker.waiting import WaitingReport
 
@@ -161,47 +161,54 @@ class Worker:
         self._open_clients()
         consumer, checkpoint = self.consumer, self.checkpoint
         assert consumer is not None and checkpoint is not None
-        idle_since: float | None = None
         try:
-            while not self._stop.is_set():
-                self._last_loop = now = time.monotonic()
-                table = self._take_table()
-                if table is None:  # the first version's topics cannot be created yet (destinations logs why)
-                    self._stop.wait(1.0)
-                    continue
-                self.assignment.release(consumer, table.version, self.store.settled_at)
-                self.consumers.follow(checkpoint.settled_through)  # wakes pending partitions (``_woken``)
-                self.pending.tick(consumer, self.assignment, table, _now_ms())
-                first = consumer.poll(self.options.poll_timeout)
-                # A batch never waits to fill up: a record waits for the batch before it, not the ones after it.
-                batch = [first, *consumer.consume(self.options.batch_size - 1, timeout=0)] if first else []
-                if now - self._lag_measured > 5:
-                    self._lag_measured = now
-                    progress.publish_lag(
-                        consumer, self.assignment.assigned, self.prefix, self.metrics, self.pending.backlog()
-                    )
-                if batch and not self._schemas_ready(table, batch):
-                    continue  # put back: read again after the backoff wait
-                if batch:
-                    idle_since = None
-                    self._process_batch(table, batch)
-                else:  # a sweep may reach its partition's end without a record (transaction markers)
-                    self.batches.settle(table, consumer, self.assignment, checkpoint, _now_ms())
-                    if self.options.exit_on_idle is not None and progress.caught_up(
-                        consumer, self.assignment
-                    ):
-                        idle_since = idle_since or now
-                        if now - idle_since >= self.options.exit_on_idle:
-                            log.info("idle and caught up: exiting")
-                            break
-                    else:
-                        idle_since = None
-                # nothing more to read for now: committing at once costs no throughput and adds no latency
-                short = len(batch) < self.options.batch_size
-                checkpoint.commit_if_due(short and progress.nothing_fetched_ahead(consumer, self.assignment))
+            with routing_collection():  # the collector's thresholds while routing (tables.py)
+                self._poll_loop(consumer, checkpoint)
         finally:
             self._close()
         return 0
+
+    def _poll_loop(self, consumer: Consumer, checkpoint: Checkpoint) -> None:
+        """Route until stopped, or until idle and caught up for ``exit_on_idle`` seconds."""
+        idle_since: float | None = None
+        while not self._stop.is_set():
+            self._last_loop = now = time.monotonic()
+            table = self._take_table()
+            if table is None:  # the first version's topics cannot be created yet (destinations logs why)
+                self._stop.wait(1.0)
+                continue
+            self.assignment.release(consumer, table.version, self.store.settled_at)
+            self.consumers.follow(checkpoint.settled_through)  # wakes pending partitions (``_woken``)
+            self.pending.tick(consumer, self.assignment, table, _now_ms())
+            first = consumer.poll(self.options.poll_timeout)
+            # A batch never waits to fill up: a record waits for the batch before it, not the ones after it.
+            batch = [first, *consumer.consume(self.options.batch_size - 1, timeout=0)] if first else []
+            if now - self._lag_measured > 5:
+                self._lag_measured = now
+                progress.publish_lag(
+                    consumer,
+                    self.assignment.assigned,
+                    self.prefix,
+                    self.metrics,
+                    self.pending.backlog(),
+                )
+            if batch and not self._schemas_ready(table, batch):
+                continue  # put back: read again after the backoff wait
+            if batch:
+                idle_since = None
+                self._process_batch(table, batch)
+            else:  # a sweep may reach its partition's end without a record (transaction markers)
+                self.batches.settle(table, consumer, self.assignment, checkpoint, _now_ms())
+                if self.options.exit_on_idle is not None and progress.caught_up(consumer, self.assignment):
+                    idle_since = idle_since or now
+                    if now - idle_since >= self.options.exit_on_idle:
+                        log.info("idle and caught up: exiting")
+                        return
+                else:
+                    idle_since = None
+            # nothing more to read for now: committing at once costs no throughput and adds no latency
+            short = len(batch) < self.options.batch_size
+            checkpoint.commit_if_due(short and progress.nothing_fetched_ahead(consumer, self.assignment))
 
     def _take_table(self) -> RoutingTable | None:
         """The store's newest table once the topics it routes to exist; until then the one in force."""
