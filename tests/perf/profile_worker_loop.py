@@ -25,7 +25,9 @@ produce requests cost it).
 A variant is a name and comma-separated settings: ``producers=N``, ``batch=N`` (records per poll),
 ``window=N`` (commit interval records), ``waiting=N`` (at-least-once: routed records closed windows may hold
 while they wait for their reports, ``Checkpoint.max_waiting_records``), ``closed=N`` (the rule before it: a
-flush forced as soon as more than N closed windows wait, N=1 being the worker before issue 26), or any
+flush forced as soon as more than N closed windows wait, N=1 being the worker before issue 26), ``young=N``
+(the cyclic collector's young-generation threshold while routing, ``worker/tables.py``, with Python's default
+older ratios of 10: ``young:700`` is the worker before the eighth session of issue 26), or any
 librdkafka producer property (``linger.ms:20``). A variant with no settings is the worker as it is. Variants
 run in a rotation that starts at another one each repetition, after ``--warm-up`` untimed runs that warm the
 broker.
@@ -51,6 +53,7 @@ from confluent_kafka import Message
 from subroute.dev.process import LocalBroker
 from subroute.ops.settings import Settings
 from subroute.routing.decisions import RoutingTable
+from subroute.worker import tables
 from subroute.worker.checkpoint import AT_LEAST_ONCE, Checkpoint
 from subroute.worker.tally import BatchTally
 from subroute.worker.window import CommitInterval
@@ -66,6 +69,10 @@ class Statistics:
     requests: dict[str, int] = field(default_factory=dict)
     records: dict[str, int] = field(default_factory=dict)
     in_flight: list[int] = field(default_factory=list)
+    # per report: the mean round trip of produce requests and the mean time records waited in the producer
+    # before they were sent (librdkafka's ``rtt`` and ``int_latency`` windows), µs
+    round_trip: list[float] = field(default_factory=list)
+    queued: list[float] = field(default_factory=list)
 
     def report(self, text: str) -> None:
         stats = json.loads(text)
@@ -75,6 +82,8 @@ class Statistics:
         self.requests[stats["name"]] = sum(b.get("req", {}).get("Produce", 0) for b in brokers)
         self.records[stats["name"]] = stats.get("txmsgs", 0)
         self.in_flight.extend(b.get("waitresp_cnt", 0) for b in brokers)
+        self.round_trip.extend(b["rtt"]["avg"] for b in brokers if b.get("rtt", {}).get("cnt"))
+        self.queued.extend(b["int_latency"]["avg"] for b in brokers if b.get("int_latency", {}).get("cnt"))
 
 
 @dataclass
@@ -213,6 +222,7 @@ def run_variant(
     kafka: dict[str, str] = {}
     waiting: int | None = None
     closed: int | None = None
+    young: int | None = None
     for key, value in settings.items():
         if key == "producers":
             worker_options["producers"] = int(value)
@@ -224,6 +234,8 @@ def run_variant(
             waiting = int(value)
         elif key == "closed":
             closed = int(value)
+        elif key == "young":
+            young = int(value)
         else:
             kafka[key] = value
     s = perfkit.settings(bootstrap, prefix=f"profile{uuid.uuid4().hex[:8]}")
@@ -243,7 +255,14 @@ def run_variant(
         worker = ProfiledWorker(s, profile, broker.pid, **worker_options)
         worker.waiting_bound, worker.closed = waiting, closed
         worker.expected = args.messages
-        worker.run()
+        thresholds = (tables.YOUNG_COLLECTION_ALLOCATIONS, tables.OLDER_COLLECTION_RATIO)
+        if young is not None:
+            tables.YOUNG_COLLECTION_ALLOCATIONS = young
+            tables.OLDER_COLLECTION_RATIO = 10  # Python's default
+        try:
+            worker.run()
+        finally:
+            tables.YOUNG_COLLECTION_ALLOCATIONS, tables.OLDER_COLLECTION_RATIO = thresholds
     finally:
         perfkit.drop_topics(s, [spec.name for spec in specs] + [s.config_topic])
     timing = worker.timing
@@ -309,7 +328,12 @@ def _per_request(found: Statistics) -> str:
     if not requests:
         return "n/a"
     mean = sum(found.in_flight) / max(1, len(found.in_flight))
-    return f"{sum(found.records.values()) / requests:.0f} (in flight mean {mean:.1f})"
+    rtt = sum(found.round_trip) / max(1, len(found.round_trip)) / 1000
+    queued = sum(found.queued) / max(1, len(found.queued)) / 1000
+    return (
+        f"{sum(found.records.values()) / requests:.0f} (in flight mean {mean:.1f}, round trip {rtt:.1f} ms, "
+        f"queued {queued:.1f} ms)"
+    )
 
 
 def _per_record(seconds: float | None, p: Profile) -> str:
