@@ -289,8 +289,9 @@ class Worker:
         self.consumers.holders.window = self.checkpoint.window.number  # the window this batch's records join
         args = (self.consumer, self.assignment, self.checkpoint)
         tally = self.batches.route_batch(table, batch, lag, now_ms, *args)
-        tally.publish(self.metrics)
-        self.waiting.note(count_by_identity(tally.decisions), lag.absent)
+        distinct = count_by_identity(tally.decisions)  # counted once, for the metrics and the waiting report
+        tally.publish(self.metrics, distinct)
+        self.waiting.note(distinct, lag.absent)
         self.checkpoint.add(tally)
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
         return tally

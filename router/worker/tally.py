@@ -58,8 +58,9 @@ class BatchTally:
     decode_errors: dict[str, dict[str, int]] = field(default_factory=dict)  # app -> property -> count
     evaluation_errors: dict[str, int] = field(default_factory=dict)
 
-    def publish(self, metrics: RouterMetrics) -> None:
-        """Add this batch's counts to the metrics."""
+    def publish(self, metrics: RouterMetrics, distinct: list[tuple[Decision, int]] | None = None) -> None:
+        """Add this batch's counts to the metrics (``distinct``: ``count_by_identity(self.decisions)``, when the
+        caller has it already)."""
         if self.messages_in:
             metrics.messages_in.inc(self.messages_in)
         if self.age_ms is not None:
@@ -73,20 +74,15 @@ class BatchTally:
             metrics.evaluation_errors.labels(app).inc(count)
         # Distinct decisions can share their labels (at 10,000 subscriptions a batch holds a decision object per
         # subscription it matched, most of a few groups): a labelled counter is looked up once per label set.
-        by_labels: dict[tuple[Action, str, str | None, str | None], tuple[Decision, int]] = {}
-
-        def gather(decision: Decision, count: int) -> None:
+        totals: dict[tuple[Action, str, str | None, str | None], int] = {}
+        example: dict[tuple[Action, str, str | None, str | None], Decision] = {}
+        filtered = [(d, count) for ds, count in count_by_identity(self.filtered) for d in ds]
+        for decision, count in (*(distinct or count_by_identity(self.decisions)), *filtered):
             key = (decision.action, decision.app, decision.group, decision.reason)
-            seen = by_labels.get(key)
-            by_labels[key] = (decision, count + seen[1]) if seen is not None else (decision, count)
-
-        for decision, count in count_by_identity(self.decisions):
-            gather(decision, count)
-        for decisions, count in count_by_identity(self.filtered):
-            for decision in decisions:
-                gather(decision, count)
-        for decision, count in by_labels.values():
-            count_decision(metrics, decision, redriven=False, count=count)
+            totals[key] = totals.get(key, 0) + count
+            example.setdefault(key, decision)
+        for key, count in totals.items():
+            count_decision(metrics, example[key], redriven=False, count=count)
 
 
 def count_decision(metrics: RouterMetrics, decision: Decision, redriven: bool, count: int = 1) -> None:
