@@ -76,7 +76,7 @@ class BatchRouter:
             self._envelopes = Envelopes(self.prefix, table)
         # Locals, not attribute lookups, in the loops: they run once per record.
         envelopes, route = self._envelopes, self._route
-        offsets = tally.offsets
+        offsets, first_offsets = tally.offsets, tally.first_offsets
         touched: dict[tuple[str, int], PendingPartition] = {}
         # Pending records are decided as they come; input records are gathered and decided together below.
         # A partition holds one kind only, so each partition's records are still produced in order.
@@ -94,16 +94,17 @@ class BatchRouter:
                 state = touched.get(tp) or touched.setdefault(tp, self.pending.state(tp, app_name))
                 self._pending(state, message, table, now_ms, tally, checkpoint, consumer)
                 continue
-            tally.first_offsets.setdefault((message.topic, message.partition), message.offset)
+            first_offsets.setdefault((message.topic, message.partition), message.offset)
             for name, _ in message.headers_list:  # producers may not set the router's own headers
                 if name.startswith(HEADER_PREFIX):
                     message.headers, dropped = without_forged_headers(message.headers_list)
                     tally.dropped_headers += dropped
                     break
-            tally.messages_in += 1
-            if tally.age_ms is None and message.timestamp_ms > 0:
-                tally.age_ms = now_ms - message.timestamp_ms
             inputs.append(message)
+        tally.messages_in += len(inputs)
+        aged = next((m.timestamp_ms for m in inputs if m.timestamp_ms > 0), None)
+        if aged is not None:  # producer timestamp to routing, of the first input record that has one
+            tally.age_ms = now_ms - aged
         results = self._decide(table, inputs, lag, now_ms)
         if results is not None:  # the whole batch decided at once: its records assembled at once too
             for result in results:
