@@ -9,7 +9,7 @@ use blake2::Blake2bVar;
 
 use crate::bodies::{BodyProperty, RouteBodies, Schemas, Scratch, Source};
 use crate::decode::{decode, is_python_space, PropType};
-use crate::plan::{Batch, FxMap, Header};
+use crate::plan::{Batch, FxMap, Header, Matches};
 
 /// How an app chooses among the matching candidates of one priority level (`AppConfig.fairness`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -440,14 +440,14 @@ impl Decider {
     }
 
     /// Decide the batch's records in order, each on `routes[record_routes[i]]`, from the plan's
-    /// `(matched, failed)` positions and the body properties that failed (`read_bodies`; empty: none read);
-    /// stops before a record that needs `Router.route`.
+    /// `(matched, failed)` positions (`Plan::match_all`) and the body properties that failed (`read_bodies`;
+    /// empty: none read); stops before a record that needs `Router.route`.
     #[allow(clippy::too_many_arguments)]
     pub fn decide(
         &self,
         batch: &Batch,
         body_failures: &[Vec<u32>],
-        outcomes: &[(Vec<u32>, Vec<u32>)],
+        matches: &Matches,
         routes: &[Route],
         record_routes: &[u32],
         timestamps: &[i64],
@@ -455,7 +455,11 @@ impl Decider {
         state: &mut State,
     ) -> Result<Decided, String> {
         let n = batch.records.len();
-        if outcomes.len() != n || record_routes.len() != n || timestamps.len() != n {
+        if matches.len() != n
+            || matches.decoded.len() != batch.headers.len()
+            || record_routes.len() != n
+            || timestamps.len() != n
+        {
             return Err("the batch's lists differ in length".into());
         }
         if state.counts.len() < self.slot_count || state.cursors.len() < self.cursor_count {
@@ -466,7 +470,7 @@ impl Decider {
             let route = routes
                 .get(record_routes[r] as usize)
                 .ok_or("unknown route")?;
-            let (matched, failed) = &outcomes[r];
+            let (matched, failed) = matches.record(r);
             let inexact = failed.iter().any(|&p| {
                 !self.exact[p as usize]
                     && route.members.binary_search(&self.owner[p as usize]).is_ok()
@@ -489,7 +493,8 @@ impl Decider {
             let failed_body = body_failures.get(r).map_or(&[][..], Vec::as_slice);
             for (env, apps, expiring) in &route.groups {
                 failures.clear();
-                self.decode_failures(*env, headers, &batch.bytes, &mut failures);
+                let decoded = &matches.decoded[start..end];
+                self.decode_failures(*env, headers, decoded, &batch.bytes, &mut failures);
                 for &i in &self.env_body[*env as usize] {
                     if failed_body.contains(&i) {
                         failures.push((self.body[i as usize].label, 1));
@@ -619,18 +624,24 @@ impl Decider {
     }
 
     /// `properties.decode_with`'s failures: every occurrence of a declared (or read) header that does not
-    /// decode, counted by name into `into` (name index, count).
+    /// decode, counted by name into `into` (name index, count). `decoded`: the headers' outcomes in the plan
+    /// (`Matches::decoded`), reused where the plan decoded a header as the type declared here.
     fn decode_failures(
         &self,
         env: u32,
         headers: &[Header],
+        decoded: &[u8],
         bytes: &[u8],
         into: &mut Vec<(u32, u32)>,
     ) {
         let types = &self.env_types[env as usize];
-        for h in headers {
+        for (i, h) in headers.iter().enumerate() {
             if let (Some(Some(t)), Some((s, e))) = (types.get(h.name as usize), h.value) {
-                if decode(&bytes[s..e], *t).is_none() {
+                let failed = match Matches::failed_in(decoded, i, *t) {
+                    Some(failed) => failed,
+                    None => decode(&bytes[s..e], *t).is_none(),
+                };
+                if failed {
                     match into.iter_mut().find(|(name, _)| *name == h.name) {
                         Some(entry) => entry.1 += 1,
                         None => into.push((h.name, 1)),

@@ -548,6 +548,68 @@ impl Batch {
     }
 }
 
+/// What a batch's records matched, in one list for the batch (no allocation per record): per record, the
+/// subscriptions matched and those whose evaluation ended in an error (ascending), and per header of the batch
+/// how its value decoded under the types the plan read it as (`decoded_bits`), so the decider need not decode
+/// it again to count decode failures.
+#[derive(Default, Debug)]
+pub struct Matches {
+    matched: Vec<u32>,
+    failed: Vec<u32>,
+    /// Per record, where its matched and failed subscriptions end.
+    ends: Vec<(usize, usize)>,
+    /// Per header of the batch (`Batch::headers`): bit `t` set if it was decoded as type `t`, bit `4 + t` if
+    /// that decoding failed (none for a null header, or one the plan does not read).
+    pub decoded: Vec<u8>,
+}
+
+impl Matches {
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Record `r`'s (matched, failed) subscriptions.
+    pub fn record(&self, r: usize) -> (&[u32], &[u32]) {
+        let (from_m, from_f) = if r == 0 { (0, 0) } else { self.ends[r - 1] };
+        let (to_m, to_f) = self.ends[r];
+        (&self.matched[from_m..to_m], &self.failed[from_f..to_f])
+    }
+
+    fn decoded_bits(t: PropType, ok: bool) -> u8 {
+        let bit = 1u8 << (t as u8);
+        if ok {
+            bit
+        } else {
+            bit | bit << 4
+        }
+    }
+
+    /// Whether header `h` of `decoded` (a record's part of `decoded`) failed to decode as `t`; None when the
+    /// plan did not decode it as `t`.
+    pub fn failed_in(decoded: &[u8], h: usize, t: PropType) -> Option<bool> {
+        let bit = 1u8 << (t as u8);
+        let outcome = *decoded.get(h)?;
+        (outcome & bit != 0).then_some(outcome & bit << 4 != 0)
+    }
+}
+
+/// Sorts `v[from..]` and drops its repeated values.
+fn sort_dedup_from(v: &mut Vec<u32>, from: usize) {
+    v[from..].sort_unstable();
+    let mut kept = from;
+    for i in from..v.len() {
+        if kept == from || v[i] != v[kept - 1] {
+            v[kept] = v[i];
+            kept += 1;
+        }
+    }
+    v.truncate(kept);
+}
+
 /// Refuses a node whose children are not earlier nodes or whose slot is not one of the plan's.
 fn check_node(node: &Node, index: usize, slot_count: usize) -> Result<(), String> {
     if let Node::Prop(slot) | Node::Exists(slot) = node {
@@ -856,10 +918,26 @@ impl Plan {
         batch: &Batch,
         errors: bool,
     ) -> Vec<(Vec<u32>, Vec<u32>)> {
-        let mut ctx = self.context();
-        (0..batch.records.len())
-            .map(|r| self.match_nth(batch, r, &mut ctx, errors))
+        let matches = self.match_all(batch, errors);
+        (0..matches.len())
+            .map(|r| {
+                let (matched, failed) = matches.record(r);
+                (matched.to_vec(), failed.to_vec())
+            })
             .collect()
+    }
+
+    /// `match_batch_with_errors` into one `Matches`, with each header's decoding outcomes.
+    pub fn match_all(&self, batch: &Batch, errors: bool) -> Matches {
+        let mut ctx = self.context();
+        let mut out = Matches {
+            decoded: Vec::with_capacity(batch.headers.len()),
+            ..Matches::default()
+        };
+        for r in 0..batch.records.len() {
+            self.match_nth(batch, r, &mut ctx, errors, &mut out);
+        }
+        out
     }
 
     /// Per record, how many subscriptions the indexes listed (their gates hold) and how many of those were
@@ -869,7 +947,7 @@ impl Plan {
         (0..batch.records.len())
             .map(|r| {
                 let before = (ctx.listed, ctx.evaluated);
-                self.match_nth(batch, r, &mut ctx, true);
+                self.match_nth(batch, r, &mut ctx, true, &mut Matches::default());
                 (ctx.listed - before.0, ctx.evaluated - before.1)
             })
             .collect()
@@ -896,10 +974,18 @@ impl Plan {
         r: usize,
         ctx: &mut Ctx<'a>,
         errors: bool,
-    ) -> (Vec<u32>, Vec<u32>) {
+        out: &mut Matches,
+    ) {
         let (start, end) = batch.records[r];
         let typed = (batch.typed_records.get(r)).map_or(&[][..], |&(s, e)| &batch.typed[s..e]);
-        self.match_record(&batch.headers[start..end], typed, &batch.bytes, ctx, errors)
+        self.match_record(
+            &batch.headers[start..end],
+            typed,
+            &batch.bytes,
+            ctx,
+            errors,
+            out,
+        )
     }
 
     fn match_record<'a>(
@@ -909,7 +995,8 @@ impl Plan {
         bytes: &'a [u8],
         ctx: &mut Ctx<'a>,
         errors: bool,
-    ) -> (Vec<u32>, Vec<u32>) {
+        matches: &mut Matches,
+    ) {
         ctx.props.iter_mut().for_each(|p| *p = None);
         ctx.generation = ctx.generation.wrapping_add(1);
         if ctx.generation == 0 {
@@ -920,18 +1007,23 @@ impl Plan {
         }
         // The last header of a name wins; a null or undecodable one removes the property.
         for header in headers {
-            let Some(slots) = self.name_slots.get(header.name as usize) else {
-                continue;
-            };
-            let raw = header.value.map(|(start, end)| &bytes[start..end]);
-            for &(slot, t) in slots {
-                ctx.props[slot] = raw.and_then(|raw| decode(raw, t)).map(|d| match d {
-                    Decoded::Str(s) => V::Str(s),
-                    Decoded::Int(i) => V::Int(i),
-                    Decoded::Bool(b) => V::Bool(b),
-                    Decoded::Float(f) => V::Float(f),
-                });
+            let mut outcome = 0u8;
+            if let Some(slots) = self.name_slots.get(header.name as usize) {
+                let raw = header.value.map(|(start, end)| &bytes[start..end]);
+                for &(slot, t) in slots {
+                    let decoded = raw.and_then(|raw| decode(raw, t));
+                    if raw.is_some() {
+                        outcome |= Matches::decoded_bits(t, decoded.is_some());
+                    }
+                    ctx.props[slot] = decoded.map(|d| match d {
+                        Decoded::Str(s) => V::Str(s),
+                        Decoded::Int(i) => V::Int(i),
+                        Decoded::Bool(b) => V::Bool(b),
+                        Decoded::Float(f) => V::Float(f),
+                    });
+                }
             }
+            matches.decoded.push(outcome);
         }
         for &(slot, value) in typed {
             if let Some(p) = ctx.props.get_mut(slot as usize) {
@@ -945,26 +1037,24 @@ impl Plan {
         }
         let mut cands = std::mem::take(&mut ctx.candidates);
         let mut opened = std::mem::take(&mut ctx.opened);
-        let mut out = Vec::new();
-        let mut failed = Vec::new();
+        let (out, failed) = (&mut matches.matched, &mut matches.failed);
+        let (out_start, failed_start) = (out.len(), failed.len());
         // The subscriptions that require no group first: they settle which groups are open, and only the
         // open groups' parts are probed.
         cands.clear();
         opened.clear();
         self.parts[0].candidates(&ctx.props, &mut cands);
-        self.evaluate(&cands, ctx, errors, &mut out, &mut failed, &mut opened);
+        self.evaluate(&cands, ctx, errors, out, failed, &mut opened);
         for &g in &opened {
             cands.clear();
             self.parts[g as usize + 1].candidates(&ctx.props, &mut cands);
-            self.evaluate(&cands, ctx, errors, &mut out, &mut failed, &mut Vec::new());
+            self.evaluate(&cands, ctx, errors, out, failed, &mut Vec::new());
         }
         ctx.candidates = cands;
         ctx.opened = opened;
-        out.sort_unstable();
-        out.dedup();
-        failed.sort_unstable();
-        failed.dedup();
-        (out, failed)
+        sort_dedup_from(out, out_start);
+        sort_dedup_from(failed, failed_start);
+        matches.ends.push((out.len(), failed.len()));
     }
 
     /// Evaluates the residuals of `cands` into `out` (matched) and, with `errors`, `failed`; each group a
