@@ -275,7 +275,7 @@ pub struct SubSpec {
     pub requires: Option<u32>,
 }
 
-/// The equality index of one property slot, a table per key class (strings are looked up without a copy).
+/// The equality index of one property slot while a plan is built, a map per key class.
 #[derive(Default)]
 struct EqTable {
     int: FxMap<i64, Vec<Cand>>,
@@ -296,28 +296,171 @@ impl EqTable {
         }
     }
 
+    fn freeze(self) -> EqIndex {
+        let ints = |map: FxMap<i64, Vec<Cand>>| map.into_iter().map(|(k, v)| (k as u64, v));
+        EqIndex {
+            int: Keyed::build(ints(self.int).collect()),
+            num_i: Keyed::build(ints(self.num_i).collect()),
+            num_f: Keyed::build(self.num_f.into_iter().collect()),
+            str: Keyed::build(self.str.into_iter().collect()),
+            bool: self.bool,
+        }
+    }
+}
+
+/// The equality index of one property slot, a table per key class (strings are looked up without a copy).
+struct EqIndex {
+    int: Keyed<u64>,
+    num_i: Keyed<u64>,
+    num_f: Keyed<u64>,
+    str: Keyed<Vec<u8>>,
+    bool: [Vec<Cand>; 2],
+}
+
+impl EqIndex {
     fn ids(&self) -> impl Iterator<Item = u32> + '_ {
-        let lists = self.int.values().chain(self.num_i.values());
-        let lists = lists.chain(self.num_f.values()).chain(self.str.values());
+        let lists = [&self.int.cands, &self.num_i.cands, &self.num_f.cands];
+        let lists = lists.into_iter().chain([&self.str.cands]);
         lists.chain(self.bool.iter()).flatten().map(|c| c.sub)
     }
 
     fn probe(&self, v: V<'_>, out: &mut Vec<Cand>) {
-        let empty: &[Cand] = &[];
-        let mut add = |hit: Option<&Vec<Cand>>| out.extend_from_slice(hit.map_or(empty, |h| h));
         match v {
             V::Null => {}
             V::Int(i) => {
-                add(self.int.get(&i));
-                add(self.num_i.get(&i));
+                out.extend_from_slice(self.int.get(&(i as u64)));
+                out.extend_from_slice(self.num_i.get(&(i as u64)));
             }
             V::Float(f) => match num_key(Num::F(f)) {
-                Key::NumI(i) => add(self.num_i.get(&i)),
-                Key::NumF(bits) => add(self.num_f.get(&bits)),
+                Key::NumI(i) => out.extend_from_slice(self.num_i.get(&(i as u64))),
+                Key::NumF(bits) => out.extend_from_slice(self.num_f.get(&bits)),
                 _ => {}
             },
-            V::Str(s) => add(self.str.get(s)),
-            V::Bool(b) => add(Some(&self.bool[usize::from(b)])),
+            V::Str(s) => out.extend_from_slice(self.str.get(s)),
+            V::Bool(b) => out.extend_from_slice(&self.bool[usize::from(b)]),
+        }
+    }
+}
+
+/// An equality index's table once built: open addressing over one array of slots (at most half full), each
+/// holding its key (a string's as its range in one array of key bytes) and where its candidates are in one
+/// array. A probe reads one slot, then the candidates: a `HashMap` of vectors read its control bytes, the
+/// bucket, the key's own allocation and then the vector's, at 100,000 subscriptions each a cache miss.
+struct Keyed<K> {
+    slots: Vec<Slot>,
+    /// Key bytes of string tables.
+    keys: Vec<u8>,
+    cands: Vec<Cand>,
+    shift: u32,
+    _key: std::marker::PhantomData<K>,
+}
+
+/// A slot of a `Keyed` table: an int key (or a string's hash), the string's bytes in `Keyed::keys`, and its
+/// candidates `cands[start..start + len]` (`len` 0: empty).
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    key: u64,
+    key_start: u32,
+    key_end: u32,
+    start: u32,
+    len: u32,
+}
+
+trait KeyedKey: Sized {
+    type Probe: ?Sized;
+    fn hash_of(probe: &Self::Probe) -> u64;
+    /// Whether `slot` holds `probe`, whose hash is `hash`.
+    fn holds(slot: &Slot, probe: &Self::Probe, hash: u64, keys: &[u8]) -> bool;
+    /// Fills `slot`'s key from `self` (a string's bytes go to `keys`).
+    fn store(&self, slot: &mut Slot, keys: &mut Vec<u8>);
+}
+
+impl KeyedKey for u64 {
+    type Probe = u64;
+    fn hash_of(probe: &u64) -> u64 {
+        *probe // `Keyed::home` mixes it
+    }
+    fn holds(slot: &Slot, probe: &u64, _: u64, _: &[u8]) -> bool {
+        slot.key == *probe
+    }
+    fn store(&self, slot: &mut Slot, _: &mut Vec<u8>) {
+        slot.key = *self;
+    }
+}
+
+impl KeyedKey for Vec<u8> {
+    type Probe = [u8];
+    fn hash_of(probe: &[u8]) -> u64 {
+        let mut h = FxHasher::default();
+        h.write(probe);
+        h.finish()
+    }
+    fn holds(slot: &Slot, probe: &[u8], hash: u64, keys: &[u8]) -> bool {
+        slot.key == hash && &keys[slot.key_start as usize..slot.key_end as usize] == probe
+    }
+    fn store(&self, slot: &mut Slot, keys: &mut Vec<u8>) {
+        slot.key = Self::hash_of(self);
+        slot.key_start = keys.len() as u32;
+        keys.extend_from_slice(self);
+        slot.key_end = keys.len() as u32;
+    }
+}
+
+impl<K: KeyedKey> Keyed<K> {
+    fn build(mut entries: Vec<(K, Vec<Cand>)>) -> Keyed<K> {
+        entries.retain(|(_, cands)| !cands.is_empty());
+        let mut table = Keyed {
+            slots: Vec::new(),
+            keys: Vec::new(),
+            cands: Vec::new(),
+            shift: 64,
+            _key: std::marker::PhantomData,
+        };
+        if entries.is_empty() {
+            return table;
+        }
+        let size = (entries.len() * 2).next_power_of_two();
+        table.shift = 64 - size.trailing_zeros();
+        table.slots = vec![Slot::default(); size];
+        for (key, cands) in entries {
+            let mut slot = Slot {
+                start: table.cands.len() as u32,
+                len: cands.len() as u32,
+                ..Slot::default()
+            };
+            key.store(&mut slot, &mut table.keys);
+            table.cands.extend_from_slice(&cands);
+            let mut i = table.home(slot.key);
+            while table.slots[i].len != 0 {
+                i = (i + 1) & (size - 1);
+            }
+            table.slots[i] = slot;
+        }
+        table
+    }
+
+    /// The first slot to look in for a key hashed (or, for ints, keyed) `h`.
+    fn home(&self, h: u64) -> usize {
+        (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+    }
+
+    fn get(&self, probe: &K::Probe) -> &[Cand] {
+        if self.slots.is_empty() {
+            return &[];
+        }
+        let mask = self.slots.len() - 1;
+        let hash = K::hash_of(probe);
+        let mut i = self.home(hash);
+        loop {
+            let slot = &self.slots[i];
+            if slot.len == 0 {
+                return &[];
+            }
+            if K::holds(slot, probe, hash, &self.keys) {
+                let start = slot.start as usize;
+                return &self.cands[start..start + slot.len as usize];
+            }
+            i = (i + 1) & mask;
         }
     }
 }
@@ -482,7 +625,7 @@ pub struct Plan {
 #[derive(Default)]
 struct Index {
     always: Vec<Cand>,
-    eq: Vec<(usize, EqTable)>,
+    eq: Vec<(usize, EqIndex)>,
     ranges: Vec<(usize, RangeBucket)>,
     intervals: Vec<(usize, Vec<IntervalClass>)>,
 }
@@ -810,7 +953,7 @@ impl Plan {
             parts[part].always.push(id);
         }
         for ((part, slot), table) in eq {
-            parts[part].eq.push((slot, table));
+            parts[part].eq.push((slot, table.freeze()));
         }
         for ((part, slot, _), mut bucket) in ranges {
             let op = match &subs[bucket[0].1 as usize].gate {
@@ -1648,6 +1791,43 @@ mod tests {
             .map(|c| c.0)
             .collect();
         assert_eq!(listed, vec![7, 2, 3, 0]);
+    }
+
+    #[test]
+    fn keyed_tables_find_every_key_and_no_other() {
+        let cand = |sub: u32| Cand {
+            sub,
+            opens: NO_GROUP,
+            len: 0,
+            conjuncts: [0; INLINE],
+        };
+        // Keys that share home slots (multiples of a power of two), each with one to three candidates.
+        let ints: Vec<(u64, Vec<Cand>)> = (0..300u32)
+            .map(|i| {
+                (
+                    u64::from(i) << 20,
+                    (0..=i % 3).map(|j| cand(i * 3 + j)).collect(),
+                )
+            })
+            .collect();
+        let table = Keyed::build(ints.clone());
+        for (key, cands) in &ints {
+            let subs: Vec<u32> = table.get(key).iter().map(|c| c.sub).collect();
+            assert_eq!(subs, cands.iter().map(|c| c.sub).collect::<Vec<_>>());
+        }
+        assert!(table.get(&1).is_empty() && table.get(&(301 << 20)).is_empty());
+        let strs: Vec<(Vec<u8>, Vec<Cand>)> = (0..300u32)
+            .map(|i| (format!("r{i}").into_bytes(), vec![cand(i)]))
+            .collect();
+        let table = Keyed::build(strs);
+        for i in 0..300u32 {
+            let subs: Vec<u32> = (table.get(format!("r{i}").as_bytes()).iter())
+                .map(|c| c.sub)
+                .collect();
+            assert_eq!(subs, vec![i]);
+        }
+        assert!(table.get(b"r300").is_empty() && table.get(b"").is_empty());
+        assert!(Keyed::<u64>::build(vec![]).get(&0).is_empty());
     }
 
     #[test]
