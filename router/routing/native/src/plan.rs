@@ -1477,8 +1477,14 @@ impl Index {
             };
             for class in classes {
                 let lowest = v - class.width;
-                let i = class.lows.partition_point(|&l| i128::from(l) < lowest);
-                let j = class.lows.partition_point(|&l| i128::from(l) <= v);
+                let lows = &class.lows;
+                let j = lows.partition_point(|&l| i128::from(l) <= v);
+                // The bounds in [lowest, v] end at j: step back over them (each one found is a candidate
+                // copied anyway) rather than search the array a second time.
+                let mut i = j;
+                while i > 0 && i128::from(lows[i - 1]) >= lowest {
+                    i -= 1;
+                }
                 if i < j {
                     out.extend_from_slice(&class.subs[i..j]);
                 }
