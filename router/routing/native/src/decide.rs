@@ -167,6 +167,13 @@ impl State {
     }
 }
 
+/// `decide_app`'s lists, kept across a batch's records and apps so that deciding one allocates nothing.
+#[derive(Default)]
+struct Lists {
+    hits: Vec<Hit>,
+    present: Vec<u32>,
+}
+
 /// The message-group key of a decision: a header value (a range of the batch's bytes) or the app's default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GroupKey {
@@ -466,6 +473,7 @@ impl Decider {
             return Err("the state is smaller than the decider".into());
         }
         let mut out = Decided::default();
+        let mut lists = Lists::default();
         for (r, &(start, end)) in batch.records.iter().enumerate() {
             let route = routes
                 .get(record_routes[r] as usize)
@@ -554,7 +562,14 @@ impl Decider {
                     let from = matched.partition_point(|&p| p < low);
                     let to = from + matched[from..].partition_point(|&p| p < high);
                     let key = app.spec.group_by.map(|name| group_key(name, headers));
-                    let made = self.decide_app(a, &matched[from..to], key, &batch.bytes, state);
+                    let made = self.decide_app(
+                        a,
+                        &matched[from..to],
+                        key,
+                        &batch.bytes,
+                        state,
+                        &mut lists,
+                    );
                     out.made.push(made);
                 }
             }
@@ -659,15 +674,18 @@ impl Decider {
         key: Option<GroupKey>,
         bytes: &[u8],
         state: &mut State,
+        lists: &mut Lists,
     ) -> Made {
         let app = &self.apps[a as usize];
         let spec = &app.spec;
         let start = spec.span.0;
-        let mut hits: Vec<Hit> = matched
-            .iter()
-            .map(|&p| app.by_position[(p - start) as usize])
-            .filter(|h| h.candidate != NONE)
-            .collect();
+        let (hits, present) = (&mut lists.hits, &mut lists.present);
+        hits.clear();
+        hits.extend(
+            (matched.iter())
+                .map(|&p| app.by_position[(p - start) as usize])
+                .filter(|h| h.candidate != NONE),
+        );
         hits.extend_from_slice(&app.unconditional);
         if hits.is_empty() {
             return Made::Pending {
@@ -684,7 +702,7 @@ impl Decider {
             None => None,
         };
         let held = match key_bytes {
-            Some(k) if state.holding => self.held(a, k, &hits, absent, state),
+            Some(k) if state.holding => self.held(a, k, hits, absent, state),
             _ => None,
         };
         let mut waiting = Waiting::NoConsumer;
@@ -695,7 +713,6 @@ impl Decider {
             chosen = has_room(&spec.candidates[c as usize], state).then_some(c);
         } else {
             let key_hash = key_bytes.map(stable_hash);
-            let mut present: Vec<u32> = Vec::with_capacity(hits.len());
             // Candidates are in level order, so a level's hits are adjacent.
             for level in hits.chunk_by(|x, y| x.level == y.level) {
                 present.clear();
@@ -713,7 +730,7 @@ impl Decider {
                 }
                 waiting = Waiting::Capacity;
                 let cursor = (spec.cursor_base + level[0].level) as usize;
-                chosen = choose(app, &present, key_hash, cursor, state);
+                chosen = choose(app, present, key_hash, cursor, state);
                 if chosen.is_some() || !spec.spillover {
                     break;
                 }
