@@ -1279,6 +1279,19 @@ impl Plan {
             None if conj.sql => Ok(V::Null),
             None => Err(()),
         };
+        if let Fast::Cmp(op) = conj.fast {
+            // An int against an int, and a string against a string in bmq or under = and <> in sql92, compare
+            // alike in both dialects: as `op` holds on their order (sql92 orders only numbers).
+            match (ctx.props[conj.slot as usize], &conj.lit) {
+                (Some(V::Int(x)), Lit::Int(y)) => return Ok(V::Bool(op.holds(x.cmp(y)))),
+                (Some(V::Str(x)), Lit::Str(len, bytes))
+                    if !conj.sql || matches!(op, CmpOp::Eq | CmpOp::Ne) =>
+                {
+                    return Ok(V::Bool(op.holds(x.cmp(&bytes[..*len as usize]))));
+                }
+                _ => {}
+            }
+        }
         match conj.fast {
             Fast::Node => self.eval(conj.node as usize, ctx),
             Fast::Cmp(op) if conj.sql => Ok(bool3(compare3(op, prop(ctx)?, lit()))),
