@@ -9,7 +9,7 @@ use blake2::Blake2bVar;
 
 use crate::bodies::{BodyProperty, RouteBodies, Schemas, Scratch, Source};
 use crate::decode::{decode, is_python_space, PropType};
-use crate::plan::{Batch, FxMap, Header};
+use crate::plan::{Batch, FxMap, Header, Matches};
 
 /// How an app chooses among the matching candidates of one priority level (`AppConfig.fairness`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,13 +57,28 @@ pub struct AppSpec {
 
 struct App {
     spec: AppSpec,
-    /// By position relative to `span.0`: the candidate there, or `NONE`.
-    by_position: Vec<u32>,
-    unconditional: Vec<u32>,
-    /// Per candidate, its cursor (`cursor_base` + its level's index).
-    cursors: Vec<u32>,
+    /// By position relative to `span.0`: the candidate there (`candidate` `NONE`: none), with what the choice
+    /// among a record's matches reads of it, so that a match costs one read here and none in `candidates`
+    /// (at 100,000 subscriptions an app holds 10,000 candidates, and those reads were the decider's misses).
+    by_position: Vec<Hit>,
+    unconditional: Vec<Hit>,
     slots: Vec<u32>,
 }
+
+/// A matching candidate as `decide_app` orders and groups them: its index in `AppSpec::candidates` (in level
+/// order), its priority level's index (its cursor is `cursor_base` + level) and its (app, group) slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Hit {
+    candidate: u32,
+    level: u32,
+    slot: u32,
+}
+
+const NO_HIT: Hit = Hit {
+    candidate: NONE,
+    level: 0,
+    slot: 0,
+};
 
 pub const NONE: u32 = u32::MAX;
 
@@ -150,6 +165,13 @@ impl State {
             ..State::default()
         }
     }
+}
+
+/// `decide_app`'s lists, kept across a batch's records and apps so that deciding one allocates nothing.
+#[derive(Default)]
+struct Lists {
+    hits: Vec<Hit>,
+    present: Vec<u32>,
 }
 
 /// The message-group key of a decision: a header value (a range of the batch's bytes) or the app's default.
@@ -291,9 +313,8 @@ impl Decider {
             if start > end || end as usize > owner.len() || spec.env as usize >= env_types.len() {
                 return Err("bad app span or environment".into());
             }
-            let mut by_position = vec![NONE; (end - start) as usize];
+            let mut by_position = vec![NO_HIT; (end - start) as usize];
             let mut unconditional = Vec::new();
-            let mut cursors = Vec::with_capacity(spec.candidates.len());
             let mut level = 0;
             let mut level_slots: Vec<u32> = Vec::new();
             for (i, c) in spec.candidates.iter().enumerate() {
@@ -308,15 +329,17 @@ impl Decider {
                     }
                     level_slots.push(c.slot);
                 }
-                cursors.push(spec.cursor_base + level);
+                let hit = Hit {
+                    candidate: i as u32,
+                    level,
+                    slot: c.slot,
+                };
                 match c.position {
-                    Some(p) if (start..end).contains(&p) => {
-                        by_position[(p - start) as usize] = i as u32
-                    }
+                    Some(p) if (start..end).contains(&p) => by_position[(p - start) as usize] = hit,
                     Some(p) => {
                         return Err(format!("candidate position {p} outside its app's span"))
                     }
-                    None => unconditional.push(i as u32),
+                    None => unconditional.push(hit),
                 }
                 slot_count = slot_count.max(c.slot as usize + 1);
             }
@@ -330,7 +353,6 @@ impl Decider {
                 spec,
                 by_position,
                 unconditional,
-                cursors,
                 slots,
             });
         }
@@ -425,14 +447,14 @@ impl Decider {
     }
 
     /// Decide the batch's records in order, each on `routes[record_routes[i]]`, from the plan's
-    /// `(matched, failed)` positions and the body properties that failed (`read_bodies`; empty: none read);
-    /// stops before a record that needs `Router.route`.
+    /// `(matched, failed)` positions (`Plan::match_all`) and the body properties that failed (`read_bodies`;
+    /// empty: none read); stops before a record that needs `Router.route`.
     #[allow(clippy::too_many_arguments)]
     pub fn decide(
         &self,
         batch: &Batch,
         body_failures: &[Vec<u32>],
-        outcomes: &[(Vec<u32>, Vec<u32>)],
+        matches: &Matches,
         routes: &[Route],
         record_routes: &[u32],
         timestamps: &[i64],
@@ -440,18 +462,23 @@ impl Decider {
         state: &mut State,
     ) -> Result<Decided, String> {
         let n = batch.records.len();
-        if outcomes.len() != n || record_routes.len() != n || timestamps.len() != n {
+        if matches.len() != n
+            || matches.decoded.len() != batch.headers.len()
+            || record_routes.len() != n
+            || timestamps.len() != n
+        {
             return Err("the batch's lists differ in length".into());
         }
         if state.counts.len() < self.slot_count || state.cursors.len() < self.cursor_count {
             return Err("the state is smaller than the decider".into());
         }
         let mut out = Decided::default();
+        let mut lists = Lists::default();
         for (r, &(start, end)) in batch.records.iter().enumerate() {
             let route = routes
                 .get(record_routes[r] as usize)
                 .ok_or("unknown route")?;
-            let (matched, failed) = &outcomes[r];
+            let (matched, failed) = matches.record(r);
             let inexact = failed.iter().any(|&p| {
                 !self.exact[p as usize]
                     && route.members.binary_search(&self.owner[p as usize]).is_ok()
@@ -474,7 +501,8 @@ impl Decider {
             let failed_body = body_failures.get(r).map_or(&[][..], Vec::as_slice);
             for (env, apps, expiring) in &route.groups {
                 failures.clear();
-                self.decode_failures(*env, headers, &batch.bytes, &mut failures);
+                let decoded = &matches.decoded[start..end];
+                self.decode_failures(*env, headers, decoded, &batch.bytes, &mut failures);
                 for &i in &self.env_body[*env as usize] {
                     if failed_body.contains(&i) {
                         failures.push((self.body[i as usize].label, 1));
@@ -534,7 +562,14 @@ impl Decider {
                     let from = matched.partition_point(|&p| p < low);
                     let to = from + matched[from..].partition_point(|&p| p < high);
                     let key = app.spec.group_by.map(|name| group_key(name, headers));
-                    let made = self.decide_app(a, &matched[from..to], key, &batch.bytes, state);
+                    let made = self.decide_app(
+                        a,
+                        &matched[from..to],
+                        key,
+                        &batch.bytes,
+                        state,
+                        &mut lists,
+                    );
                     out.made.push(made);
                 }
             }
@@ -565,7 +600,7 @@ impl Decider {
 
     /// `_held`: the candidate a record of a held message group goes by, the holder's first matching one (in
     /// level order) or else its first; None when nothing holds the key, the holder is absent or not the app's.
-    fn held(&self, a: u32, key: &[u8], hits: &[u32], absent: bool, state: &State) -> Option<u32> {
+    fn held(&self, a: u32, key: &[u8], hits: &[Hit], absent: bool, state: &State) -> Option<u32> {
         let slot = *state.held.get(&a)?.get(key)?;
         if slot == NONE || (absent && state.absent[slot as usize]) {
             return None;
@@ -579,7 +614,7 @@ impl Decider {
             .map(|(i, _)| i as u32);
         let mut first = None;
         for i in own {
-            if hits.binary_search(&i).is_ok() {
+            if hits.binary_search_by_key(&i, |h| h.candidate).is_ok() {
                 return Some(i);
             }
             first = first.or(Some(i));
@@ -604,18 +639,24 @@ impl Decider {
     }
 
     /// `properties.decode_with`'s failures: every occurrence of a declared (or read) header that does not
-    /// decode, counted by name into `into` (name index, count).
+    /// decode, counted by name into `into` (name index, count). `decoded`: the headers' outcomes in the plan
+    /// (`Matches::decoded`), reused where the plan decoded a header as the type declared here.
     fn decode_failures(
         &self,
         env: u32,
         headers: &[Header],
+        decoded: &[u8],
         bytes: &[u8],
         into: &mut Vec<(u32, u32)>,
     ) {
         let types = &self.env_types[env as usize];
-        for h in headers {
+        for (i, h) in headers.iter().enumerate() {
             if let (Some(Some(t)), Some((s, e))) = (types.get(h.name as usize), h.value) {
-                if decode(&bytes[s..e], *t).is_none() {
+                let failed = match Matches::failed_in(decoded, i, *t) {
+                    Some(failed) => failed,
+                    None => decode(&bytes[s..e], *t).is_none(),
+                };
+                if failed {
                     match into.iter_mut().find(|(name, _)| *name == h.name) {
                         Some(entry) => entry.1 += 1,
                         None => into.push((h.name, 1)),
@@ -633,15 +674,18 @@ impl Decider {
         key: Option<GroupKey>,
         bytes: &[u8],
         state: &mut State,
+        lists: &mut Lists,
     ) -> Made {
         let app = &self.apps[a as usize];
         let spec = &app.spec;
         let start = spec.span.0;
-        let mut hits: Vec<u32> = matched
-            .iter()
-            .map(|&p| app.by_position[(p - start) as usize])
-            .filter(|&c| c != NONE)
-            .collect();
+        let (hits, present) = (&mut lists.hits, &mut lists.present);
+        hits.clear();
+        hits.extend(
+            (matched.iter())
+                .map(|&p| app.by_position[(p - start) as usize])
+                .filter(|h| h.candidate != NONE),
+        );
         hits.extend_from_slice(&app.unconditional);
         if hits.is_empty() {
             return Made::Pending {
@@ -650,7 +694,7 @@ impl Decider {
                 key,
             };
         }
-        hits.sort_unstable();
+        hits.sort_unstable_by_key(|h| h.candidate);
         let absent = spec.presence_required && app.slots.iter().any(|&s| state.absent[s as usize]);
         let key_bytes: Option<&[u8]> = match key {
             Some(GroupKey::Header(s, e)) => Some(&bytes[s..e]),
@@ -658,7 +702,7 @@ impl Decider {
             None => None,
         };
         let held = match key_bytes {
-            Some(k) if state.holding => self.held(a, k, &hits, absent, state),
+            Some(k) if state.holding => self.held(a, k, hits, absent, state),
             _ => None,
         };
         let mut waiting = Waiting::NoConsumer;
@@ -669,25 +713,24 @@ impl Decider {
             chosen = has_room(&spec.candidates[c as usize], state).then_some(c);
         } else {
             let key_hash = key_bytes.map(stable_hash);
-            let mut present: Vec<u32> = Vec::with_capacity(hits.len());
-            for level in hits.chunk_by(|x, y| {
-                spec.candidates[*x as usize].priority == spec.candidates[*y as usize].priority
-            }) {
+            // Candidates are in level order, so a level's hits are adjacent.
+            for level in hits.chunk_by(|x, y| x.level == y.level) {
                 present.clear();
-                for &c in level {
-                    let slot = spec.candidates[c as usize].slot;
+                let mut last = None;
+                for h in level {
                     // A group once, by its first matching subscription: turns are among groups
                     // (`one_per_group`). A group's candidates of one level are adjacent (`Decider::new`).
-                    let last = present.last().map(|&p| spec.candidates[p as usize].slot);
-                    if (!absent || !state.absent[slot as usize]) && last != Some(slot) {
-                        present.push(c);
+                    if (!absent || !state.absent[h.slot as usize]) && last != Some(h.slot) {
+                        present.push(h.candidate);
+                        last = Some(h.slot);
                     }
                 }
                 if present.is_empty() {
                     continue; // nobody attached at this priority
                 }
                 waiting = Waiting::Capacity;
-                chosen = choose(app, &present, key_hash, state);
+                let cursor = (spec.cursor_base + level[0].level) as usize;
+                chosen = choose(app, present, key_hash, cursor, state);
                 if chosen.is_some() || !spec.spillover {
                     break;
                 }
@@ -761,7 +804,14 @@ fn free_fraction(c: &Candidate, state: &State) -> f64 {
 }
 
 /// `choose`: one candidate with room among the present matching candidates of one level.
-fn choose(app: &App, matching: &[u32], key_hash: Option<u64>, state: &mut State) -> Option<u32> {
+/// `cursor`: the level's round-robin cursor.
+fn choose(
+    app: &App,
+    matching: &[u32],
+    key_hash: Option<u64>,
+    cursor: usize,
+    state: &mut State,
+) -> Option<u32> {
     let cands = &app.spec.candidates;
     let c = |i: u32| &cands[i as usize];
     if let [only] = matching {
@@ -780,7 +830,6 @@ fn choose(app: &App, matching: &[u32], key_hash: Option<u64>, state: &mut State)
         }
         return has_room(c(best), state).then_some(best);
     }
-    let cursor = app.cursors[matching[0] as usize] as usize;
     match app.spec.fairness {
         Fairness::Fast => matching.iter().copied().find(|&i| has_room(c(i), state)),
         Fairness::Proportional => {
@@ -890,9 +939,14 @@ mod tests {
                 env: 0,
                 cursor_base: 0,
             },
-            by_position: (0..n as u32).collect(),
+            by_position: (0..n as u32)
+                .map(|i| Hit {
+                    candidate: i,
+                    level: 0,
+                    slot: i,
+                })
+                .collect(),
             unconditional: vec![],
-            cursors: vec![0; n],
             slots: (0..n as u32).collect(),
         }
     }
@@ -971,12 +1025,12 @@ mod tests {
         );
         let mut state = State::new(3, 1);
         let picks: Vec<_> = (0..4)
-            .map(|_| choose(&a, &[0, 1, 2], None, &mut state))
+            .map(|_| choose(&a, &[0, 1, 2], None, 0, &mut state))
             .collect();
         assert_eq!(picks, [Some(0), Some(1), Some(2), Some(0)]);
         assert_eq!(state.cursors[0], 4);
         state.counts[1] = 1; // at its max_unconfirmed: its turn goes to the next
-        assert_eq!(choose(&a, &[0, 1, 2], None, &mut state), Some(2));
+        assert_eq!(choose(&a, &[0, 1, 2], None, 0, &mut state), Some(2));
         assert_eq!(state.cursors[0], 6);
     }
 
@@ -992,10 +1046,10 @@ mod tests {
         );
         let mut state = State::new(3, 1);
         state.counts = vec![1, 1, 1]; // free 3/4, 3/4, 1/2
-        assert_eq!(choose(&a, &[0, 1, 2], None, &mut state), Some(0));
-        assert_eq!(choose(&a, &[0, 1, 2], None, &mut state), Some(1));
+        assert_eq!(choose(&a, &[0, 1, 2], None, 0, &mut state), Some(0));
+        assert_eq!(choose(&a, &[0, 1, 2], None, 0, &mut state), Some(1));
         state.counts = vec![4, 4, 2];
-        assert_eq!(choose(&a, &[0, 1, 2], None, &mut state), None);
+        assert_eq!(choose(&a, &[0, 1, 2], None, 0, &mut state), None);
         assert_eq!(state.cursors[0], 2); // a full level moves no cursor
     }
 
@@ -1009,9 +1063,9 @@ mod tests {
             ],
         );
         let mut state = State::new(2, 1);
-        assert_eq!(choose(&a, &[0, 1], None, &mut state), Some(0));
+        assert_eq!(choose(&a, &[0, 1], None, 0, &mut state), Some(0));
         state.counts[0] = 1;
-        assert_eq!(choose(&a, &[0, 1], None, &mut state), Some(1));
+        assert_eq!(choose(&a, &[0, 1], None, 0, &mut state), Some(1));
         assert!(!state.moved[0]);
         // A message group goes where rendezvous puts it, or waits there.
         let base = stable_hash(b"key");
@@ -1023,8 +1077,8 @@ mod tests {
             1
         };
         state.counts = vec![0, 0];
-        assert_eq!(choose(&a, &[0, 1], Some(base), &mut state), Some(placed));
+        assert_eq!(choose(&a, &[0, 1], Some(base), 0, &mut state), Some(placed));
         state.counts[placed as usize] = 1;
-        assert_eq!(choose(&a, &[0, 1], Some(base), &mut state), None);
+        assert_eq!(choose(&a, &[0, 1], Some(base), 0, &mut state), None);
     }
 }

@@ -275,7 +275,7 @@ pub struct SubSpec {
     pub requires: Option<u32>,
 }
 
-/// The equality index of one property slot, a table per key class (strings are looked up without a copy).
+/// The equality index of one property slot while a plan is built, a map per key class.
 #[derive(Default)]
 struct EqTable {
     int: FxMap<i64, Vec<Cand>>,
@@ -296,28 +296,171 @@ impl EqTable {
         }
     }
 
+    fn freeze(self) -> EqIndex {
+        let ints = |map: FxMap<i64, Vec<Cand>>| map.into_iter().map(|(k, v)| (k as u64, v));
+        EqIndex {
+            int: Keyed::build(ints(self.int).collect()),
+            num_i: Keyed::build(ints(self.num_i).collect()),
+            num_f: Keyed::build(self.num_f.into_iter().collect()),
+            str: Keyed::build(self.str.into_iter().collect()),
+            bool: self.bool,
+        }
+    }
+}
+
+/// The equality index of one property slot, a table per key class (strings are looked up without a copy).
+struct EqIndex {
+    int: Keyed<u64>,
+    num_i: Keyed<u64>,
+    num_f: Keyed<u64>,
+    str: Keyed<Vec<u8>>,
+    bool: [Vec<Cand>; 2],
+}
+
+impl EqIndex {
     fn ids(&self) -> impl Iterator<Item = u32> + '_ {
-        let lists = self.int.values().chain(self.num_i.values());
-        let lists = lists.chain(self.num_f.values()).chain(self.str.values());
+        let lists = [&self.int.cands, &self.num_i.cands, &self.num_f.cands];
+        let lists = lists.into_iter().chain([&self.str.cands]);
         lists.chain(self.bool.iter()).flatten().map(|c| c.sub)
     }
 
     fn probe(&self, v: V<'_>, out: &mut Vec<Cand>) {
-        let empty: &[Cand] = &[];
-        let mut add = |hit: Option<&Vec<Cand>>| out.extend_from_slice(hit.map_or(empty, |h| h));
         match v {
             V::Null => {}
             V::Int(i) => {
-                add(self.int.get(&i));
-                add(self.num_i.get(&i));
+                out.extend_from_slice(self.int.get(&(i as u64)));
+                out.extend_from_slice(self.num_i.get(&(i as u64)));
             }
             V::Float(f) => match num_key(Num::F(f)) {
-                Key::NumI(i) => add(self.num_i.get(&i)),
-                Key::NumF(bits) => add(self.num_f.get(&bits)),
+                Key::NumI(i) => out.extend_from_slice(self.num_i.get(&(i as u64))),
+                Key::NumF(bits) => out.extend_from_slice(self.num_f.get(&bits)),
                 _ => {}
             },
-            V::Str(s) => add(self.str.get(s)),
-            V::Bool(b) => add(Some(&self.bool[usize::from(b)])),
+            V::Str(s) => out.extend_from_slice(self.str.get(s)),
+            V::Bool(b) => out.extend_from_slice(&self.bool[usize::from(b)]),
+        }
+    }
+}
+
+/// An equality index's table once built: open addressing over one array of slots (at most half full), each
+/// holding its key (a string's as its range in one array of key bytes) and where its candidates are in one
+/// array. A probe reads one slot, then the candidates: a `HashMap` of vectors read its control bytes, the
+/// bucket, the key's own allocation and then the vector's, at 100,000 subscriptions each a cache miss.
+struct Keyed<K> {
+    slots: Vec<Slot>,
+    /// Key bytes of string tables.
+    keys: Vec<u8>,
+    cands: Vec<Cand>,
+    shift: u32,
+    _key: std::marker::PhantomData<K>,
+}
+
+/// A slot of a `Keyed` table: an int key (or a string's hash), the string's bytes in `Keyed::keys`, and its
+/// candidates `cands[start..start + len]` (`len` 0: empty).
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    key: u64,
+    key_start: u32,
+    key_end: u32,
+    start: u32,
+    len: u32,
+}
+
+trait KeyedKey: Sized {
+    type Probe: ?Sized;
+    fn hash_of(probe: &Self::Probe) -> u64;
+    /// Whether `slot` holds `probe`, whose hash is `hash`.
+    fn holds(slot: &Slot, probe: &Self::Probe, hash: u64, keys: &[u8]) -> bool;
+    /// Fills `slot`'s key from `self` (a string's bytes go to `keys`).
+    fn store(&self, slot: &mut Slot, keys: &mut Vec<u8>);
+}
+
+impl KeyedKey for u64 {
+    type Probe = u64;
+    fn hash_of(probe: &u64) -> u64 {
+        *probe // `Keyed::home` mixes it
+    }
+    fn holds(slot: &Slot, probe: &u64, _: u64, _: &[u8]) -> bool {
+        slot.key == *probe
+    }
+    fn store(&self, slot: &mut Slot, _: &mut Vec<u8>) {
+        slot.key = *self;
+    }
+}
+
+impl KeyedKey for Vec<u8> {
+    type Probe = [u8];
+    fn hash_of(probe: &[u8]) -> u64 {
+        let mut h = FxHasher::default();
+        h.write(probe);
+        h.finish()
+    }
+    fn holds(slot: &Slot, probe: &[u8], hash: u64, keys: &[u8]) -> bool {
+        slot.key == hash && &keys[slot.key_start as usize..slot.key_end as usize] == probe
+    }
+    fn store(&self, slot: &mut Slot, keys: &mut Vec<u8>) {
+        slot.key = Self::hash_of(self);
+        slot.key_start = keys.len() as u32;
+        keys.extend_from_slice(self);
+        slot.key_end = keys.len() as u32;
+    }
+}
+
+impl<K: KeyedKey> Keyed<K> {
+    fn build(mut entries: Vec<(K, Vec<Cand>)>) -> Keyed<K> {
+        entries.retain(|(_, cands)| !cands.is_empty());
+        let mut table = Keyed {
+            slots: Vec::new(),
+            keys: Vec::new(),
+            cands: Vec::new(),
+            shift: 64,
+            _key: std::marker::PhantomData,
+        };
+        if entries.is_empty() {
+            return table;
+        }
+        let size = (entries.len() * 2).next_power_of_two();
+        table.shift = 64 - size.trailing_zeros();
+        table.slots = vec![Slot::default(); size];
+        for (key, cands) in entries {
+            let mut slot = Slot {
+                start: table.cands.len() as u32,
+                len: cands.len() as u32,
+                ..Slot::default()
+            };
+            key.store(&mut slot, &mut table.keys);
+            table.cands.extend_from_slice(&cands);
+            let mut i = table.home(slot.key);
+            while table.slots[i].len != 0 {
+                i = (i + 1) & (size - 1);
+            }
+            table.slots[i] = slot;
+        }
+        table
+    }
+
+    /// The first slot to look in for a key hashed (or, for ints, keyed) `h`.
+    fn home(&self, h: u64) -> usize {
+        (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+    }
+
+    fn get(&self, probe: &K::Probe) -> &[Cand] {
+        if self.slots.is_empty() {
+            return &[];
+        }
+        let mask = self.slots.len() - 1;
+        let hash = K::hash_of(probe);
+        let mut i = self.home(hash);
+        loop {
+            let slot = &self.slots[i];
+            if slot.len == 0 {
+                return &[];
+            }
+            if K::holds(slot, probe, hash, &self.keys) {
+                let start = slot.start as usize;
+                return &self.cands[start..start + slot.len as usize];
+            }
+            i = (i + 1) & mask;
         }
     }
 }
@@ -338,6 +481,92 @@ struct IntervalClass {
 
 /// Residual conjuncts a `Cand` holds itself; longer residuals are in `Plan::spill`.
 const INLINE: usize = 2;
+/// The longest string literal a `Conj` holds itself.
+const SHORT: usize = 16;
+
+/// How a residual conjunct is evaluated: most are a property compared with a literal, which the evaluator
+/// computes from the `Conj` alone, with no read of the node, memo and dialect arrays (three misses per node
+/// at 100,000 subscriptions) and no recursion; any other conjunct is evaluated as its node.
+#[derive(Clone, Copy, Debug)]
+enum Fast {
+    Node,
+    /// `property OP literal`, in the conjunct's dialect.
+    Cmp(CmpOp),
+    /// sql92 `property [NOT] BETWEEN low AND high`, int bounds (`Conj::lit`, `Conj::high`).
+    Between(bool),
+}
+
+/// A literal a `Conj` holds itself (a string of at most `SHORT` bytes).
+#[derive(Clone, Copy, Debug)]
+enum Lit {
+    Int(i64),
+    Float(f64),
+    Str(u8, [u8; SHORT]),
+}
+
+/// A distinct residual conjunct: its node, and what its fast form reads. Node results are pure functions of
+/// the record's properties, so computing a conjunct here instead of through its memo slot gives the same value.
+#[derive(Clone, Copy, Debug)]
+struct Conj {
+    node: u32,
+    slot: u32,
+    sql: bool,
+    fast: Fast,
+    lit: Lit,
+    high: i64,
+}
+
+impl Conj {
+    /// The conjunct of node `n`: a fast form when it is a property (read in its own dialect) against literals.
+    fn of(nodes: &[Node], sql: &[bool], n: usize) -> Conj {
+        let slow = Conj {
+            node: n as u32,
+            slot: 0,
+            sql: sql[n],
+            fast: Fast::Node,
+            lit: Lit::Int(0),
+            high: 0,
+        };
+        let prop = |x: usize| match nodes[x] {
+            Node::Prop(slot) if sql[x] == sql[n] => u32::try_from(slot).ok(),
+            _ => None,
+        };
+        let lit = |x: usize| match &nodes[x] {
+            Node::Int(i) => Some(Lit::Int(*i)),
+            Node::Float(f) => Some(Lit::Float(*f)),
+            Node::Str(s) if s.len() <= SHORT => {
+                let mut bytes = [0u8; SHORT];
+                bytes[..s.len()].copy_from_slice(s);
+                Some(Lit::Str(s.len() as u8, bytes))
+            }
+            _ => None,
+        };
+        match nodes[n] {
+            Node::Cmp(op, a, b) => match (prop(a), lit(b)) {
+                (Some(slot), Some(lit)) => Conj {
+                    slot,
+                    fast: Fast::Cmp(op),
+                    lit,
+                    ..slow
+                },
+                _ => slow,
+            },
+            Node::Between(x, low, high, negated) if sql[n] => {
+                match (prop(x), lit(low), lit(high)) {
+                    (Some(slot), Some(Lit::Int(low)), Some(Lit::Int(high))) => Conj {
+                        slot,
+                        fast: Fast::Between(negated),
+                        lit: Lit::Int(low),
+                        high,
+                        ..slow
+                    },
+                    _ => slow,
+                }
+            }
+            _ => slow,
+        }
+    }
+}
 /// `Cand::opens` of a subscription that opens no group.
 const NO_GROUP: u32 = u32::MAX;
 
@@ -349,7 +578,8 @@ struct Cand {
     sub: u32,
     /// The group it opens, or `NO_GROUP`.
     opens: u32,
-    /// How many residual conjuncts; beyond `INLINE`, `conjuncts[0]` is where they start in `Plan::spill`.
+    /// How many residual conjuncts (indexes into `Plan::conjs`); beyond `INLINE`, `conjuncts[0]` is where
+    /// they start in `Plan::spill`.
     len: u32,
     conjuncts: [u32; INLINE],
 }
@@ -382,6 +612,8 @@ pub struct Plan {
     subscription_count: usize,
     /// The residual conjuncts of the subscriptions with more than `INLINE` of them (`Cand`).
     spill: Vec<u32>,
+    /// Every distinct residual conjunct (`Cand::conjuncts` and `spill` index it).
+    conjs: Vec<Conj>,
     group_count: usize,
     /// The indexes, one per part: `parts[0]` holds the subscriptions that require no group, `parts[g + 1]`
     /// those that require group g. A record probes only the parts of the groups it opened, so its
@@ -393,7 +625,7 @@ pub struct Plan {
 #[derive(Default)]
 struct Index {
     always: Vec<Cand>,
-    eq: Vec<(usize, EqTable)>,
+    eq: Vec<(usize, EqIndex)>,
     ranges: Vec<(usize, RangeBucket)>,
     intervals: Vec<(usize, Vec<IntervalClass>)>,
 }
@@ -457,6 +689,68 @@ impl Batch {
         let start = self.typed_records.last().map_or(0, |r| r.1);
         self.typed_records.push((start, self.typed.len()));
     }
+}
+
+/// What a batch's records matched, in one list for the batch (no allocation per record): per record, the
+/// subscriptions matched and those whose evaluation ended in an error (ascending), and per header of the batch
+/// how its value decoded under the types the plan read it as (`decoded_bits`), so the decider need not decode
+/// it again to count decode failures.
+#[derive(Default, Debug)]
+pub struct Matches {
+    matched: Vec<u32>,
+    failed: Vec<u32>,
+    /// Per record, where its matched and failed subscriptions end.
+    ends: Vec<(usize, usize)>,
+    /// Per header of the batch (`Batch::headers`): bit `t` set if it was decoded as type `t`, bit `4 + t` if
+    /// that decoding failed (none for a null header, or one the plan does not read).
+    pub decoded: Vec<u8>,
+}
+
+impl Matches {
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Record `r`'s (matched, failed) subscriptions.
+    pub fn record(&self, r: usize) -> (&[u32], &[u32]) {
+        let (from_m, from_f) = if r == 0 { (0, 0) } else { self.ends[r - 1] };
+        let (to_m, to_f) = self.ends[r];
+        (&self.matched[from_m..to_m], &self.failed[from_f..to_f])
+    }
+
+    fn decoded_bits(t: PropType, ok: bool) -> u8 {
+        let bit = 1u8 << (t as u8);
+        if ok {
+            bit
+        } else {
+            bit | bit << 4
+        }
+    }
+
+    /// Whether header `h` of `decoded` (a record's part of `decoded`) failed to decode as `t`; None when the
+    /// plan did not decode it as `t`.
+    pub fn failed_in(decoded: &[u8], h: usize, t: PropType) -> Option<bool> {
+        let bit = 1u8 << (t as u8);
+        let outcome = *decoded.get(h)?;
+        (outcome & bit != 0).then_some(outcome & bit << 4 != 0)
+    }
+}
+
+/// Sorts `v[from..]` and drops its repeated values.
+fn sort_dedup_from(v: &mut Vec<u32>, from: usize) {
+    v[from..].sort_unstable();
+    let mut kept = from;
+    for i in from..v.len() {
+        if kept == from || v[i] != v[kept - 1] {
+            v[kept] = v[i];
+            kept += 1;
+        }
+    }
+    v.truncate(kept);
 }
 
 /// Refuses a node whose children are not earlier nodes or whose slot is not one of the plan's.
@@ -553,6 +847,7 @@ impl Plan {
             memo_count: 0,
             subscription_count: subs.len(),
             spill: Vec::new(),
+            conjs: Vec::new(),
             group_count: 0,
             parts: Vec::new(),
             nodes,
@@ -564,6 +859,7 @@ impl Plan {
         let mut eq: HashMap<(usize, usize), EqTable> = HashMap::new();
         let mut ranges: HashMap<(usize, usize, u8), Vec<(Num, u32)>> = HashMap::new();
         let mut intervals: HashMap<(usize, usize), IntervalsByWidth> = HashMap::new();
+        let mut conj_ids: HashMap<usize, u32> = HashMap::new();
         for (i, sub) in subs.iter().enumerate() {
             let id = u32::try_from(i).map_err(|_| "too many subscriptions")?;
             for &r in &sub.residual {
@@ -576,16 +872,21 @@ impl Plan {
                 return Err("a subscription cannot both open a group and require one".into());
             }
             let too_many = || "too many nodes".to_string();
-            let mut conjuncts = [0u32; INLINE];
-            if sub.residual.len() <= INLINE {
-                for (c, &r) in conjuncts.iter_mut().zip(&sub.residual) {
-                    *c = u32::try_from(r).map_err(|_| too_many())?;
+            let mut residual = Vec::with_capacity(sub.residual.len());
+            for &r in &sub.residual {
+                let next = u32::try_from(plan.conjs.len()).map_err(|_| too_many())?;
+                let id = *conj_ids.entry(r).or_insert(next);
+                if id == next {
+                    plan.conjs.push(Conj::of(&plan.nodes, &plan.sql, r));
                 }
+                residual.push(id);
+            }
+            let mut conjuncts = [0u32; INLINE];
+            if residual.len() <= INLINE {
+                conjuncts[..residual.len()].copy_from_slice(&residual);
             } else {
                 conjuncts[0] = u32::try_from(plan.spill.len()).map_err(|_| too_many())?;
-                for &r in &sub.residual {
-                    plan.spill.push(u32::try_from(r).map_err(|_| too_many())?);
-                }
+                plan.spill.extend_from_slice(&residual);
             }
             let cand = Cand {
                 sub: id,
@@ -652,7 +953,7 @@ impl Plan {
             parts[part].always.push(id);
         }
         for ((part, slot), table) in eq {
-            parts[part].eq.push((slot, table));
+            parts[part].eq.push((slot, table.freeze()));
         }
         for ((part, slot, _), mut bucket) in ranges {
             let op = match &subs[bucket[0].1 as usize].gate {
@@ -760,10 +1061,26 @@ impl Plan {
         batch: &Batch,
         errors: bool,
     ) -> Vec<(Vec<u32>, Vec<u32>)> {
-        let mut ctx = self.context();
-        (0..batch.records.len())
-            .map(|r| self.match_nth(batch, r, &mut ctx, errors))
+        let matches = self.match_all(batch, errors);
+        (0..matches.len())
+            .map(|r| {
+                let (matched, failed) = matches.record(r);
+                (matched.to_vec(), failed.to_vec())
+            })
             .collect()
+    }
+
+    /// `match_batch_with_errors` into one `Matches`, with each header's decoding outcomes.
+    pub fn match_all(&self, batch: &Batch, errors: bool) -> Matches {
+        let mut ctx = self.context();
+        let mut out = Matches {
+            decoded: Vec::with_capacity(batch.headers.len()),
+            ..Matches::default()
+        };
+        for r in 0..batch.records.len() {
+            self.match_nth(batch, r, &mut ctx, errors, &mut out);
+        }
+        out
     }
 
     /// Per record, how many subscriptions the indexes listed (their gates hold) and how many of those were
@@ -773,7 +1090,7 @@ impl Plan {
         (0..batch.records.len())
             .map(|r| {
                 let before = (ctx.listed, ctx.evaluated);
-                self.match_nth(batch, r, &mut ctx, true);
+                self.match_nth(batch, r, &mut ctx, true, &mut Matches::default());
                 (ctx.listed - before.0, ctx.evaluated - before.1)
             })
             .collect()
@@ -800,10 +1117,18 @@ impl Plan {
         r: usize,
         ctx: &mut Ctx<'a>,
         errors: bool,
-    ) -> (Vec<u32>, Vec<u32>) {
+        out: &mut Matches,
+    ) {
         let (start, end) = batch.records[r];
         let typed = (batch.typed_records.get(r)).map_or(&[][..], |&(s, e)| &batch.typed[s..e]);
-        self.match_record(&batch.headers[start..end], typed, &batch.bytes, ctx, errors)
+        self.match_record(
+            &batch.headers[start..end],
+            typed,
+            &batch.bytes,
+            ctx,
+            errors,
+            out,
+        )
     }
 
     fn match_record<'a>(
@@ -813,7 +1138,8 @@ impl Plan {
         bytes: &'a [u8],
         ctx: &mut Ctx<'a>,
         errors: bool,
-    ) -> (Vec<u32>, Vec<u32>) {
+        matches: &mut Matches,
+    ) {
         ctx.props.iter_mut().for_each(|p| *p = None);
         ctx.generation = ctx.generation.wrapping_add(1);
         if ctx.generation == 0 {
@@ -824,18 +1150,23 @@ impl Plan {
         }
         // The last header of a name wins; a null or undecodable one removes the property.
         for header in headers {
-            let Some(slots) = self.name_slots.get(header.name as usize) else {
-                continue;
-            };
-            let raw = header.value.map(|(start, end)| &bytes[start..end]);
-            for &(slot, t) in slots {
-                ctx.props[slot] = raw.and_then(|raw| decode(raw, t)).map(|d| match d {
-                    Decoded::Str(s) => V::Str(s),
-                    Decoded::Int(i) => V::Int(i),
-                    Decoded::Bool(b) => V::Bool(b),
-                    Decoded::Float(f) => V::Float(f),
-                });
+            let mut outcome = 0u8;
+            if let Some(slots) = self.name_slots.get(header.name as usize) {
+                let raw = header.value.map(|(start, end)| &bytes[start..end]);
+                for &(slot, t) in slots {
+                    let decoded = raw.and_then(|raw| decode(raw, t));
+                    if raw.is_some() {
+                        outcome |= Matches::decoded_bits(t, decoded.is_some());
+                    }
+                    ctx.props[slot] = decoded.map(|d| match d {
+                        Decoded::Str(s) => V::Str(s),
+                        Decoded::Int(i) => V::Int(i),
+                        Decoded::Bool(b) => V::Bool(b),
+                        Decoded::Float(f) => V::Float(f),
+                    });
+                }
             }
+            matches.decoded.push(outcome);
         }
         for &(slot, value) in typed {
             if let Some(p) = ctx.props.get_mut(slot as usize) {
@@ -849,26 +1180,24 @@ impl Plan {
         }
         let mut cands = std::mem::take(&mut ctx.candidates);
         let mut opened = std::mem::take(&mut ctx.opened);
-        let mut out = Vec::new();
-        let mut failed = Vec::new();
+        let (out, failed) = (&mut matches.matched, &mut matches.failed);
+        let (out_start, failed_start) = (out.len(), failed.len());
         // The subscriptions that require no group first: they settle which groups are open, and only the
         // open groups' parts are probed.
         cands.clear();
         opened.clear();
         self.parts[0].candidates(&ctx.props, &mut cands);
-        self.evaluate(&cands, ctx, errors, &mut out, &mut failed, &mut opened);
+        self.evaluate(&cands, ctx, errors, out, failed, &mut opened);
         for &g in &opened {
             cands.clear();
             self.parts[g as usize + 1].candidates(&ctx.props, &mut cands);
-            self.evaluate(&cands, ctx, errors, &mut out, &mut failed, &mut Vec::new());
+            self.evaluate(&cands, ctx, errors, out, failed, &mut Vec::new());
         }
         ctx.candidates = cands;
         ctx.opened = opened;
-        out.sort_unstable();
-        out.dedup();
-        failed.sort_unstable();
-        failed.dedup();
-        (out, failed)
+        sort_dedup_from(out, out_start);
+        sort_dedup_from(failed, failed_start);
+        matches.ends.push((out.len(), failed.len()));
     }
 
     /// Evaluates the residuals of `cands` into `out` (matched) and, with `errors`, `failed`; each group a
@@ -903,7 +1232,7 @@ impl Plan {
                 }
             } else {
                 // Only "all true" matches, so the first conjunct that is not true settles it.
-                (residual.iter()).all(|&n| matches!(self.eval(n as usize, ctx), Ok(V::Bool(true))))
+                (residual.iter()).all(|&c| matches!(self.conj(c, ctx), Ok(V::Bool(true))))
             };
             if matched {
                 out.push(sub);
@@ -923,10 +1252,10 @@ impl Plan {
         let Some(&first) = residual.first() else {
             return Ok(true);
         };
-        let sql = self.sql[first as usize];
+        let sql = self.conjs[first as usize].sql;
         let mut unknown = false;
-        for &n in residual {
-            match self.eval(n as usize, ctx)? {
+        for &c in residual {
+            match self.conj(c, ctx)? {
                 V::Bool(true) => {}
                 V::Bool(false) => return Ok(false),
                 V::Null if sql => unknown = true,
@@ -934,6 +1263,44 @@ impl Plan {
             }
         }
         Ok(!unknown)
+    }
+
+    /// Residual conjunct `c`: as its node evaluates (`Conj`).
+    fn conj<'a>(&'a self, c: u32, ctx: &mut Ctx<'a>) -> R<'a> {
+        let conj = &self.conjs[c as usize];
+        let lit = || match &conj.lit {
+            Lit::Int(i) => V::Int(*i),
+            Lit::Float(f) => V::Float(*f),
+            Lit::Str(len, bytes) => V::Str(&bytes[..*len as usize]),
+        };
+        // A property as its Prop node evaluates: missing is an error in bmq, NULL in sql92.
+        let prop = |ctx: &Ctx<'a>| match ctx.props[conj.slot as usize] {
+            Some(v) => Ok(v),
+            None if conj.sql => Ok(V::Null),
+            None => Err(()),
+        };
+        if let Fast::Cmp(op) = conj.fast {
+            // An int against an int, and a string against a string in bmq or under = and <> in sql92, compare
+            // alike in both dialects: as `op` holds on their order (sql92 orders only numbers).
+            match (ctx.props[conj.slot as usize], &conj.lit) {
+                (Some(V::Int(x)), Lit::Int(y)) => return Ok(V::Bool(op.holds(x.cmp(y)))),
+                (Some(V::Str(x)), Lit::Str(len, bytes))
+                    if !conj.sql || matches!(op, CmpOp::Eq | CmpOp::Ne) =>
+                {
+                    return Ok(V::Bool(op.holds(x.cmp(&bytes[..*len as usize]))));
+                }
+                _ => {}
+            }
+        }
+        match conj.fast {
+            Fast::Node => self.eval(conj.node as usize, ctx),
+            Fast::Cmp(op) if conj.sql => Ok(bool3(compare3(op, prop(ctx)?, lit()))),
+            Fast::Cmp(op) => bmq_cmp(op, prop(ctx)?, lit()),
+            Fast::Between(negated) => {
+                let (x, low, high) = (prop(ctx)?, lit(), V::Int(conj.high));
+                Ok(bool3(between3(x, low, high, negated)))
+            }
+        }
     }
 
     fn eval<'a>(&'a self, n: usize, ctx: &mut Ctx<'a>) -> R<'a> {
@@ -1009,14 +1376,7 @@ impl Plan {
             Node::Cmp(op, a, b) => {
                 let a = self.eval(*a, ctx)?;
                 let b = self.eval(*b, ctx)?;
-                let o = match (a, b) {
-                    (V::Int(x), V::Int(y)) => x.cmp(&y),
-                    // Byte order of UTF-8 is code point order, which is how Python orders str.
-                    (V::Str(x), V::Str(y)) => x.cmp(y),
-                    (V::Bool(x), V::Bool(y)) if matches!(op, CmpOp::Eq | CmpOp::Ne) => x.cmp(&y),
-                    _ => return Err(()),
-                };
-                Ok(V::Bool(op.holds(o)))
+                bmq_cmp(*op, a, b)
             }
             _ => Err(()),
         }
@@ -1071,13 +1431,7 @@ impl Plan {
                 let x = self.eval(*x, ctx)?;
                 let low = self.eval(*low, ctx)?;
                 let high = self.eval(*high, ctx)?;
-                // JMS: BETWEEN is x >= low AND x <= high; NOT BETWEEN is x < low OR x > high.
-                let r = if *negated {
-                    or3(compare3(CmpOp::Lt, x, low), compare3(CmpOp::Gt, x, high))
-                } else {
-                    and3(compare3(CmpOp::Ge, x, low), compare3(CmpOp::Le, x, high))
-                };
-                Ok(bool3(r))
+                Ok(bool3(between3(x, low, high, *negated)))
             }
             Node::In(x, values, negated) => Ok(match self.eval(*x, ctx)? {
                 V::Null => V::Null,
@@ -1136,13 +1490,41 @@ impl Index {
             };
             for class in classes {
                 let lowest = v - class.width;
-                let i = class.lows.partition_point(|&l| i128::from(l) < lowest);
-                let j = class.lows.partition_point(|&l| i128::from(l) <= v);
+                let lows = &class.lows;
+                let j = lows.partition_point(|&l| i128::from(l) <= v);
+                // The bounds in [lowest, v] end at j: step back over them (each one found is a candidate
+                // copied anyway) rather than search the array a second time.
+                let mut i = j;
+                while i > 0 && i128::from(lows[i - 1]) >= lowest {
+                    i -= 1;
+                }
                 if i < j {
                     out.extend_from_slice(&class.subs[i..j]);
                 }
             }
         }
+    }
+}
+
+/// A bmq comparison: ints with ints, strings with strings, booleans only for equality; else an error.
+fn bmq_cmp(op: CmpOp, a: V<'_>, b: V<'_>) -> R<'static> {
+    let o = match (a, b) {
+        (V::Int(x), V::Int(y)) => x.cmp(&y),
+        // Byte order of UTF-8 is code point order, which is how Python orders str.
+        (V::Str(x), V::Str(y)) => x.cmp(y),
+        (V::Bool(x), V::Bool(y)) if matches!(op, CmpOp::Eq | CmpOp::Ne) => x.cmp(&y),
+        _ => return Err(()),
+    };
+    Ok(V::Bool(op.holds(o)))
+}
+
+/// sql92 `x [NOT] BETWEEN low AND high`; JMS: BETWEEN is x >= low AND x <= high; NOT BETWEEN is x < low OR
+/// x > high.
+fn between3(x: V<'_>, low: V<'_>, high: V<'_>, negated: bool) -> Option<bool> {
+    if negated {
+        or3(compare3(CmpOp::Lt, x, low), compare3(CmpOp::Gt, x, high))
+    } else {
+        and3(compare3(CmpOp::Ge, x, low), compare3(CmpOp::Le, x, high))
     }
 }
 
@@ -1428,6 +1810,43 @@ mod tests {
             .map(|c| c.0)
             .collect();
         assert_eq!(listed, vec![7, 2, 3, 0]);
+    }
+
+    #[test]
+    fn keyed_tables_find_every_key_and_no_other() {
+        let cand = |sub: u32| Cand {
+            sub,
+            opens: NO_GROUP,
+            len: 0,
+            conjuncts: [0; INLINE],
+        };
+        // Keys that share home slots (multiples of a power of two), each with one to three candidates.
+        let ints: Vec<(u64, Vec<Cand>)> = (0..300u32)
+            .map(|i| {
+                (
+                    u64::from(i) << 20,
+                    (0..=i % 3).map(|j| cand(i * 3 + j)).collect(),
+                )
+            })
+            .collect();
+        let table = Keyed::build(ints.clone());
+        for (key, cands) in &ints {
+            let subs: Vec<u32> = table.get(key).iter().map(|c| c.sub).collect();
+            assert_eq!(subs, cands.iter().map(|c| c.sub).collect::<Vec<_>>());
+        }
+        assert!(table.get(&1).is_empty() && table.get(&(301 << 20)).is_empty());
+        let strs: Vec<(Vec<u8>, Vec<Cand>)> = (0..300u32)
+            .map(|i| (format!("r{i}").into_bytes(), vec![cand(i)]))
+            .collect();
+        let table = Keyed::build(strs);
+        for i in 0..300u32 {
+            let subs: Vec<u32> = (table.get(format!("r{i}").as_bytes()).iter())
+                .map(|c| c.sub)
+                .collect();
+            assert_eq!(subs, vec![i]);
+        }
+        assert!(table.get(b"r300").is_empty() && table.get(b"").is_empty());
+        assert!(Keyed::<u64>::build(vec![]).get(&0).is_empty());
     }
 
     #[test]

@@ -766,11 +766,11 @@ impl NativeDecider {
         let (decided, state) = py.detach(move || {
             let values: Vec<RecordValue<'_>> = values.iter().map(|v| v.get()).collect();
             let failures = decider.read_bodies(&mut batch, &all_routes, &routes, &values, &schemas);
-            let outcomes = plan.match_batch_with_errors(&batch, true);
+            let matches = plan.match_all(&batch, true);
             let decided = decider.decide(
                 &batch,
                 &failures,
-                &outcomes,
+                &matches,
                 &all_routes,
                 &routes,
                 &timestamps,
