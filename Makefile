@@ -65,6 +65,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check expressions router spark examples
 	cargo fmt --check --manifest-path router/routing/native/Cargo.toml
 	cargo clippy --quiet --manifest-path router/routing/native/Cargo.toml --all-targets -- -D warnings
+	# and the PyO3 module (python*.rs, boundary.rs), which only the extension-module feature compiles
+	cargo clippy --quiet --manifest-path router/routing/native/Cargo.toml --features extension-module -- -D warnings
 	cargo test --quiet --manifest-path router/routing/native/Cargo.toml
 
 # mypy cannot follow the editable install's import hook for the `subroute` package (pyproject.toml), so it checks

@@ -41,11 +41,10 @@ class TypedHeader(TypedDict):
 
 
 class BodyRead(TypedDict):
-    """A property read from a record value (``routing/body.py``'s ``BodyRead``): its name, its source (the JSON
-    Pointer as written), the pointer's reference tokens (UTF-8, surrogates passed) and its declared type."""
+    """A property read from a record value (``routing/body.py``'s ``BodyRead``): its name, the JSON Pointer's
+    reference tokens (UTF-8, surrogates passed) and its declared type."""
 
     name: str
-    path: str
     tokens: list[bytes]
     declared: PropertyType
 

@@ -186,7 +186,6 @@ class NativeDecisions:
                         {
                             "read": {
                                 "name": read.name,
-                                "path": read.path,
                                 "tokens": tokens,
                                 "declared": declared,
                             },

@@ -26,7 +26,6 @@ TYPES = ["int", "float", "bool", "string"]
 def spec(read: BodyRead) -> native_boundary.BodyRead:
     return {
         "name": read.name,
-        "path": read.path,
         "tokens": [t.encode() for t in read.tokens],
         "declared": read.declared,  # type: ignore[typeddict-item]
     }

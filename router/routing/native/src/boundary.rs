@@ -40,11 +40,10 @@ read_by_key! {
         pub declared: String,
     }
 
-    /// A property read from a JSON record value: its name, the JSON Pointer it comes from (as written: its
-    /// source, for messages), the pointer's reference tokens (UTF-8) and its declared type.
+    /// A property read from a JSON record value: its name, the JSON Pointer's reference tokens (UTF-8) and its
+    /// declared type.
     pub struct BodyRead {
         pub name: String,
-        pub path: String,
         pub tokens: Vec<Vec<u8>>,
         pub declared: String,
     }
