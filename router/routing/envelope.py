@@ -20,6 +20,9 @@ from subroute.wire import Headers
 # constructor is a Python call, several times the cost).
 OutRecord = tuple[str, bytes | None, bytes | None, Headers, int]
 
+# Decisions that write nothing: a skipped app, and an expired record of an app with ``on_expire: drop``.
+WRITES_NOTHING = (Action.FILTERED, Action.DROP)
+
 # Headers the router stamps when it parks a record; stripped again when the record is redriven.
 PARKING_HEADERS = frozenset(
     {
@@ -157,7 +160,7 @@ def records_for(
     out: list[OutRecord] = []
     for decision in decisions:
         action = decision.action
-        if action is Action.FILTERED or action is Action.DROP:  # skipped, or expired with on_expire: drop
+        if action in WRITES_NOTHING:
             continue
         _, topic, before, after = made.get(id(decision)) or envelopes.headers_of(decision)
         # A message group's routed and parked records are keyed by the group id: one partition holds the group,

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from subroute import wire
-from subroute.routing.decisions import Action, Decision
-from subroute.routing.envelope import Envelopes, InputRecord, OutRecord
+from subroute.routing.decisions import Decision
+from subroute.routing.envelope import WRITES_NOTHING, Envelopes, InputRecord, OutRecord
 from subroute.routing.native_boundary import _native
 
-# Decisions that write nothing: a skipped app, and an expired record of an app with ``on_expire: drop``.
-_WRITE_NOTHING = [Action.FILTERED, Action.DROP]
+# Compared with each decision's action by identity on the native side, which takes a list.
+_WRITES_NOTHING = list(WRITES_NOTHING)
 
 
 def input_records(
@@ -40,7 +40,7 @@ def input_records(
         wire.SOURCE,
         version,
         routed_at,
-        _WRITE_NOTHING,
+        _WRITES_NOTHING,
         now_ms,
     )
     return records
