@@ -36,6 +36,12 @@ TEST_SETTINGS: dict[str, str] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     # Kafka's default, stated: topics are created on first produce or metadata request for them.
     "auto.create.topics.enable": "true",
+    # Time retention (7 days, Kafka's default) deletes records by their timestamps, not their age in the log: a
+    # record produced with a timestamp older than that is gone at the next check. Checked every second from a
+    # second after start (not every 5 minutes from 30 s), so a test that writes such records fails every run,
+    # not once in a while.
+    "log.initial.task.delay.ms": "1000",
+    "log.retention.check.interval.ms": "1000",
 }
 
 JVM_OPTIONS = [

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
+
+# The test records' producer timestamps start at midnight UTC at the start of yesterday: recent, in the past, and
+# all on one calendar day. A broker deletes records older than its time retention (Kafka's default 7 days, checked
+# 30 s after it starts and every 5 minutes after), whatever their offsets: fixed dates in the past made a check
+# that ran between producing and reading empty the topics, and a Spark run then landed nothing.
+BASE_DATE = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
+BASE_TIMESTAMP_MS = int(dt.datetime.combine(BASE_DATE, dt.time(), dt.UTC).timestamp() * 1000)
 
 
 @dataclass(frozen=True)
@@ -38,7 +46,7 @@ def produce_routed(
     app: str,
     group: str,
     partitions: int = 1,
-    base_timestamp_ms: int = 1_767_225_600_000,  # 2026-01-01T00:00:00Z
+    base_timestamp_ms: int = BASE_TIMESTAMP_MS,
     latency_ms: Callable[[int], int] = lambda i: 1 + i % 100,
 ) -> list[Produced]:
     """Records as the router writes them to a group topic: routing headers, producer timestamp kept."""

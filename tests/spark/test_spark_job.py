@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import math
 import time
 import uuid
@@ -16,7 +15,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartiti
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from routed_records import Produced, create_topics, produce_routed, sample_orders
+from routed_records import BASE_DATE, Produced, create_topics, produce_routed, sample_orders
 
 from subroute.cli import spark as cli
 from subroute.ops.settings import Settings
@@ -203,7 +202,7 @@ def test_lands_exactly_the_routed_records(
         assert row.subscription == f"{app}/{group}/0"
         assert row.config_version == "7"
         assert row.source.startswith("orders/0/")
-        assert row.date == dt.date(2026, 1, 1)
+        assert row.date == BASE_DATE
         assert (None if row.key is None else bytes(row.key)) == produced.key
         assert bytes(row.value) == produced.value
         assert row.headers[0].key == "Region"  # all headers kept, not only the routing ones

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
-from routed_records import create_topics, produce_routed
+from routed_records import BASE_TIMESTAMP_MS, create_topics, produce_routed
 
 from subroute import wire
 from subroute.ops.settings import Settings
@@ -21,7 +21,7 @@ from subroute.spark.job import JobConfig, run
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
-NOW_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the records routed first
+NOW_MS = BASE_TIMESTAMP_MS  # the records routed first
 HOUR_MS = 3_600_000
 
 

@@ -16,7 +16,7 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
-from routed_records import create_topics
+from routed_records import BASE_TIMESTAMP_MS, create_topics
 
 from subroute.spark.kafka_source import FORMAT, offsets_from_json, offsets_to_json, rate_limit
 
@@ -76,7 +76,7 @@ def test_batch_read_returns_every_record_byte_for_byte(
     create_topics(kafka.bootstrap_servers, {topic: 3})
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 5})
     expected = set()
-    base = 1_767_225_600_000
+    base = BASE_TIMESTAMP_MS
     for i in range(300):
         key = None if i % 7 == 0 else f"k{i}".encode()
         value = None if i % 11 == 0 else bytes([i % 256]) * (i % 5)  # null, empty and binary values
