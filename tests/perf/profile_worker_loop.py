@@ -29,8 +29,9 @@ flush forced as soon as more than N closed windows wait, N=1 being the worker be
 (the cyclic collector's young-generation threshold while routing, ``worker/tables.py``, with Python's default
 older ratios of 10: ``young:700`` is the worker before the eighth session of issue 26), or any
 librdkafka producer property (``linger.ms:20``). A variant with no settings is the worker as it is. Variants
-run in a rotation that starts at another one each repetition, after ``--warm-up`` untimed runs that warm the
-broker.
+run in a rotation that starts at another one each repetition, after ``--warm-up`` untimed runs (at least one) that
+warm the broker and write every destination: all runs route into the same topics, rewound to the input's start in
+between.
 """
 
 from __future__ import annotations
@@ -214,8 +215,10 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
 
 
 def run_variant(
-    broker: LocalBroker, topic: str, settings: dict[str, str], args: argparse.Namespace
+    broker: LocalBroker, topic: str, prefix: str, settings: dict[str, str], args: argparse.Namespace
 ) -> Profile:
+    """One worker run under ``prefix``, whose destination topics every run shares (``perfkit.ready_topics``: a
+    partition's first records cost the broker more), rewound to the input's start after it."""
     bootstrap = broker.bootstrap_servers
     workload = peer_workload.apps(args.size)
     worker_options: dict[str, Any] = {"guarantee": args.guarantee}
@@ -238,18 +241,13 @@ def run_variant(
             young = int(value)
         else:
             kafka[key] = value
-    s = perfkit.settings(bootstrap, prefix=f"profile{uuid.uuid4().hex[:8]}")
     profile = Profile()
     # librdkafka's own statistics of the worker's producers (served by their poll and flush)
     reported: dict[str, Any] = (
         {"statistics.interval.ms": 200, "stats_cb": profile.statistics.report} if args.statistics else {}
     )
-    s = Settings(
-        bootstrap_servers=s.bootstrap_servers, topic_prefix=s.topic_prefix, kafka_config={**kafka, **reported}
-    )
+    s = Settings(bootstrap_servers=bootstrap, topic_prefix=prefix, kafka_config={**kafka, **reported})
     config = peer_workload.config(workload, topic, PARTITIONS)
-    specs = perfkit.output_topics(s, config)
-    perfkit.ready_topics(s, specs)
     try:
         perfkit.write_config(s, config)
         worker = ProfiledWorker(s, profile, broker.pid, **worker_options)
@@ -264,7 +262,7 @@ def run_variant(
         finally:
             tables.YOUNG_COLLECTION_ALLOCATIONS, tables.OLDER_COLLECTION_RATIO = thresholds
     finally:
-        perfkit.drop_topics(s, [spec.name for spec in specs] + [s.config_topic])
+        perfkit.rewind_worker(s, topic, PARTITIONS)
     timing = worker.timing
     if timing.produced != timing.messages:
         raise SystemExit(f"{timing.produced} records routed for {timing.messages}")
@@ -284,7 +282,9 @@ def main() -> None:
         action="store_true",
         help="read librdkafka's statistics every 200 ms (records per produce request; costs the loop time)",
     )
-    parser.add_argument("--warm-up", type=int, default=2, help="untimed runs on the new broker first (2)")
+    parser.add_argument(
+        "--warm-up", type=int, default=2, help="untimed runs on the new broker first (2, at least 1)"
+    )
     parser.add_argument(
         "--variant",
         action="append",
@@ -301,12 +301,20 @@ def main() -> None:
         topic = f"{base.topic_prefix}-orders"
         perfkit.create_topic(base, topic, PARTITIONS)
         perfkit.produce_input(base, topic, peer_workload.message_headers(args.messages))
-        for _ in range(args.warm_up):  # untimed: the broker warms up
-            run_variant(b, topic, {}, args)
+        prefix = f"profile{uuid.uuid4().hex[:8]}"
+        shared = perfkit.settings(b.bootstrap_servers, prefix=prefix)
+        perfkit.ready_topics(
+            shared,
+            perfkit.output_topics(
+                shared, peer_workload.config(peer_workload.apps(args.size), topic, PARTITIONS)
+            ),
+        )
+        for _ in range(max(1, args.warm_up)):  # untimed: the broker warms up, the destinations are written
+            run_variant(b, topic, prefix, {}, args)
         for rep in range(args.repeat):
             for i in range(len(variants)):
                 name, settings = variants[(rep + i) % len(variants)]
-                p = run_variant(b, topic, settings, args)
+                p = run_variant(b, topic, prefix, settings, args)
                 results[name].append(p)
                 shares = "  ".join(f"{part} {p.seconds[part] / p.wall:4.0%}" for part in PARTS)
                 rest = 1 - sum(p.seconds[part] for part in PARTS) / p.wall
