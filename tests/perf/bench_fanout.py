@@ -23,8 +23,8 @@ per second from its first batch until its last records are acknowledged and comm
 Prints each figure and its ratio to the fan-out pipe, to the windowed fan-out pipe (the same commit cadence as
 the worker: the ceiling with no routing work) and to the pipe, all of the same run. A worker routes the whole
 input once, untimed, before anything is measured (the broker warms up), into the destinations every later run
-writes: a new partition's first records cost the broker several times what later ones do (perfkit.ready_topics),
-so no run is measured on new topics. The workers run in a rotation that starts at another one in each repetition
+writes, back to back: partitions not written just before cost the broker several times the CPU per record
+(perfkit.ready_topics), so no run is measured on new topics. The workers run in a rotation that starts at another one in each repetition
 (a broker keeps getting faster for a while), each from the input's start (``perfkit.rewind_worker``).
 """
 
@@ -167,9 +167,9 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
         perfkit.ready_topics(base, outputs)
         # Untimed: a worker over the whole input first, into the topics every run then writes (each run, pipe or
         # worker, writes the same 110 destinations). The first runs on a new broker were measured up to 3x slower
-        # than the last ones whatever they ran (the broker warms up), and a partition's first few hundred records
-        # cost the broker several times what later ones do (perfkit.ready_topics): without this pass, whichever
-        # run wrote first paid for both.
+        # than the last ones whatever they ran (the broker warms up), and partitions not written just before cost
+        # the broker several times the CPU per record (perfkit.ready_topics): without this pass, whichever run
+        # wrote first paid for both.
         perfkit.write_config(base, warmup)
         perfkit.run_worker(base, args.messages)
         perfkit.rewind_worker(base, topic, args.partitions)

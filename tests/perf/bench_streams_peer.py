@@ -7,8 +7,7 @@ topic of ``--partitions`` partitions (200-byte values, four headers, keys ``k<i>
 ``peer_workload.py``: 10 apps with disjoint filters on a region, each record matching exactly one of its app's
 subscriptions, which combine customer ranges with order-type and amount conditions (at 1,000 subscriptions and
 more, 100 group topics of ``--partitions`` partitions). For each size and guarantee, in the same run, each router
-routes the whole input into topics of its own prefix, each partition past its first records as a router meets
-them in production (``perfkit.establish_topics``), which are read back and deleted before the other runs:
+routes the whole input into topics of its own prefix, which are read back and deleted before the other runs:
 
 * subroute: the worker as shipped (``subroute worker``, in this process and timed per batch as the other
   benchmarks time it), ``--guarantee at-least-once`` or ``exactly-once``;
@@ -139,11 +138,11 @@ def destinations(s: Settings, config: Config) -> list[str]:
 
 @contextlib.contextmanager
 def topics_of(s: Settings, config: Config) -> Iterator[None]:
-    """The output topics of ``config`` under ``s``'s prefix, each partition past its first records
-    (``perfkit.establish_topics``: both routers meet topics as in production), deleted afterwards, so that every
-    run meets a broker with the same partitions (it slows as they grow)."""
+    """The output topics of ``config`` under ``s``'s prefix (each partition written once, see ``ready_topics``),
+    deleted afterwards, so that every run meets a broker with the same partitions (it slows as they grow). Both
+    routers meet new topics alike: both pay what new partitions cost the broker (``perfkit.ready_topics``)."""
     specs = perfkit.output_topics(s, config)
-    perfkit.establish_topics(s, specs)
+    perfkit.ready_topics(s, specs)
     try:
         yield
     finally:

@@ -235,10 +235,12 @@ def ready_topics(s: Settings, specs: Sequence[TopicSpec]) -> None:
     """Create ``specs`` and write one record to each partition: a topic just created has no leaders yet, and the
     first run to write to 440 new partitions would otherwise be timed waiting for them.
 
-    That is not enough to compare two runs fairly: the first few hundred records of a new partition cost the local
-    broker several times the CPU of later ones, nearly all of it kernel time (measured: 30-98 µs per record against
-    7-10 µs on the same topics written once before; waiting 30 s after creating them did not lower it). A benchmark
-    that compares runs writes them all into topics one untimed run has written (``rewind_worker``)."""
+    That is not enough to compare two runs fairly: writing partitions that were not written just before costs the
+    local broker several times the CPU per record, nearly all of it kernel time (measured: 28-98 µs per record on
+    new topics, 26-31 on topics last written minutes before, against 7-10 on topics written seconds before by a
+    full pass; neither waiting 30 s after creating them nor 250 records per partition written just before lowered
+    it). A benchmark that compares runs writes them all, back to back, into the topics an untimed run has just
+    written (``rewind_worker``)."""
     ensure_topics(admin_client(s), list(specs))
     producer = Producer(producer_config(s))
     for spec in specs:
@@ -246,29 +248,6 @@ def ready_topics(s: Settings, specs: Sequence[TopicSpec]) -> None:
             continue  # read by the worker: a record there would be routed, and counted, as a pending one
         for partition in range(spec.partitions):
             producer.produce(spec.name, value=b"warm-up", partition=partition)
-    producer.flush(120)
-
-
-def establish_topics(s: Settings, specs: Sequence[TopicSpec], records_per_partition: int = 250) -> None:
-    """Create ``specs`` and write ``records_per_partition`` keyless 200-byte records to each partition but the
-    pending topics': topics as a router meets them in production, past their first records (``ready_topics``:
-    those cost the broker several times what later ones do; a first pass of about 230 records per partition was
-    measured to remove the difference, one of 11 not to). Readers that compare routed records skip these by their
-    missing key."""
-    ready_topics(s, specs)
-    producer = Producer(producer_config(s))
-    value = b"e" * 200
-    for spec in specs:
-        if spec.name.endswith(".pending"):
-            continue
-        for partition in range(spec.partitions):
-            for _ in range(records_per_partition):
-                while True:
-                    try:
-                        producer.produce(spec.name, value=value, partition=partition)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
     producer.flush(120)
 
 

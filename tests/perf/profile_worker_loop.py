@@ -217,8 +217,8 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
 def run_variant(
     broker: LocalBroker, topic: str, prefix: str, settings: dict[str, str], args: argparse.Namespace
 ) -> Profile:
-    """One worker run under ``prefix``, whose destination topics every run shares (``perfkit.ready_topics``: a
-    partition's first records cost the broker more), rewound to the input's start after it."""
+    """One worker run under ``prefix``, whose destination topics every run shares (``perfkit.ready_topics``:
+    partitions not written just before cost the broker more), rewound to the input's start after it."""
     bootstrap = broker.bootstrap_servers
     workload = peer_workload.apps(args.size)
     worker_options: dict[str, Any] = {"guarantee": args.guarantee}
