@@ -24,8 +24,9 @@ Prints each figure and its ratio to the fan-out pipe, to the windowed fan-out pi
 the worker: the ceiling with no routing work) and to the pipe, all of the same run. A worker routes the whole
 input once, untimed, before anything is measured (the broker warms up), into the destinations every later run
 writes, back to back: partitions not written just before cost the broker several times the CPU per record
-(perfkit.ready_topics), so no run is measured on new topics. The workers run in a rotation that starts at another one in each repetition
-(a broker keeps getting faster for a while), each from the input's start (``perfkit.rewind_worker``).
+(perfkit.ready_topics), so no run is measured on new topics. The workers run in a rotation that starts at another
+one in each repetition (a broker keeps getting faster for a while), each from the input's start
+(``perfkit.rewind_worker``).
 """
 
 from __future__ import annotations
@@ -162,6 +163,7 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
         runs = variants(args.sizes)
         warmup = config_of(runs[0], topic, args.partitions)
         outputs = perfkit.output_topics(base, warmup)
+        written = {spec.name for spec in outputs}
         # where the worker writes (it reads the pending topics)
         sinks = [spec.name for spec in outputs if not spec.name.endswith(".pending")]
         perfkit.ready_topics(base, outputs)
@@ -186,7 +188,7 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
         shift = rep % len(runs)
         for variant in runs[shift:] + runs[:shift]:
             config = config_of(variant, topic, args.partitions)
-            if {spec.name for spec in perfkit.output_topics(base, config)} != {spec.name for spec in outputs}:
+            if {spec.name for spec in perfkit.output_topics(base, config)} != written:
                 raise SystemExit(f"{variant.label}: its destinations are not the ones written before")
             perfkit.write_config(base, config)
             worker = perfkit.run_worker(

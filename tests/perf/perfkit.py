@@ -252,9 +252,9 @@ def ready_topics(s: Settings, specs: Sequence[TopicSpec]) -> None:
 
 
 def rewind_worker(s: Settings, topic: str, partitions: int) -> None:
-    """Commit the start of ``topic`` for the worker group of ``s``'s prefix: the next worker under that prefix routes
-    the whole input again, into the same (already written) destination topics. A commit outside the group's
-    membership, which every broker takes from a group with no members."""
+    """Commit the start of ``topic`` for the worker group of ``s``'s prefix: the next worker under that prefix
+    routes the whole input again, into the same (already written) destination topics. A commit outside the
+    group's membership, which every broker takes from a group with no members."""
     consumer = Consumer(consumer_config(s, wire.worker_group_id(s.topic_prefix)))
     try:
         consumer.commit(offsets=[TopicPartition(topic, p, 0) for p in range(partitions)], asynchronous=False)
