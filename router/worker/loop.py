@@ -50,7 +50,7 @@ from subroute.worker.options import WorkerOptions, worker_consumer_config
 from subroute.worker.pending import PendingPartitions
 from subroute.worker.schemas import BatchSchemas
 from subroute.worker.tables import TableBuilder, routing_collection
-from subroute.worker.tally import BatchTally, count_by_identity
+from subroute.worker.tally import BatchTally, count_labels
 from subroute.worker.waiting import WaitingReport
 
 __all__ = ["AT_LEAST_ONCE", "EXACTLY_ONCE", "GUARANTEES", "StartupTimeout", "Worker", "WorkerOptions"]
@@ -289,9 +289,9 @@ class Worker:
         self.consumers.holders.window = self.checkpoint.window.number  # the window this batch's records join
         args = (self.consumer, self.assignment, self.checkpoint)
         tally = self.batches.route_batch(table, batch, lag, now_ms, *args)
-        distinct = count_by_identity(tally.decisions)  # counted once, for the metrics and the waiting report
-        tally.publish(self.metrics, distinct)
-        self.waiting.note(distinct, lag.absent)
+        counted = count_labels(tally.decisions)  # counted once, for the waiting report and the metrics
+        self.waiting.note(counted.items(), lag.absent)
+        tally.publish(self.metrics, counted)
         self.checkpoint.add(tally)
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
         return tally

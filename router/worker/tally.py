@@ -1,15 +1,18 @@
 """What one batch did, counted in plain dicts and lists, then added to the metrics once per batch.
 
-A labelled counter costs a lock and a lookup per call; most decisions are made once per table, so a batch holds
-few distinct decision objects, and counting each object once (by identity) is cheap; those are then summed by
-the labels they count under, so each labelled counter is looked up once per batch.
+A labelled counter costs a lock and a lookup per call, so a batch's decisions are first counted by the labels
+they count under (``count_labels``), and each labelled counter is looked up once per batch. The counting runs in
+C over the batch: at 10,000 subscriptions a batch of 2,000 records holds over a thousand distinct decision
+objects (one per subscription matched) but a few dozen label sets; a Python step per distinct decision made
+the batch's metrics cost 0.9 µs per record, against 0.5 now (issue 26).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TypeVar
 
 from subroute.ops.metrics import RouterMetrics
@@ -18,6 +21,16 @@ from subroute.routing.envelope import OutRecord
 from subroute.wire import EXPIRED
 
 _T = TypeVar("_T")
+
+# What a decision is counted under: its action's value, app, group and reason. The action by its value: Enum's
+# ``__hash__`` is Python code, which hashing the member itself would run once per decision.
+DecisionLabels = tuple[str, str, str | None, str | None]
+labels_of: attrgetter[DecisionLabels] = attrgetter("action._value_", "app", "group", "reason")
+
+
+def count_labels(decisions: Iterable[Decision]) -> Counter[DecisionLabels]:
+    """How many of ``decisions`` count under each label set (in C, not per decision in Python)."""
+    return Counter(map(labels_of, decisions))
 
 
 def count_by_identity(items: list[_T]) -> list[tuple[_T, int]]:
@@ -58,9 +71,9 @@ class BatchTally:
     decode_errors: dict[str, dict[str, int]] = field(default_factory=dict)  # app -> property -> count
     evaluation_errors: dict[str, int] = field(default_factory=dict)
 
-    def publish(self, metrics: RouterMetrics, distinct: list[tuple[Decision, int]] | None = None) -> None:
-        """Add this batch's counts to the metrics (``distinct``: ``count_by_identity(self.decisions)``, when the
-        caller has it already)."""
+    def publish(self, metrics: RouterMetrics, counted: Counter[DecisionLabels] | None = None) -> None:
+        """Add this batch's counts to the metrics (``counted``: ``count_labels(self.decisions)``, when the caller
+        has it already; it is added to)."""
         if self.messages_in:
             metrics.messages_in.inc(self.messages_in)
         if self.age_ms is not None:
@@ -72,32 +85,34 @@ class BatchTally:
                 metrics.property_decode_errors.labels(app, prop).inc(count)
         for app, count in self.evaluation_errors.items():
             metrics.evaluation_errors.labels(app).inc(count)
-        # Distinct decisions can share their labels (at 10,000 subscriptions a batch holds a decision object per
-        # subscription it matched, most of a few groups): a labelled counter is looked up once per label set.
-        totals: dict[tuple[Action, str, str | None, str | None], int] = {}
-        example: dict[tuple[Action, str, str | None, str | None], Decision] = {}
-        filtered = [(d, count) for ds, count in count_by_identity(self.filtered) for d in ds]
-        for decision, count in (*(distinct or count_by_identity(self.decisions)), *filtered):
-            key = (decision.action, decision.app, decision.group, decision.reason)
-            totals[key] = totals.get(key, 0) + count
-            example.setdefault(key, decision)
-        for key, count in totals.items():
-            count_decision(metrics, example[key], redriven=False, count=count)
+        totals = count_labels(self.decisions) if counted is None else counted
+        # Filtered decisions come as one tuple per record, usually the same tuple made once per table.
+        for decisions, count in count_by_identity(self.filtered):
+            for labels in map(labels_of, decisions):
+                totals[labels] += count
+        for labels, count in totals.items():
+            count_under(metrics, labels, redriven=False, count=count)
 
 
 def count_decision(metrics: RouterMetrics, decision: Decision, redriven: bool, count: int = 1) -> None:
-    if decision.action is Action.ROUTE:
-        metrics.routed.labels(decision.app, decision.group).inc(count)
+    count_under(metrics, labels_of(decision), redriven, count)
+
+
+def count_under(metrics: RouterMetrics, labels: DecisionLabels, redriven: bool, count: int = 1) -> None:
+    """``count`` decisions of the label set ``labels`` added to their counters."""
+    action, app, group, reason = labels
+    if action == Action.ROUTE.value:
+        metrics.routed.labels(app, group).inc(count)
         if redriven:
-            metrics.redriven.labels(decision.app).inc(count)
-    elif decision.action is Action.FILTERED:
-        metrics.filtered.labels(decision.app).inc(count)
-    elif decision.action is Action.PENDING:
+            metrics.redriven.labels(app).inc(count)
+    elif action == Action.FILTERED.value:
+        metrics.filtered.labels(app).inc(count)
+    elif action == Action.PENDING.value:
         if not redriven:
-            metrics.pending.labels(decision.app).inc(count)
-    elif decision.action is Action.DROP:  # only ever an expired record (on_expire: drop)
-        metrics.expired.labels(decision.app, Action.DROP.value).inc(count)
+            metrics.pending.labels(app).inc(count)
+    elif action == Action.DROP.value:  # only ever an expired record (on_expire: drop)
+        metrics.expired.labels(app, Action.DROP.value).inc(count)
     else:
-        metrics.dead_lettered.labels(decision.app, decision.reason or "unknown").inc(count)
-        if decision.reason == EXPIRED:
-            metrics.expired.labels(decision.app, Action.DEAD_LETTER.value).inc(count)
+        metrics.dead_lettered.labels(app, reason or "unknown").inc(count)
+        if reason == EXPIRED:
+            metrics.expired.labels(app, Action.DEAD_LETTER.value).inc(count)

@@ -13,10 +13,11 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from subroute.routing.decisions import Action, Decision
+from subroute.routing.decisions import Action
 from subroute.routing.explain import waiting_advice
 from subroute.routing.snapshot import GroupId
 from subroute.wire import NO_CONSUMER
+from subroute.worker.tally import DecisionLabels
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +32,12 @@ class WaitingReport:
         # per app: the absent groups last warned about, when, and the records parked since
         self._warned: dict[str, tuple[frozenset[str], float, int]] = {}
 
-    def note(self, decisions: Iterable[tuple[Decision, int]], absent: frozenset[GroupId]) -> None:
-        """``decisions``: a batch's decisions with their counts (``tally.count_by_identity``)."""
+    def note(self, counted: Iterable[tuple[DecisionLabels, int]], absent: frozenset[GroupId]) -> None:
+        """``counted``: a batch's decisions counted by their labels (``tally.count_labels``)."""
         parked: dict[str, int] = {}
-        for decision, count in decisions:
-            if decision.action is Action.PENDING and decision.reason == NO_CONSUMER:
-                parked[decision.app] = parked.get(decision.app, 0) + count
+        for (action, app, _group, reason), count in counted:
+            if action == Action.PENDING.value and reason == NO_CONSUMER:
+                parked[app] = parked.get(app, 0) + count
         now = self._clock()
         for app, count in parked.items():
             groups = frozenset(group for owner, group in absent if owner == app)

@@ -9,11 +9,12 @@ import pytest
 
 from subroute.routing.decisions import Action, Decision
 from subroute.wire import CAPACITY, NO_CONSUMER
+from subroute.worker.tally import labels_of
 from subroute.worker.waiting import WaitingReport
 
-WAITING = Decision("billing", Action.PENDING, reason=NO_CONSUMER)
-FULL = Decision("billing", Action.PENDING, reason=CAPACITY)
-ROUTED = Decision("billing", Action.ROUTE, "vip", "*")
+WAITING = labels_of(Decision("billing", Action.PENDING, reason=NO_CONSUMER))
+FULL = labels_of(Decision("billing", Action.PENDING, reason=CAPACITY))
+ROUTED = labels_of(Decision("billing", Action.ROUTE, "vip", "*"))
 
 
 def test_one_warning_per_app_naming_the_consumer_groups_and_presence_ignored(
