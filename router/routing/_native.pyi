@@ -2,11 +2,13 @@
 
 What it is handed is declared once, in router/routing/native_boundary.py: TypedDicts the native side reads by
 key (``PlanSpec``, ``EntrySpec``, ``DeciderSpec``, ``RouteGroup``, ``BatchState`` and the structures in them).
-What it makes is a class of this module with named attributes (``Matches``, ``BatchOutcome``), or a
-``decisions.RouteResult`` or ``decisions.Decision`` whose fields it sets by name. A record's headers are
-confluent-kafka's ``[(name, value)]`` list (``wire.HeadersIn``); it and the routed records of ``input_records``
-with their envelopes (``envelope.OutRecord``, ``envelope.DecisionHeaders``: what ``Producer.produce`` takes) are
-the structures read and made by position.
+What it makes is a class of this module with named attributes (``Matches``, ``BatchOutcome``,
+``ConsumedBatch``, ``InputSpan``), or a ``decisions.RouteResult``, ``decisions.Decision`` or ``envelope.InputRecord`` whose
+fields it sets by name. A record's headers are confluent-kafka's ``[(name, value)]`` list (``wire.HeadersIn``);
+it and the routed records of ``input_records`` with their envelopes (``envelope.OutRecord``,
+``envelope.DecisionHeaders``: what ``Producer.produce`` takes) are the structures read and made by position. The
+consumed records ``read_inputs`` reads are confluent-kafka's ``Message``s (``envelope.ConsumedRecord``), read
+through their methods.
 ``READS`` and ``MAKES`` say what the module was built to read and make; native_boundary.py compares them with
 its declarations at import.
 """
@@ -14,7 +16,7 @@ its declarations at import.
 from collections.abc import Callable, Iterable, Sequence
 
 from subroute.routing.decisions import Action, Decision, RouteResult
-from subroute.routing.envelope import DecisionHeaders, InputRecord, OutRecord
+from subroute.routing.envelope import ConsumedRecord, DecisionHeaders, InputRecord, OutRecord
 from subroute.routing.native_boundary import (
     AvroNode,
     AvroRead,
@@ -50,6 +52,34 @@ def input_records(
 ) -> list[OutRecord]:
     """The routed records of ``messages`` in order, as ``envelope.records_for`` makes each message's
     (router/routing/native_envelope.py)."""
+
+def read_inputs(
+    batch: Sequence[ConsumedRecord], record_type: type[InputRecord], pending_topics: dict[str, str]
+) -> ConsumedBatch:
+    """``batch`` read: each record without error as ``InputRecord.of`` reads it (made field by field), those of
+    ``pending_topics`` apart from the others (router/routing/native_inputs.py)."""
+
+class ConsumedBatch:
+    """A consumed batch, read (``read_inputs``): each list in batch order."""
+
+    inputs: list[InputRecord]
+    """The records of input topics."""
+    pending: list[InputRecord]
+    """The records of pending topics."""
+    errors: list[ConsumedRecord]
+    """The messages that carry an error, as they are."""
+    spans: list[InputSpan]
+    """Per input partition, in the order first met, the offsets its records span."""
+
+class InputSpan:
+    """The offsets an input partition's records span in a consumed batch."""
+
+    topic: str
+    partition: int
+    first: int
+    """The first offset of the partition's records in the batch."""
+    end: int
+    """The offset after the last one: the position to commit once they are routed."""
 
 class BodyReading:
     """What ``read_json`` found: the values by property, and the properties that failed (each counted once)."""

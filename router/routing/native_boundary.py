@@ -3,10 +3,11 @@ declared once here, and the check that the built module agrees with these declar
 
 What Python hands over is a TypedDict, which Rust reads by key (router/routing/native/src/boundary.rs); what Rust
 makes for Python is either a class of the native module with named attributes (``_native.pyi``) or an object of a
-Python class whose fields it sets by name (``RouteResult`` and ``Decision``, whose ``__init__`` it does not call:
-a call by keyword would cost about a third of a record's routing). So no tuple is read by position, and no
-dataclass's field order is a contract. The one exception is a record's headers: confluent-kafka's
-``[(name, value)]`` list, read as the client gives it (``wire.HeadersIn``).
+Python class whose fields it sets by name (``RouteResult``, ``Decision`` and ``InputRecord``, whose ``__init__``
+it does not call: a call by keyword would cost about a third of a record's routing). So no tuple is read by
+position, and no dataclass's field order is a contract. The exceptions are what the client defines: a record's
+headers, confluent-kafka's ``[(name, value)]`` list, read as the client gives it (``wire.HeadersIn``), and the
+records ``Producer.produce`` takes (``_native.pyi`` says which).
 
 At import, the module's own lists of the structures it reads (``_native.READS``) and of the fields it sets
 (``_native.MAKES``) are compared with the declarations below: a module built from other sources (an editable
@@ -23,6 +24,7 @@ from typing import Literal, TypedDict
 # Re-exported: the modules of the native side import it from here, so that nothing uses it unchecked.
 from subroute.routing import _native as _native
 from subroute.routing.decisions import Action, Decision, RouteResult
+from subroute.routing.envelope import InputRecord
 
 PropertyType = Literal["string", "int", "bool", "float"]
 # Operators as the expressions' AST spells them (subroute.expressions.ast).
@@ -400,7 +402,7 @@ READ: dict[str, type] = {
     )
 }
 # The Python classes the native module makes objects of, setting each field by name.
-MADE: dict[str, type] = {cls.__name__: cls for cls in (RouteResult, Decision)}
+MADE: dict[str, type] = {cls.__name__: cls for cls in (RouteResult, Decision, InputRecord)}
 
 
 def mismatches(module: ModuleType) -> list[str]:

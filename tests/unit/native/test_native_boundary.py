@@ -31,7 +31,7 @@ def _module(reads: dict[str, list[str]], makes: dict[str, list[str]]) -> ModuleT
 def test_the_built_module_reads_and_makes_what_is_declared() -> None:
     assert native_boundary.mismatches(_native) == []
     assert set(_native.READS) == set(native_boundary.READ)
-    assert set(_native.MAKES) == {"RouteResult", "Decision"}
+    assert set(_native.MAKES) == {"RouteResult", "Decision", "InputRecord"}
 
 
 def test_a_module_built_from_other_sources_fails_by_name() -> None:
@@ -63,7 +63,16 @@ def test_the_reference_imports_nothing_native() -> None:
 def test_the_stub_documents_every_class_and_method_and_no_tuple_crosses() -> None:
     stub = STUB.read_text()
     assert "tuple[" not in stub
-    classes = ("Entry", "Matches", "Candidates", "NativePlan", "BatchOutcome", "NativeDecider")
+    classes = (
+        "Entry",
+        "Matches",
+        "Candidates",
+        "NativePlan",
+        "BatchOutcome",
+        "NativeDecider",
+        "ConsumedBatch",
+        "InputSpan",
+    )
     for name in (*classes, "AvroBodyReader", "AvroReading"):
         assert hasattr(_native, name) and f"class {name}:" in stub
         assert getattr(_native, name).__module__ == "subroute.routing._native"

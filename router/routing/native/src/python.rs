@@ -197,14 +197,14 @@ fn gate_spec(gate: Option<&Bound<'_, PyAny>>) -> PyResult<GateSpec> {
 /// each record, would cost more than deciding it). `router/routing/native_boundary.py` checks at import that
 /// the class has exactly the fields set here (`MAKES`) and no `__post_init__`. Fields are set as
 /// `object.__setattr__` sets them, so a frozen dataclass is made as its own `__init__` makes it.
-struct Maker {
+pub(crate) struct Maker {
     /// `object.__new__` and its argument, the class.
     new: Py<PyAny>,
     args: Py<PyTuple>,
 }
 
 impl Maker {
-    fn new(cls: &Bound<'_, PyAny>) -> PyResult<Maker> {
+    pub(crate) fn new(cls: &Bound<'_, PyAny>) -> PyResult<Maker> {
         let py = cls.py();
         let cls = cls.cast::<PyType>()?;
         let object = py.get_type::<PyAny>();
@@ -214,7 +214,7 @@ impl Maker {
         })
     }
 
-    fn make<'py>(
+    pub(crate) fn make<'py>(
         &self,
         py: Python<'py>,
         fields: &[(&Py<PyString>, &Bound<'py, PyAny>)],
@@ -1204,6 +1204,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BatchOutcome>()?;
     crate::python_avro::register(m)?;
     crate::python_envelope::register(m)?;
+    crate::python_inputs::register(m)?;
     let reads = PyDict::new(py);
     for (name, keys) in boundary::READS {
         reads.set_item(name, PyList::new(py, *keys)?)?;
@@ -1212,5 +1213,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let makes = PyDict::new(py);
     makes.set_item("RouteResult", PyList::new(py, RESULT_FIELDS)?)?;
     makes.set_item("Decision", PyList::new(py, DECISION_FIELDS)?)?;
+    makes.set_item(
+        "InputRecord",
+        PyList::new(py, crate::python_inputs::INPUT_FIELDS)?,
+    )?;
     m.add("MAKES", makes)
 }
