@@ -15,8 +15,9 @@ each as input records per second from its first batch until its last records are
 
 Prints records/s, each worker's ratio to the two fan-out pipes over its own input, and body / headers; with
 ``--repeat`` above 1, the medians too. A worker routes the whole header input once, untimed, before anything is
-measured (the broker warms up), and the fan-out pipe once, untimed, too; each repetition starts with the other
-kind of input.
+measured (the broker warms up, and every destination is written: each run, pipe or worker, writes the same
+ones, its group rewound to the input's start between runs), and the fan-out pipe once, untimed, too; each
+repetition starts with the other kind of input.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from bench_body_properties import PATHS, body_config, order_value
 from confluent_kafka import Producer
 
 from subroute.config.model import Config
-from subroute.kafka.clients import TopicSpec
 from subroute.ops.settings import Settings
 from subroute.wire import Headers
 
@@ -80,40 +80,40 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
             perfkit.create_topic(base, topics[kind], args.partitions)
             produce(base, topics[kind], records)
         warmup = config_for("headers", args.sizes[0], topics["headers"], args.partitions)
-        sinks = [
-            spec.name for spec in perfkit.output_topics(base, warmup) if not spec.name.endswith(".pending")
-        ]
-        perfkit.ready_topics(base, [TopicSpec(name, args.partitions) for name in sinks])
-        warm = perfkit.settings(b.bootstrap_servers)  # untimed: the broker warms up
-        perfkit.ready_topics(warm, perfkit.output_topics(warm, warmup))
-        perfkit.write_config(warm, warmup)
-        perfkit.run_worker(warm, args.messages)
-        perfkit.drop_topics(warm, [spec.name for spec in perfkit.output_topics(warm, warmup)])
+        outputs = perfkit.output_topics(base, warmup)
+        written = {spec.name for spec in outputs}
+        # where the worker writes (it reads the pending topics)
+        sinks = [spec.name for spec in outputs if not spec.name.endswith(".pending")]
+        perfkit.ready_topics(base, outputs)
+        # Untimed: a worker over the whole header input first (the broker warms up), into the topics every run
+        # then writes: pipes and workers, both kinds, write the same 110 destinations. Partitions not written
+        # just before cost the broker several times the CPU per record (perfkit.ready_topics), so runs that
+        # wrote new topics were measured against runs that did not before.
+        perfkit.write_config(base, warmup)
+        perfkit.run_worker(base, args.messages)
+        perfkit.rewind_worker(base, topics["headers"], args.partitions)
         # Untimed too: the pipe once. Whichever pipe ran first was measured 3x slower than the same pipe later.
-        bench_fanout.fanout_pipe(
-            perfkit.settings(b.bootstrap_servers), topics["headers"], sinks, args.messages, window=None
-        )
+        bench_fanout.fanout_pipe(base, topics["headers"], sinks, args.messages, window=None)
         figures: dict[str, float] = {}
         order = KINDS if rep % 2 == 0 else KINDS[::-1]
         for window in (None, WINDOW):
             for kind in order:
-                pipe = perfkit.settings(b.bootstrap_servers)
                 figures[pipe_label(kind, window)] = bench_fanout.fanout_pipe(
-                    pipe, topics[kind], sinks, args.messages, window=window
+                    base, topics[kind], sinks, args.messages, window=window
                 ).rate
         for size in args.sizes:
             for kind in order:
-                s = perfkit.settings(b.bootstrap_servers)
                 config = config_for(kind, size, topics[kind], args.partitions)
-                perfkit.ready_topics(s, perfkit.output_topics(s, config))
-                perfkit.write_config(s, config)
-                timing = perfkit.run_worker(s, args.messages).timing
+                if {spec.name for spec in perfkit.output_topics(base, config)} != written:
+                    raise SystemExit(f"{kind} at {size}: its destinations are not the ones written before")
+                perfkit.write_config(base, config)
+                timing = perfkit.run_worker(base, args.messages).timing
+                perfkit.rewind_worker(base, topics[kind], args.partitions)
                 if timing.produced != timing.messages:
                     raise SystemExit(
                         f"{kind} at {size}: {timing.produced} records routed for {timing.messages}"
                     )
                 figures[label(kind, size)] = timing.rate
-                perfkit.drop_topics(s, [spec.name for spec in perfkit.output_topics(s, config)])
         print(
             f"({len(sinks)} destinations of {args.partitions} partitions, {args.messages:,} records per run)"
         )
