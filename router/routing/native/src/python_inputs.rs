@@ -86,10 +86,16 @@ fn read_inputs<'py>(
         let partition = raw.call_method0(intern!(py, "partition"))?;
         let offset = raw.call_method0(intern!(py, "offset"))?;
         let key = raw.call_method0(intern!(py, "key"))?;
-        let fields = [
-            &topic, &headers, &timestamp, &value, &partition, &offset, &key,
+        let [n_topic, n_headers, n_timestamp, n_value, n_partition, n_offset, n_key] = &names;
+        let made = [
+            (n_topic, &topic),
+            (n_headers, &headers),
+            (n_timestamp, &timestamp),
+            (n_value, &value),
+            (n_partition, &partition),
+            (n_offset, &offset),
+            (n_key, &key),
         ];
-        let made: Vec<(&Py<PyString>, &Bound<'py, PyAny>)> = names.iter().zip(fields).collect();
         let record = maker.make(py, &made)?;
         if pending_topics.contains(&topic)? {
             pending.push(record);
