@@ -80,18 +80,9 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
             perfkit.create_topic(base, topics[kind], args.partitions)
             produce(base, topics[kind], records)
         warmup = config_for("headers", args.sizes[0], topics["headers"], args.partitions)
-        outputs = perfkit.output_topics(base, warmup)
-        written = {spec.name for spec in outputs}
-        # where the worker writes (it reads the pending topics)
-        sinks = [spec.name for spec in outputs if not spec.name.endswith(".pending")]
-        perfkit.ready_topics(base, outputs)
-        # Untimed: a worker over the whole header input first (the broker warms up), into the topics every run
-        # then writes: pipes and workers, both kinds, write the same 110 destinations. Partitions not written
-        # just before cost the broker several times the CPU per record (perfkit.ready_topics), so runs that
-        # wrote new topics were measured against runs that did not before.
-        perfkit.write_config(base, warmup)
-        perfkit.run_worker(base, args.messages)
-        perfkit.rewind_worker(base, topics["headers"], args.partitions)
+        # pipes and workers, both kinds, write these 110 destinations (and the workers their pending topics)
+        written = perfkit.write_destinations(base, warmup, topics["headers"], args.messages, args.partitions)
+        sinks = written.sinks
         # Untimed too: the pipe once. Whichever pipe ran first was measured 3x slower than the same pipe later.
         bench_fanout.fanout_pipe(base, topics["headers"], sinks, args.messages, window=None)
         figures: dict[str, float] = {}
@@ -104,7 +95,7 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
         for size in args.sizes:
             for kind in order:
                 config = config_for(kind, size, topics[kind], args.partitions)
-                if {spec.name for spec in perfkit.output_topics(base, config)} != written:
+                if {spec.name for spec in perfkit.output_topics(base, config)} != written.names:
                     raise SystemExit(f"{kind} at {size}: its destinations are not the ones written before")
                 perfkit.write_config(base, config)
                 timing = perfkit.run_worker(base, args.messages).timing

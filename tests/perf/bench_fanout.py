@@ -162,19 +162,9 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
         perfkit.produce_input(base, topic, perfkit.message_headers(args.messages))
         runs = variants(args.sizes)
         warmup = config_of(runs[0], topic, args.partitions)
-        outputs = perfkit.output_topics(base, warmup)
-        written = {spec.name for spec in outputs}
-        # where the worker writes (it reads the pending topics)
-        sinks = [spec.name for spec in outputs if not spec.name.endswith(".pending")]
-        perfkit.ready_topics(base, outputs)
-        # Untimed: a worker over the whole input first, into the topics every run then writes (each run, pipe or
-        # worker, writes the same 110 destinations). The first runs on a new broker were measured up to 3x slower
-        # than the last ones whatever they ran (the broker warms up), and partitions not written just before cost
-        # the broker several times the CPU per record (perfkit.ready_topics): without this pass, whichever run
-        # wrote first paid for both.
-        perfkit.write_config(base, warmup)
-        perfkit.run_worker(base, args.messages)
-        perfkit.rewind_worker(base, topic, args.partitions)
+        # each run, pipe or worker, writes these 110 destinations (and the worker its pending topics)
+        written = perfkit.write_destinations(base, warmup, topic, args.messages, args.partitions)
+        sinks = written.sinks
         figures = {
             "pipe": perfkit.run_pipe(
                 perfkit.settings(b.bootstrap_servers), topic, f"{topic}-copy", args.messages
@@ -188,7 +178,7 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
         shift = rep % len(runs)
         for variant in runs[shift:] + runs[:shift]:
             config = config_of(variant, topic, args.partitions)
-            if {spec.name for spec in perfkit.output_topics(base, config)} != written:
+            if {spec.name for spec in perfkit.output_topics(base, config)} != written.names:
                 raise SystemExit(f"{variant.label}: its destinations are not the ones written before")
             perfkit.write_config(base, config)
             worker = perfkit.run_worker(
