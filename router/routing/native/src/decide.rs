@@ -10,6 +10,7 @@ use blake2::Blake2bVar;
 use crate::bodies::{BodyProperty, RouteBodies, Schemas, Scratch, Source};
 use crate::decode::{decode, is_python_space, PropType};
 use crate::plan::{Batch, FxMap, Header, Matches};
+use crate::prefetch::{prefetch, AHEAD};
 
 /// How an app chooses among the matching candidates of one priority level (`AppConfig.fairness`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -475,6 +476,7 @@ impl Decider {
         let mut out = Decided::default();
         let mut lists = Lists::default();
         for (r, &(start, end)) in batch.records.iter().enumerate() {
+            self.ask_ahead(matches, r);
             let route = routes
                 .get(record_routes[r] as usize)
                 .ok_or("unknown route")?;
@@ -581,6 +583,34 @@ impl Decider {
             });
         }
         Ok(out)
+    }
+
+    /// Asks for what deciding record `r + AHEAD` will read of its matches, in three steps whose reads each
+    /// wait on the one before: the positions' owners (`2 × AHEAD` ahead), their `Hit`s (`AHEAD` ahead), the
+    /// candidates those name (`AHEAD / 2` ahead). At 100,000 subscriptions each is a miss in a table of
+    /// 10,000 per app.
+    fn ask_ahead(&self, matches: &Matches, r: usize) {
+        let ahead = |k: usize| (r + k < matches.len()).then(|| matches.record(r + k).0);
+        let hit = |p: u32| {
+            let app = &self.apps[*self.owner.get(p as usize)? as usize];
+            let at = p.checked_sub(app.spec.span.0)?;
+            Some((app, app.by_position.get(at as usize)?))
+        };
+        for &p in ahead(2 * AHEAD).unwrap_or_default() {
+            prefetch(self.owner.as_ptr().wrapping_add(p as usize));
+        }
+        for &p in ahead(AHEAD).unwrap_or_default() {
+            if let Some((_, h)) = hit(p) {
+                prefetch(h);
+            }
+        }
+        for &p in ahead(AHEAD / 2).unwrap_or_default() {
+            if let Some(c) =
+                hit(p).and_then(|(app, h)| app.spec.candidates.get(h.candidate as usize))
+            {
+                prefetch(c);
+            }
+        }
     }
 
     /// The message-group key app `a` reads off a record (`group_key_of`); None when the app has no group_by.
