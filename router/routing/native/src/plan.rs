@@ -9,6 +9,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::decode::{decode, Decoded, PropType};
 use crate::like::{code_points, LikePattern};
+use crate::prefetch::{prefetch, AHEAD};
 
 /// A small multiplicative hash (the Fx hash of rustc): the tables hash short strings and integers on every
 /// record, where SipHash's flooding resistance buys nothing (keys come from the configuration, not from
@@ -324,6 +325,23 @@ impl EqIndex {
         lists.chain(self.bool.iter()).flatten().map(|c| c.sub)
     }
 
+    /// Asks for what `probe` of `v` will read at `step`.
+    fn ask(&self, v: V<'_>, step: Step) {
+        match v {
+            V::Int(i) => {
+                self.int.ask(&(i as u64), step);
+                self.num_i.ask(&(i as u64), step);
+            }
+            V::Float(f) => match num_key(Num::F(f)) {
+                Key::NumI(i) => self.num_i.ask(&(i as u64), step),
+                Key::NumF(bits) => self.num_f.ask(&bits, step),
+                _ => {}
+            },
+            V::Str(s) => self.str.ask(s, step),
+            V::Null | V::Bool(_) => {} // two short lists of their own
+        }
+    }
+
     fn probe(&self, v: V<'_>, out: &mut Vec<Cand>) {
         match v {
             V::Null => {}
@@ -442,6 +460,18 @@ impl<K: KeyedKey> Keyed<K> {
     /// The first slot to look in for a key hashed (or, for ints, keyed) `h`.
     fn home(&self, h: u64) -> usize {
         (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+    }
+
+    /// Asks for what `get(probe)` will read at `step`: its home slot, or (that slot cached) the candidates
+    /// it holds.
+    fn ask(&self, probe: &K::Probe, step: Step) {
+        if self.slots.is_empty() {
+            return;
+        }
+        match step {
+            Step::Slots => prefetch(&self.slots[self.home(K::hash_of(probe))]),
+            Step::Candidates => ask_list(self.get(probe)),
+        }
     }
 
     fn get(&self, probe: &K::Probe) -> &[Cand] {
@@ -662,6 +692,13 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// Record `r`'s headers and typed (body) values.
+    pub fn record(&self, r: usize) -> (&[Header], &[(u32, Typed)]) {
+        let (start, end) = self.records[r];
+        let typed = (self.typed_records.get(r)).map_or(&[][..], |&(s, e)| &self.typed[s..e]);
+        (&self.headers[start..end], typed)
+    }
+
     pub fn push_header(&mut self, name: u32, value: Option<&[u8]>) {
         let value = value.map(|v| {
             let start = self.bytes.len();
@@ -785,6 +822,51 @@ struct Ctx<'a> {
     /// Subscriptions the indexes listed and those evaluated so far (`Plan::candidate_counts`).
     listed: usize,
     evaluated: usize,
+}
+
+impl Ctx<'_> {
+    /// A new record: a new generation stamps its memo entries and opened groups.
+    fn next_record(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            // The stamps wrapped: clear them so no stale entry looks current.
+            self.memo_gen.iter_mut().for_each(|g| *g = 0);
+            self.open.iter_mut().for_each(|g| *g = 0);
+            self.generation = 1;
+        }
+    }
+}
+
+/// The most property slots `Plan::match_all` keeps per record for its second pass (24 bytes each: at most
+/// 1.5 MB for a batch of 2,000 records); a plan with more matches record by record.
+const ASK_AHEAD_SLOTS: usize = 32;
+
+/// The steps of asking ahead for an index probe, each a few records after the one before: the equality
+/// tables' slots a record's values hash to, then (the slots cached) the candidate lists they point at.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Slots,
+    Candidates,
+}
+
+/// What `Plan::match_all`'s first pass kept of every record: its properties (`slots` per record) and the
+/// groups it opened.
+struct Ahead<'p, 'a> {
+    props: &'p [Option<V<'a>>],
+    slots: usize,
+    opened: &'p [u32],
+    opened_ends: &'p [usize],
+}
+
+impl<'a> Ahead<'_, 'a> {
+    fn props(&self, r: usize) -> &[Option<V<'a>>] {
+        &self.props[r * self.slots..(r + 1) * self.slots]
+    }
+
+    fn opened(&self, r: usize) -> &[u32] {
+        let start = if r == 0 { 0 } else { self.opened_ends[r - 1] };
+        &self.opened[start..self.opened_ends[r]]
+    }
 }
 
 impl Plan {
@@ -1071,16 +1153,81 @@ impl Plan {
     }
 
     /// `match_batch_with_errors` into one `Matches`, with each header's decoding outcomes.
+    ///
+    /// In two passes, so that each record's index probes can be asked for ahead (`ask_ahead`): the first
+    /// decodes every record and matches what requires no group (which settles the groups a record opens); the
+    /// second probes and evaluates each record's opened groups, knowing already what the records after it will
+    /// probe. The matches are those `match_record` makes record by record: a record's memo starts afresh in
+    /// the second pass, and a node's value is a pure function of the record's properties.
     pub fn match_all(&self, batch: &Batch, errors: bool) -> Matches {
+        if self.slot_count > ASK_AHEAD_SLOTS {
+            return self.match_one_by_one(batch, errors);
+        }
+        let n = batch.records.len();
+        let mut ctx = self.context();
+        let mut out = Matches {
+            decoded: Vec::with_capacity(batch.headers.len()),
+            ..Matches::default()
+        };
+        let mut first = Matches::default();
+        let mut props = Vec::with_capacity(n * self.slot_count);
+        let (mut opened, mut opened_ends) = (Vec::new(), Vec::with_capacity(n));
+        for r in 0..n {
+            let (headers, typed) = batch.record(r);
+            self.read_record(headers, typed, &batch.bytes, &mut ctx, &mut out.decoded);
+            self.match_groupless(&mut ctx, errors, &mut first.matched, &mut first.failed);
+            first.ends.push((first.matched.len(), first.failed.len()));
+            props.extend_from_slice(&ctx.props);
+            opened.extend_from_slice(&ctx.opened);
+            opened_ends.push(opened.len());
+        }
+        let ahead = Ahead {
+            props: &props,
+            slots: self.slot_count,
+            opened: &opened,
+            opened_ends: &opened_ends,
+        };
+        for r in 0..n {
+            self.ask_ahead(&ahead, r + 2 * AHEAD, Step::Slots);
+            self.ask_ahead(&ahead, r + AHEAD, Step::Candidates);
+            ctx.next_record();
+            ctx.props.copy_from_slice(ahead.props(r));
+            let (matched, failed) = first.record(r);
+            let (out_start, failed_start) = (out.matched.len(), out.failed.len());
+            out.matched.extend_from_slice(matched);
+            out.failed.extend_from_slice(failed);
+            for &g in ahead.opened(r) {
+                self.match_group(g, &mut ctx, errors, &mut out.matched, &mut out.failed);
+            }
+            sort_dedup_from(&mut out.matched, out_start);
+            sort_dedup_from(&mut out.failed, failed_start);
+            out.ends.push((out.matched.len(), out.failed.len()));
+        }
+        out
+    }
+
+    /// `match_all` record by record, nothing asked for ahead: for plans of more property slots than the first
+    /// pass should keep for a whole batch.
+    fn match_one_by_one(&self, batch: &Batch, errors: bool) -> Matches {
         let mut ctx = self.context();
         let mut out = Matches {
             decoded: Vec::with_capacity(batch.headers.len()),
             ..Matches::default()
         };
         for r in 0..batch.records.len() {
-            self.match_nth(batch, r, &mut ctx, errors, &mut out);
+            let (headers, typed) = batch.record(r);
+            self.match_record(headers, typed, &batch.bytes, &mut ctx, errors, &mut out);
         }
         out
+    }
+
+    /// Asks for what record `r`'s opened groups' probes will read at `step`.
+    fn ask_ahead(&self, ahead: &Ahead<'_, '_>, r: usize, step: Step) {
+        if r < ahead.opened_ends.len() {
+            for &g in ahead.opened(r) {
+                self.parts[g as usize + 1].ask(ahead.props(r), step);
+            }
+        }
     }
 
     /// Per record, how many subscriptions the indexes listed (their gates hold) and how many of those were
@@ -1090,7 +1237,9 @@ impl Plan {
         (0..batch.records.len())
             .map(|r| {
                 let before = (ctx.listed, ctx.evaluated);
-                self.match_nth(batch, r, &mut ctx, true, &mut Matches::default());
+                let (headers, typed) = batch.record(r);
+                let matches = &mut Matches::default();
+                self.match_record(headers, typed, &batch.bytes, &mut ctx, true, matches);
                 (ctx.listed - before.0, ctx.evaluated - before.1)
             })
             .collect()
@@ -1110,27 +1259,7 @@ impl Plan {
         }
     }
 
-    /// `match_record` on the batch's record `r`.
-    fn match_nth<'a>(
-        &'a self,
-        batch: &'a Batch,
-        r: usize,
-        ctx: &mut Ctx<'a>,
-        errors: bool,
-        out: &mut Matches,
-    ) {
-        let (start, end) = batch.records[r];
-        let typed = (batch.typed_records.get(r)).map_or(&[][..], |&(s, e)| &batch.typed[s..e]);
-        self.match_record(
-            &batch.headers[start..end],
-            typed,
-            &batch.bytes,
-            ctx,
-            errors,
-            out,
-        )
-    }
-
+    /// One record matched on its own: what `match_all` makes of it.
     fn match_record<'a>(
         &'a self,
         headers: &[Header],
@@ -1140,14 +1269,30 @@ impl Plan {
         errors: bool,
         matches: &mut Matches,
     ) {
-        ctx.props.iter_mut().for_each(|p| *p = None);
-        ctx.generation = ctx.generation.wrapping_add(1);
-        if ctx.generation == 0 {
-            // The stamps wrapped: clear them so no stale entry looks current.
-            ctx.memo_gen.iter_mut().for_each(|g| *g = 0);
-            ctx.open.iter_mut().for_each(|g| *g = 0);
-            ctx.generation = 1;
+        self.read_record(headers, typed, bytes, ctx, &mut matches.decoded);
+        let (out, failed) = (&mut matches.matched, &mut matches.failed);
+        let (out_start, failed_start) = (out.len(), failed.len());
+        self.match_groupless(ctx, errors, out, failed);
+        for i in 0..ctx.opened.len() {
+            self.match_group(ctx.opened[i], ctx, errors, out, failed);
         }
+        sort_dedup_from(out, out_start);
+        sort_dedup_from(failed, failed_start);
+        matches.ends.push((out.len(), failed.len()));
+    }
+
+    /// Starts a record: its properties decoded from its headers and typed (body) values into `ctx`, each
+    /// header's decoding outcomes pushed to `decoded`.
+    fn read_record<'a>(
+        &'a self,
+        headers: &[Header],
+        typed: &[(u32, Typed)],
+        bytes: &'a [u8],
+        ctx: &mut Ctx<'a>,
+        decoded: &mut Vec<u8>,
+    ) {
+        ctx.next_record();
+        ctx.props.iter_mut().for_each(|p| *p = None);
         // The last header of a name wins; a null or undecodable one removes the property.
         for header in headers {
             let mut outcome = 0u8;
@@ -1166,7 +1311,7 @@ impl Plan {
                     });
                 }
             }
-            matches.decoded.push(outcome);
+            decoded.push(outcome);
         }
         for &(slot, value) in typed {
             if let Some(p) = ctx.props.get_mut(slot as usize) {
@@ -1178,26 +1323,41 @@ impl Plan {
                 });
             }
         }
+    }
+
+    /// The subscriptions that require no group, into `out` and `failed`: they settle which groups are open
+    /// (`ctx.opened`), and only the open groups' parts are probed.
+    fn match_groupless<'a>(
+        &'a self,
+        ctx: &mut Ctx<'a>,
+        errors: bool,
+        out: &mut Vec<u32>,
+        failed: &mut Vec<u32>,
+    ) {
         let mut cands = std::mem::take(&mut ctx.candidates);
         let mut opened = std::mem::take(&mut ctx.opened);
-        let (out, failed) = (&mut matches.matched, &mut matches.failed);
-        let (out_start, failed_start) = (out.len(), failed.len());
-        // The subscriptions that require no group first: they settle which groups are open, and only the
-        // open groups' parts are probed.
         cands.clear();
         opened.clear();
         self.parts[0].candidates(&ctx.props, &mut cands);
         self.evaluate(&cands, ctx, errors, out, failed, &mut opened);
-        for &g in &opened {
-            cands.clear();
-            self.parts[g as usize + 1].candidates(&ctx.props, &mut cands);
-            self.evaluate(&cands, ctx, errors, out, failed, &mut Vec::new());
-        }
         ctx.candidates = cands;
         ctx.opened = opened;
-        sort_dedup_from(out, out_start);
-        sort_dedup_from(failed, failed_start);
-        matches.ends.push((out.len(), failed.len()));
+    }
+
+    /// The subscriptions of open group `g`, into `out` and `failed`.
+    fn match_group<'a>(
+        &'a self,
+        g: u32,
+        ctx: &mut Ctx<'a>,
+        errors: bool,
+        out: &mut Vec<u32>,
+        failed: &mut Vec<u32>,
+    ) {
+        let mut cands = std::mem::take(&mut ctx.candidates);
+        cands.clear();
+        self.parts[g as usize + 1].candidates(&ctx.props, &mut cands);
+        self.evaluate(&cands, ctx, errors, out, failed, &mut Vec::new());
+        ctx.candidates = cands;
     }
 
     /// Evaluates the residuals of `cands` into `out` (matched) and, with `errors`, `failed`; each group a
@@ -1454,6 +1614,27 @@ impl Plan {
 }
 
 impl Index {
+    /// Asks for what `candidates` will read for a record with these properties, at `step`. The interval
+    /// classes' bounds are searched at the second step (and found cached when `candidates` searches them
+    /// again); their candidates are asked for then.
+    fn ask(&self, props: &[Option<V<'_>>], step: Step) {
+        for (slot, table) in &self.eq {
+            if let Some(v) = props[*slot] {
+                table.ask(v, step);
+            }
+        }
+        if step == Step::Candidates {
+            for (slot, classes) in &self.intervals {
+                if let Some(v) = interval_point(props[*slot]) {
+                    for class in classes {
+                        let (i, j) = class.holding(v);
+                        ask_list(&class.subs[i..j]);
+                    }
+                }
+            }
+        }
+    }
+
     /// The subscriptions of this part whose gate holds for the record's properties.
     fn candidates(&self, props: &[Option<V<'_>>], out: &mut Vec<Cand>) {
         out.extend_from_slice(&self.always);
@@ -1482,27 +1663,48 @@ impl Index {
             }
         }
         for (slot, classes) in &self.intervals {
-            // An int interval holds v only if it holds floor(v); far outside int64 none does.
-            let v: i128 = match props[*slot] {
-                Some(V::Int(i)) => i128::from(i),
-                Some(V::Float(f)) if f.is_finite() => f.floor().clamp(-1e20, 1e20) as i128,
-                _ => continue,
+            let Some(v) = interval_point(props[*slot]) else {
+                continue;
             };
             for class in classes {
-                let lowest = v - class.width;
-                let lows = &class.lows;
-                let j = lows.partition_point(|&l| i128::from(l) <= v);
-                // The bounds in [lowest, v] end at j: step back over them (each one found is a candidate
-                // copied anyway) rather than search the array a second time.
-                let mut i = j;
-                while i > 0 && i128::from(lows[i - 1]) >= lowest {
-                    i -= 1;
-                }
-                if i < j {
-                    out.extend_from_slice(&class.subs[i..j]);
-                }
+                let (i, j) = class.holding(v);
+                out.extend_from_slice(&class.subs[i..j]);
             }
         }
+    }
+}
+
+/// The point an interval gate is tested at: an int interval holds v only if it holds floor(v); far outside
+/// int64 none does.
+fn interval_point(v: Option<V<'_>>) -> Option<i128> {
+    match v {
+        Some(V::Int(i)) => Some(i128::from(i)),
+        Some(V::Float(f)) if f.is_finite() => Some(f.floor().clamp(-1e20, 1e20) as i128),
+        _ => None,
+    }
+}
+
+impl IntervalClass {
+    /// The range of `subs` whose intervals hold `v`.
+    fn holding(&self, v: i128) -> (usize, usize) {
+        let lowest = v - self.width;
+        let lows = &self.lows;
+        let j = lows.partition_point(|&l| i128::from(l) <= v);
+        // The bounds in [lowest, v] end at j: step back over them (each one found is a candidate copied
+        // anyway) rather than search the array a second time.
+        let mut i = j;
+        while i > 0 && i128::from(lows[i - 1]) >= lowest {
+            i -= 1;
+        }
+        (i, j)
+    }
+}
+
+/// Asks for a candidate list's first and last cache lines (lists are short: most fit in one or two).
+fn ask_list(cands: &[Cand]) {
+    if let (Some(first), Some(last)) = (cands.first(), cands.last()) {
+        prefetch(first);
+        prefetch(last);
     }
 }
 
@@ -1641,7 +1843,7 @@ mod tests {
         NodeSpec { sql, node }
     }
 
-    fn run(plan: &Plan, records: &[&[(&str, Option<&str>)]]) -> Vec<Vec<u32>> {
+    fn batch_of(plan: &Plan, records: &[&[(&str, Option<&str>)]]) -> Batch {
         let mut batch = Batch::default();
         for record in records {
             for (name, value) in record.iter() {
@@ -1651,7 +1853,11 @@ mod tests {
             }
             batch.end_record();
         }
-        plan.match_batch(&batch)
+        batch
+    }
+
+    fn run(plan: &Plan, records: &[&[(&str, Option<&str>)]]) -> Vec<Vec<u32>> {
+        plan.match_batch(&batch_of(plan, records))
     }
 
     /// Slots: 0 = a:int, 1 = c:float, 2 = s:string. Nodes: a, 5, a == 5 (bmq); c, 1.5, c > 1.5 (sql92);
@@ -1797,16 +2003,19 @@ mod tests {
         ];
         let expected = vec![vec![0, 1, 2, 3, 4, 5, 6], vec![0, 2], vec![1, 5, 6], vec![]];
         assert_eq!(run(&plan, records), expected);
+        // In a batch long enough to ask ahead, the two passes match as one record at a time does.
+        let long: Vec<_> = (0..10).flat_map(|_| records.iter().copied()).collect();
+        let repeated: Vec<Vec<u32>> = (0..10).flat_map(|_| expected.iter().cloned()).collect();
+        assert_eq!(run(&plan, &long), repeated);
+        let batch = batch_of(&plan, &long);
+        let (two_passes, one_by_one) = (
+            plan.match_all(&batch, true),
+            plan.match_one_by_one(&batch, true),
+        );
+        assert_eq!(two_passes.decoded, one_by_one.decoded);
+        assert!((0..long.len()).all(|r| two_passes.record(r) == one_by_one.record(r)));
         // Only the open groups' subscriptions are listed: none of a closed group's is even looked at.
-        let mut batch = Batch::default();
-        for record in records {
-            for (name, value) in record.iter() {
-                let i = plan.names().iter().position(|n| n == name).expect("a name");
-                batch.push_header(i as u32, value.map(str::as_bytes));
-            }
-            batch.end_record();
-        }
-        let listed: Vec<usize> = (plan.candidate_counts(&batch).iter())
+        let listed: Vec<usize> = (plan.candidate_counts(&batch_of(&plan, records)).iter())
             .map(|c| c.0)
             .collect();
         assert_eq!(listed, vec![7, 2, 3, 0]);
