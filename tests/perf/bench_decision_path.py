@@ -6,7 +6,9 @@ at 10. Workload: perfkit's subscription configuration at each size (10 apps, sev
 equality, range windows, IN, string comparisons, mixed; disjoint app filters) and perfkit's order headers.
 
 Per size, CPU µs per record (this process's CPU time, so other work on the machine moves it less than wall
-time), the median of ``--repeat`` passes over the same ``--messages`` records:
+time), the median of ``--repeat`` passes over the same ``--messages`` records (every size's table is built first,
+then their ``route_batch`` passes are taken in turn, so that the machine's drift over a run moves every size
+alike; this project's VM moved the figure at 10 from 1.4 to 2.7 µs between two runs minutes apart):
 
 * ``route_batch``: ``Router.route_batch``, everything the worker asks of routing for a batch (the native plan
   once per batch, then each record's decisions), from raw headers to ``RouteResult``s;
@@ -18,6 +20,12 @@ record: ``listed``, the subscriptions the native plan's indexes handed over (the
 ``evaluated``, those of them evaluated (in the apps whose filter the record passed); the matches are among
 them. ``route_batch`` is checked to decide as ``route`` does on the first 300 records of every size before it
 is timed. The last line is issue 13's figure: ``route_batch`` at the largest size over the smallest.
+
+The passes run under the worker's settings of Python's cyclic collector (``worker.tables.routing_collection``),
+as ``route_batch`` runs in the worker; ``--python-collector`` keeps Python's defaults (a collection of the young
+generation every 700 allocations), as every figure before 2026-11-27 was measured. Under those the collector
+walks each young batch's results, which point at the table's prebuilt decisions, and at 100,000 subscriptions
+each such pointer is a cache miss (docs/performance.md, "Reads asked for ahead").
 """
 
 from __future__ import annotations
@@ -26,12 +34,15 @@ import argparse
 import gc
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
 
 import perfkit
 from perfkit import median, verdict
 
 from subroute.routing.decisions import MessageView, Router, RoutingTable
 from subroute.routing.native_routing import build_table
+from subroute.worker.tables import routing_collection
 
 
 def cpu_us_per_record(fn: object, table: RoutingTable, views: Sequence[MessageView], repeat: int) -> float:
@@ -60,40 +71,85 @@ def main() -> None:
         "--messages", type=int, default=2_000, help="records per pass (2,000: a worker batch)"
     )
     parser.add_argument("--repeat", type=int, default=5, help="passes per figure, median reported (5)")
+    parser.add_argument(
+        "--python-collector",
+        action="store_true",
+        help="time under Python's default collector thresholds, not the worker's",
+    )
     args = parser.parse_args()
+    with nullcontext() if args.python_collector else routing_collection():
+        measure(args)
+
+
+@dataclass
+class Prepared:
+    """One size's table, built and checked, and what is counted of it."""
+
+    table: RoutingTable
+    built_s: float
+    matches: float
+    listed: float
+    evaluated: float
+
+
+def prepare(size: int, views: Sequence[MessageView]) -> Prepared:
+    config = perfkit.subscription_config(size, "orders")
+    start = time.perf_counter()
+    table = build_table(config)
+    built = time.perf_counter() - start
+    gc.freeze()  # as the worker does after each build: a full collection would walk the whole plan
+    if table.native is None:
+        raise SystemExit(f"no native plan at {size} subscriptions: nothing to measure")
+    reference, native = Router(), Router()
+    expected = [reference.route(table, v, {}, 0) for v in views[:300]]
+    if native.route_batch(table, views[:300], {}, 0) != expected:
+        raise SystemExit(f"route_batch and route disagree at {size} subscriptions")
+    headers = [v.headers for v in views]
+    matches = sum(len(m) for m in table.native.plan.match_indexes(headers)) / len(views)
+    counts = table.native.plan.candidate_counts(headers)
+    listed, evaluated = (sum(c[i] for c in counts) / len(views) for i in (0, 1))
+    return Prepared(table, built, matches, listed, evaluated)
+
+
+def batch_passes_in_turn(
+    prepared: dict[int, Prepared], views: Sequence[MessageView], repeat: int
+) -> dict[int, float]:
+    """``route_batch`` CPU µs per record by size, the median of ``repeat`` passes each, the sizes' passes taken in
+    turn (the order reversed every round): the machine's speed drifts over a run by more than the target's margin,
+    and in turn the drift moves every size alike."""
+    samples: dict[int, list[float]] = {size: [] for size in prepared}
+    order = list(prepared)
+    for _ in range(repeat):
+        for size in order:
+            router, table = Router(), prepared[size].table
+            start = time.process_time()
+            batch(router, table, views)
+            samples[size].append((time.process_time() - start) / len(views) * 1e6)
+        order.reverse()
+    return {size: median(found) for size, found in samples.items()}
+
+
+def measure(args: argparse.Namespace) -> None:
     views = [MessageView("orders", h, 0) for h in perfkit.message_headers(args.messages, seed=5)]
-    print(f"{args.messages:,} records per pass, CPU µs per record, median of {args.repeat} passes")
+    prepared = {size: prepare(size, views) for size in (int(s) for s in args.sizes.split(","))}
+    found = batch_passes_in_turn(prepared, views, args.repeat)
+    collector = "Python's default" if args.python_collector else "the worker's"
+    print(
+        f"{args.messages:,} records per pass, CPU µs per record, median of {args.repeat} passes"
+        f" (route_batch: the sizes in turn), {collector} collector thresholds"
+    )
     print(
         f"{'subscriptions':>13} {'route_batch':>12} {'route':>8} {'ratio':>6} {'matches/rec':>12}"
         f" {'listed/rec':>11} {'evaluated/rec':>14} {'build s':>8}"
     )
-    found: dict[int, float] = {}
-    for size in (int(s) for s in args.sizes.split(",")):
-        config = perfkit.subscription_config(size, "orders")
-        start = time.perf_counter()
-        table = build_table(config)
-        built = time.perf_counter() - start
-        gc.freeze()  # as the worker does after each build: a full collection would walk the whole plan
-        if table.native is None:
-            raise SystemExit(f"no native plan at {size} subscriptions: nothing to measure")
-        reference, native = Router(), Router()
-        expected = [reference.route(table, v, {}, 0) for v in views[:300]]
-        if native.route_batch(table, views[:300], {}, 0) != expected:
-            raise SystemExit(f"route_batch and route disagree at {size} subscriptions")
-        headers = [v.headers for v in views]
-        per_rec = sum(len(m) for m in table.native.plan.match_indexes(headers)) / len(views)
-        counts = table.native.plan.candidate_counts(headers)
-        listed, evaluated = (sum(c[i] for c in counts) / len(views) for i in (0, 1))
-        found[size] = fast = cpu_us_per_record(batch, table, views, args.repeat)
-        slow = cpu_us_per_record(per_record, table, views, args.repeat)
+    for size, p in prepared.items():
+        fast = found[size]
+        slow = cpu_us_per_record(per_record, p.table, views, args.repeat)
         print(
-            f"{table.expression_count:>13,} {fast:>12.2f} {slow:>8.2f} {slow / fast:>5.1f}x {per_rec:>12.1f}"
-            f" {listed:>11.1f} {evaluated:>14.1f} {built:>8.1f}",
+            f"{p.table.expression_count:>13,} {fast:>12.2f} {slow:>8.2f} {slow / fast:>5.1f}x {p.matches:>12.1f}"
+            f" {p.listed:>11.1f} {p.evaluated:>14.1f} {p.built_s:>8.1f}",
             flush=True,
         )
-        del table
-        gc.unfreeze()
-        gc.collect()
     smallest, largest = min(found), max(found)
     if smallest != largest:
         growth = found[largest] / found[smallest]
