@@ -54,11 +54,16 @@ def settings(kafka: object, unique: str) -> Settings:
 
 
 def write_batch(settings: Settings, values: list[GroupConfig]) -> None:
-    """Records sent as one produce batch, so the store sees them arrive together."""
-    producer = Producer(settings.client_config({"linger.ms": 200}))
+    """Records written in one transaction, so the store (a read_committed reader) sees them become readable
+    together. A produce batch held by linger.ms was not enough: a stall of the writing process longer than the
+    linger sent the first record on its own, and the store built it as a version of its own."""
+    producer = Producer(settings.client_config({"transactional.id": f"{settings.topic_prefix}-write-batch"}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
     for value in values:
         key, data, headers = encode(value)
         producer.produce(settings.config_topic, key=key.encode(), value=data, headers=headers)
+    producer.commit_transaction(30)
     assert producer.flush(10) == 0
 
 
