@@ -585,8 +585,8 @@ impl Decider {
         Ok(out)
     }
 
-    /// Asks for what deciding record `r + AHEAD` will read of its matches, in three steps whose reads each
-    /// wait on the one before: the positions' owners (`2 × AHEAD` ahead), their `Hit`s (`AHEAD` ahead), the
+    /// Asks for what deciding the records after `r` will read of their matches, in three steps whose reads
+    /// each wait on the one before: the positions' owners (`2 × AHEAD` ahead), their `Hit`s (`AHEAD` ahead), the
     /// candidates those name (`AHEAD / 2` ahead). At 100,000 subscriptions each is a miss in a table of
     /// 10,000 per app.
     fn ask_ahead(&self, matches: &Matches, r: usize) {
@@ -597,7 +597,9 @@ impl Decider {
             Some((app, app.by_position.get(at as usize)?))
         };
         for &p in ahead(2 * AHEAD).unwrap_or_default() {
-            prefetch(self.owner.as_ptr().wrapping_add(p as usize));
+            if let Some(owner) = self.owner.get(p as usize) {
+                prefetch(owner);
+            }
         }
         for &p in ahead(AHEAD).unwrap_or_default() {
             if let Some((_, h)) = hit(p) {

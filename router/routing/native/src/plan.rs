@@ -744,6 +744,14 @@ pub struct Matches {
 }
 
 impl Matches {
+    /// Empty, with room for every header's decoding outcome of `batch`.
+    fn for_batch(batch: &Batch) -> Matches {
+        Matches {
+            decoded: Vec::with_capacity(batch.headers.len()),
+            ..Matches::default()
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.ends.len()
     }
@@ -1165,10 +1173,7 @@ impl Plan {
         }
         let n = batch.records.len();
         let mut ctx = self.context();
-        let mut out = Matches {
-            decoded: Vec::with_capacity(batch.headers.len()),
-            ..Matches::default()
-        };
+        let mut out = Matches::for_batch(batch);
         let mut first = Matches::default();
         let mut props = Vec::with_capacity(n * self.slot_count);
         let (mut opened, mut opened_ends) = (Vec::new(), Vec::with_capacity(n));
@@ -1210,10 +1215,7 @@ impl Plan {
     /// pass should keep for a whole batch.
     fn match_one_by_one(&self, batch: &Batch, errors: bool) -> Matches {
         let mut ctx = self.context();
-        let mut out = Matches {
-            decoded: Vec::with_capacity(batch.headers.len()),
-            ..Matches::default()
-        };
+        let mut out = Matches::for_batch(batch);
         for r in 0..batch.records.len() {
             let (headers, typed) = batch.record(r);
             self.match_record(headers, typed, &batch.bytes, &mut ctx, errors, &mut out);
