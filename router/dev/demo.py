@@ -268,7 +268,13 @@ def run_demo() -> int:
         show_bands(second, bands)
         expected = checks.expected_destinations([first, second], produced(records), produced_at)
         problems += checks.check_destinations(
-            "after the APAC subscription", second, COUNT, expected.destinations, found
+            "after the APAC subscription",
+            second,
+            COUNT,
+            expected.destinations,
+            found,
+            # Only a redrive routes pending records past the router's position, kept in commit metadata.
+            pending_counts_routed_past=engine == "tansu",
         )
         problems += checks.check_bands(expected.bands, bands)
         problems += checks.check_redriven(round(redriven), sum(expected.redriven.values()))
@@ -281,7 +287,7 @@ def run_demo() -> int:
             problems += checks.check_explanation(code, out.getvalue(), readers, second.version)
             problems += checks.check_sources(out.getvalue(), second, readers)
 
-        landed = _run_spark(settings)
+        landed = _run_spark(settings, engine)
         if landed is not None:
             problems += checks.check_spark(*landed, found)
     print(f"\ndemo finished in {time.monotonic() - started:.1f}s")
@@ -301,9 +307,10 @@ def run_demo() -> int:
     return 0
 
 
-def _run_spark(settings: Settings) -> tuple[int, dict[tuple[str, str], int]] | None:
+def _run_spark(settings: Settings, engine: str) -> tuple[int, dict[tuple[str, str], int]] | None:
     """Spark lands the group topics as Parquet and reports them; returns the records it landed and its report's
-    rows, or None when pyspark is not installed."""
+    rows, or None when pyspark is not installed. On Tansu without Spark's Kafka connector, as the test session
+    does (tests/spark/conftest.py)."""
     try:
         import pyspark  # noqa: F401
     except ImportError:
@@ -321,11 +328,16 @@ def _run_spark(settings: Settings) -> tuple[int, dict[tuple[str, str], int]] | N
     # The same code as `subroute spark run` and `subroute spark report`, sharing one Spark session.
     args = build_parser().parse_args(["spark", "run", "--output", str(output), *schemas, *common])
     t0 = time.monotonic()
-    try:  # Spark's own Kafka connector, as `make demo` resolved it; without it the job uses its Python source
-        connector = [str(jar) for jar in dev_jars.jar_files("spark-kafka")]
-    except dev_jars.JarsNotAvailable as exc:
-        print(f"(Spark's Kafka connector is not available, the job reads with its Python source: {exc})")
-        connector = []
+    connector: list[str] = []
+    if engine == "tansu":
+        # The connector reads up to the end offset ListOffsets reports, which Tansu answers short by up to a
+        # batch per partition (docs/brokers.md); the Python source reads to the end fetch responses report.
+        print("(on Tansu the job reads with its Python source: Spark's Kafka connector would stop short)")
+    else:
+        try:  # Spark's own Kafka connector, as `make demo` resolved it; without it the job uses its Python source
+            connector = [str(jar) for jar in dev_jars.jar_files("spark-kafka")]
+        except dev_jars.JarsNotAvailable as exc:
+            print(f"(Spark's Kafka connector is not available, the job reads with its Python source: {exc})")
     session = spark_session.build_session(master=args.master, jars=connector)
     try:
         result = job.run(session, job.config_from_args(args))

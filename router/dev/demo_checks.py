@@ -100,10 +100,29 @@ def turn_taking(config: Config, app: str) -> list[frozenset[str]]:
 
 
 def check_destinations(
-    stage: str, config: Config, produced: int, expected: Destinations, found: Destinations
+    stage: str,
+    config: Config,
+    produced: int,
+    expected: Destinations,
+    found: Destinations,
+    pending_counts_routed_past: bool = False,
 ) -> list[str]:
     """Every produced record accounted for in every app, and where the reference puts it (groups that share
-    by turns as one total)."""
+    by turns as one total).
+
+    ``pending_counts_routed_past``: the broker drops offset commit metadata (Tansu, docs/brokers.md), where the
+    router keeps the pending records a pass routed past its position (routing/backlog.py): those are counted
+    as still waiting. A pending count at or above the expected one is then taken as the expected one; below
+    it is still a record missing."""
+    if pending_counts_routed_past:
+        found = {
+            (app, label): (
+                min(n, expected.get((app, label), 0))
+                if label == PENDING and n >= expected.get((app, label), 0)
+                else n
+            )
+            for (app, label), n in found.items()
+        }
     problems: list[str] = []
     apps = sorted({app for app, _ in [*expected, *found]})
     for app in apps:

@@ -122,6 +122,32 @@ def test_after_the_change_waiting_records_are_expected_where_the_new_version_sen
     assert checks.check_redriven(0, redriven["fulfilment"]) != []
 
 
+def test_where_the_broker_drops_commit_metadata_pending_records_routed_past_are_not_a_failure() -> None:
+    # Tansu: the records a pass routed past the router's position still count as waiting.
+    after, redriven = expected(FIRST, SECOND)
+    over = Counter(after)
+    over[("fulfilment", checks.PENDING)] += redriven["fulfilment"]
+    assert checks.check_destinations("after", SECOND, COUNT, after, over) != []
+    assert (
+        checks.check_destinations("after", SECOND, COUNT, after, over, pending_counts_routed_past=True) == []
+    )
+    under = Counter(after)
+    under[("fulfilment", checks.PENDING)] -= 1
+    assert checks.check_destinations(
+        "after", SECOND, COUNT, after, under, pending_counts_routed_past=True
+    ) == [
+        f"after: fulfilment: {COUNT - 1} records accounted for, {COUNT} produced",
+        f"after: fulfilment (pending, waiting): {after[('fulfilment', checks.PENDING)] - 1} read back, "
+        f"{after[('fulfilment', checks.PENDING)]} expected from the config",
+    ]
+    unrouted = Counter(over)
+    unrouted[("fulfilment", "apac")] = 0  # nothing redriven: the group's count still says so
+    assert (
+        checks.check_destinations("after", SECOND, COUNT, after, unrouted, pending_counts_routed_past=True)
+        != []
+    )
+
+
 # --- the refusal, the explanation and Spark's report, on the demo's own output --------------------------------
 
 REFUSAL = """\
