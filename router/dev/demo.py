@@ -31,7 +31,7 @@ from subroute.dev import jars as dev_jars
 from subroute.dev.broker import local_broker
 from subroute.dev.samples import ORDER_SCHEMA, SampleOrder, orders
 from subroute.kafka import clients
-from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics, read_to_end
+from subroute.kafka.clients import TopicSpec, admin_client, ensure_topics, read_topics_to_end
 from subroute.ops.metrics import RouterMetrics
 from subroute.ops.settings import Settings
 from subroute.routing.decisions import build_table
@@ -178,15 +178,23 @@ def destinations(
     bands: Counter[tuple[str, int]] = Counter()
     prefix = settings.topic_prefix
     waiting = waiting_messages(settings, config, sorted(config.apps))
-    existing = set(admin_client(settings).list_topics(timeout=10).topics)
+    topics = [
+        topic
+        for app in sorted(config.apps)
+        for topic in (
+            *(t for group in config.groups_of(app) for t in wire.band_topics(prefix, app, group.name)),
+            wire.dlq_topic(prefix, app),
+        )
+    ]
+    # One read of every topic (a priority band no record fell in does not exist: it counts 0).
+    records = Counter(message.topic() for message in read_topics_to_end(settings, topics, idle_timeout=0.5))
     for app in sorted(config.apps):
         for group in config.groups_of(app):
             for band, topic in enumerate(wire.band_topics(prefix, app, group.name)):
-                count = _count(settings, topic, existing)
-                found[(app, group.name)] += count
+                found[(app, group.name)] += records[topic]
                 if config.apps[app].priority:
-                    bands[(app, band)] += count
-        found[(app, checks.DEAD_LETTERS)] = _count(settings, wire.dlq_topic(prefix, app), existing)
+                    bands[(app, band)] += records[topic]
+        found[(app, checks.DEAD_LETTERS)] = records[wire.dlq_topic(prefix, app)]
         found[(app, checks.PENDING)] = waiting[app].total
         found[(app, checks.FILTERED)] = round(sum(_total(m.filtered, app=app) for m in runs))
         found[(app, checks.DROPPED)] = round(sum(_total(m.expired, app=app, action="drop") for m in runs))
@@ -198,13 +206,6 @@ def show_bands(config: Config, bands: Counter[tuple[str, int]]) -> None:
     for app in sorted({app for app, _ in bands}):
         counts = " ".join(f"p{band}:{bands[(app, band)]}" for band in wire.BANDS)
         print(f"  {app:<12} by band of priority {config.apps[app].priority}: {counts}")
-
-
-def _count(settings: Settings, topic: str, existing: set[str]) -> int:
-    """The records of ``topic``; 0 when it does not exist (a priority band no record fell in)."""
-    if topic not in existing:
-        return 0
-    return sum(1 for _ in read_to_end(settings, topic, idle_timeout=0.5))
 
 
 def run_demo() -> int:

@@ -7,7 +7,7 @@ confluent-kafka (tests/unit/test_import_rules.py holds that); the CLI and the de
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from confluent_kafka import (
@@ -164,7 +164,16 @@ def _wait_for_metadata(admin: AdminClient, topics: list[str], timeout: float) ->
 def read_to_end(
     settings: Settings, topic: str, *, idle_timeout: float = 1.0, max_wait: float = 30.0
 ) -> Iterator[Message]:
-    """Every record of every partition of ``topic`` from the beginning to its end, without a consumer group.
+    """Every record of every partition of ``topic`` from the beginning to its end (``read_topics_to_end``)."""
+    return read_topics_to_end(settings, [topic], idle_timeout=idle_timeout, max_wait=max_wait)
+
+
+def read_topics_to_end(
+    settings: Settings, topics: Sequence[str], *, idle_timeout: float = 1.0, max_wait: float = 30.0
+) -> Iterator[Message]:
+    """Every record of every partition of ``topics`` from the beginning to its end, without a consumer group;
+    topics that do not exist are skipped. One consumer reads them all: what it costs is mostly the consumer's
+    start and a first fetch, once rather than once per topic.
 
     "The end" is the high watermark the fetch responses report (ListOffsets can be short on some brokers):
     a partition is done when the position reaches it, or when nothing arrives for ``idle_timeout``.
@@ -175,13 +184,15 @@ def read_to_end(
         )
     )
     try:
-        metadata = consumer.list_topics(topic, timeout=10)
-        info = metadata.topics.get(topic)
-        if info is None or info.error is not None:
+        partitions: list[TopicPartition] = []
+        for topic in dict.fromkeys(topics):
+            info = consumer.list_topics(topic, timeout=10).topics.get(topic)
+            if info is not None and info.error is None:
+                partitions += [TopicPartition(topic, p, OFFSET_BEGINNING) for p in info.partitions]
+        if not partitions:
             return
-        partitions = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in info.partitions]
         consumer.assign(partitions)
-        pending = {p.partition for p in partitions}
+        pending: set[tuple[str | None, int | None]] = {(p.topic, p.partition) for p in partitions}
         deadline = time.monotonic() + max_wait
         last_activity = time.monotonic()
         while pending and time.monotonic() < deadline:
@@ -193,7 +204,7 @@ def read_to_end(
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(message.partition())
+                        pending.discard((message.topic(), message.partition()))
                         continue
                     raise KafkaException(error)
                 yield message

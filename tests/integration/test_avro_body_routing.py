@@ -25,6 +25,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from subroute import wire
 from subroute.cli.main import main as cli
+from subroute.kafka.clients import read_topics_to_end
 from subroute.kafka.schema_registry import RegistrySettings
 from subroute.ops.metrics import RouterMetrics
 from subroute.worker.checkpoint import GUARANTEES
@@ -98,14 +99,17 @@ def decode_errors(metrics: RouterMetrics) -> float:
 
 
 def destinations(env: Env) -> dict[bytes, tuple[str, int]]:
-    """Where each record went, by key; each record at most once."""
+    """Where each record went, by key; each record at most once. The 30 band topics in one read."""
+    where = {
+        wire.band_topic(env.prefix, "orders", group, band): (group, band)
+        for group in ("vip", "books", "rest")
+        for band in range(wire.LOWEST_BAND, wire.HIGHEST_BAND + 1)
+    }
     found: dict[bytes, tuple[str, int]] = {}
-    for group in ("vip", "books", "rest"):
-        for band in range(wire.LOWEST_BAND, wire.HIGHEST_BAND + 1):
-            for message in read(env, wire.band_topic(env.prefix, "orders", group, band)):
-                key = message.key()
-                assert key is not None and key not in found, key
-                found[key] = (group, band)
+    for message in read_topics_to_end(env.settings, list(where)):
+        key = message.key()
+        assert key is not None and key not in found, key
+        found[key] = where[message.topic() or ""]
     return found
 
 
