@@ -474,6 +474,8 @@ impl Decider {
             return Err("the state is smaller than the decider".into());
         }
         let mut out = Decided::default();
+        out.records.reserve(n);
+        out.made.reserve(n);
         let mut lists = Lists::default();
         for (r, &(start, end)) in batch.records.iter().enumerate() {
             self.ask_ahead(matches, r);

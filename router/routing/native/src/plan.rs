@@ -708,6 +708,13 @@ impl Batch {
         self.headers.push(Header { name, value });
     }
 
+    /// After the first record: room for `count` records of its headers and bytes.
+    pub fn reserve_like_first(&mut self, count: usize) {
+        let rest = count.saturating_sub(1);
+        self.headers.reserve(self.headers.len() * rest);
+        self.bytes.reserve(self.bytes.len() * rest);
+    }
+
     /// Close the current record: the headers pushed since the previous one are its headers.
     pub fn end_record(&mut self) {
         let start = self.records.last().map_or(0, |r| r.1);
