@@ -46,11 +46,14 @@ apps:
 COUNT = 40  # records m0..m39: even ones for general (m0 first), odd ones for vip
 
 
-def wait(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+def wait(
+    condition: Callable[[], bool], what: str, timeout: float = 60.0, found: Callable[[], object] | None = None
+) -> None:
+    """Until ``condition()``; on timeout, the failure says what ``found()`` gives then."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}" + (f"; found {found()}" if found else ""))
         time.sleep(0.2)
 
 
@@ -102,7 +105,11 @@ def test_an_attached_group_gets_its_waiting_records_past_those_waiting_for_an_ab
     with BackgroundWorker(env, guarantee=guarantee) as worker:
         wait(worker.worker.ready, "the worker to be ready")
         produce(env, interleaved())
-        wait(lambda: len(parked(env)) == COUNT, "every record parked (nobody attached)")
+        wait(
+            lambda: len(parked(env)) == COUNT,
+            "every record parked (nobody attached)",
+            found=lambda: parked(env),
+        )
         with Attached(env, "billing", "vip") as vip:
             wait(lambda: len(vip.received) == len(VIP), "vip to receive every record waiting for it")
             assert vip.received == VIP  # in arrival order, past the general ones
@@ -130,7 +137,11 @@ def test_a_worker_killed_after_routing_past_the_head_is_followed_by_one_that_pas
     first = worker_process(env, "--guarantee", guarantee)
     try:
         produce(env, interleaved())
-        wait(lambda: len(parked(env)) == COUNT, "every record parked (nobody attached)")
+        wait(
+            lambda: len(parked(env)) == COUNT,
+            "every record parked (nobody attached)",
+            found=lambda: parked(env),
+        )
         with Attached(env, "billing", "vip") as vip:
             wait(lambda: len(vip.received) == len(VIP), "vip to receive every record waiting for it")
             # the routed-past offsets are committed with the position at the head
@@ -181,7 +192,9 @@ def test_the_sweep_dead_letters_expired_waiting_records_but_not_those_routed_pas
                 {"tier": "general", **soon},
             ],
         )
-        wait(lambda: len(parked(env)) == 5, "every record parked (nobody attached)")
+        wait(
+            lambda: len(parked(env)) == 5, "every record parked (nobody attached)", found=lambda: parked(env)
+        )
         wait(lambda: len(read(env, dlq)) == 2, "m2 and m4 dead-lettered behind the head")
         with Attached(env, "billing", "vip") as vip:
             wait(lambda: len(vip.received) == 2, "vip to receive the two waiting for it")
@@ -215,7 +228,11 @@ def test_a_group_at_its_limit_gets_its_waiting_records_in_order_as_it_confirms_p
     with BackgroundWorker(env, capacity_refresh_seconds=1.0) as worker:
         wait(worker.worker.ready, "the worker to be ready")
         produce(env, interleaved())  # the general ones wait for a consumer, the vip ones too at first
-        wait(lambda: len(parked(env)) == COUNT, "every record parked (nobody attached)")
+        wait(
+            lambda: len(parked(env)) == COUNT,
+            "every record parked (nobody attached)",
+            found=lambda: parked(env),
+        )
         with Attached(env, "billing", "vip", acking=False) as vip:
             wait(lambda: len(vip.received) == 3, "vip to fill up")
             assert vip.received == VIP[:3]
