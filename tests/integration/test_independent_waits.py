@@ -83,6 +83,12 @@ def parked(env: Env) -> list[str]:
     return [m.value().decode() for m in read(env, wire.pending_topic(env.prefix, "billing"))]
 
 
+def wait_parked(env: Env, count: int) -> None:
+    wait(
+        lambda: len(parked(env)) == count, "every record parked (nobody attached)", found=lambda: parked(env)
+    )
+
+
 def past_every_pending_record(env: Env) -> Callable[[], bool]:
     """Whether the router has committed past the last pending record (under exactly-once the partition holds
     transaction markers too: offsets are not counts)."""
@@ -105,11 +111,7 @@ def test_an_attached_group_gets_its_waiting_records_past_those_waiting_for_an_ab
     with BackgroundWorker(env, guarantee=guarantee) as worker:
         wait(worker.worker.ready, "the worker to be ready")
         produce(env, interleaved())
-        wait(
-            lambda: len(parked(env)) == COUNT,
-            "every record parked (nobody attached)",
-            found=lambda: parked(env),
-        )
+        wait_parked(env, COUNT)
         with Attached(env, "billing", "vip") as vip:
             wait(lambda: len(vip.received) == len(VIP), "vip to receive every record waiting for it")
             assert vip.received == VIP  # in arrival order, past the general ones
@@ -137,11 +139,7 @@ def test_a_worker_killed_after_routing_past_the_head_is_followed_by_one_that_pas
     first = worker_process(env, "--guarantee", guarantee)
     try:
         produce(env, interleaved())
-        wait(
-            lambda: len(parked(env)) == COUNT,
-            "every record parked (nobody attached)",
-            found=lambda: parked(env),
-        )
+        wait_parked(env, COUNT)
         with Attached(env, "billing", "vip") as vip:
             wait(lambda: len(vip.received) == len(VIP), "vip to receive every record waiting for it")
             # the routed-past offsets are committed with the position at the head
@@ -192,9 +190,7 @@ def test_the_sweep_dead_letters_expired_waiting_records_but_not_those_routed_pas
                 {"tier": "general", **soon},
             ],
         )
-        wait(
-            lambda: len(parked(env)) == 5, "every record parked (nobody attached)", found=lambda: parked(env)
-        )
+        wait_parked(env, 5)
         wait(lambda: len(read(env, dlq)) == 2, "m2 and m4 dead-lettered behind the head")
         with Attached(env, "billing", "vip") as vip:
             wait(lambda: len(vip.received) == 2, "vip to receive the two waiting for it")
@@ -228,11 +224,7 @@ def test_a_group_at_its_limit_gets_its_waiting_records_in_order_as_it_confirms_p
     with BackgroundWorker(env, capacity_refresh_seconds=1.0) as worker:
         wait(worker.worker.ready, "the worker to be ready")
         produce(env, interleaved())  # the general ones wait for a consumer, the vip ones too at first
-        wait(
-            lambda: len(parked(env)) == COUNT,
-            "every record parked (nobody attached)",
-            found=lambda: parked(env),
-        )
+        wait_parked(env, COUNT)
         with Attached(env, "billing", "vip", acking=False) as vip:
             wait(lambda: len(vip.received) == 3, "vip to fill up")
             assert vip.received == VIP[:3]
