@@ -25,10 +25,16 @@ def _decode_int(raw: bytes) -> int:
     # true for ASCII digits only (and false for b"").
     if len(raw) < 19 and raw.isdigit():  # the usual case: at most 18 digits, so well inside int64
         return int(raw)
-    body = raw[1:] if raw[:1] == b"-" else raw
+    negative = raw[:1] == b"-"
+    body = raw[1:] if negative else raw
     if not body.isdigit():
         raise PropertyDecodeError(f"not a decimal integer: {raw[:40]!r}")
-    value = int(raw)
+    # Leading zeros change no value ("0" * 10000 is 0), but int() refuses text past 4300 digits, and past 19
+    # significant digits no value fits int64.
+    significant = body.lstrip(b"0") or b"0"
+    if len(significant) > 19:
+        raise PropertyDecodeError(f"outside int64: {raw[:40]!r}")
+    value = -int(significant) if negative else int(significant)
     if not INT64_MIN <= value <= INT64_MAX:
         raise PropertyDecodeError(f"outside int64: {raw[:40]!r}")
     return value

@@ -65,6 +65,40 @@ def test_int_decoding_equals_python(raw: bytes) -> None:
         assert matches(f"p == {expected}" if expected >= 0 else f"p == -{-expected}", [("p", raw)], p="int")
 
 
+def test_leading_zeros_past_pythons_int_text_limit_keep_their_value() -> None:
+    # int() refuses text past 4300 digits; "0" * 10000 is still 0 (Hypothesis found the two sides apart here).
+    zeros = b"0" * 10000
+    assert decode_value(zeros, "int") == 0
+    assert decode_value(b"-" + zeros + b"9223372036854775808", "int") == -(2**63)
+    for outside in (zeros + b"9223372036854775808", b"1" + zeros):
+        with pytest.raises(PropertyDecodeError, match="outside int64"):
+            decode_value(outside, "int")
+        assert not matches("exists(p)", [("p", outside)], p="int")
+    assert matches("p == 0", [("p", zeros)], p="int")
+    assert matches("NOT p < 0", [("p", b"-7825"), ("p", zeros)], "sql92", p="int")
+    assert matches("p == -9223372036854775808", [("p", b"-" + zeros + b"9223372036854775808")], p="int")
+
+
+_long_ints = st.builds(
+    lambda sign, zeros, digits: f"{sign}{'0' * zeros}{digits}".encode(),
+    st.sampled_from(("", "-")),
+    st.integers(0, 6000),
+    st.text(alphabet="0123456789", max_size=21),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_long_ints)
+def test_long_int_decoding_equals_python(raw: bytes) -> None:
+    try:
+        expected: int | None = int(decode_value(raw, "int"))
+    except PropertyDecodeError:
+        expected = None
+    assert matches("exists(p)", [("p", raw)], p="int") == (expected is not None)
+    if expected is not None:
+        assert matches(f"p == {expected}" if expected >= 0 else f"p == -{-expected}", [("p", raw)], p="int")
+
+
 def test_last_header_wins_and_null_or_bad_removes() -> None:
     assert matches("a == 2", [("a", b"1"), ("a", b"2")], a="int")
     assert not matches("exists(a)", [("a", b"1"), ("a", None)], a="int")
