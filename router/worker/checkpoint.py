@@ -59,6 +59,10 @@ DeliveryCallback = Callable[[KafkaError | None, Message], None]
 # ones; this bounds the delivered ones held behind a window that still waits.
 MAX_WAITING_RECORDS = 50_000
 
+# A flush still waiting after this long has the destinations of its records checked, and missing ones created
+# again (``_flush``); then it waits on. Seconds: a slow broker costs one topic listing per period.
+FLUSH_CHECK_SECONDS = 10.0
+
 AT_LEAST_ONCE = "at-least-once"
 EXACTLY_ONCE = "exactly-once"
 GUARANTEES = (AT_LEAST_ONCE, EXACTLY_ONCE)
@@ -267,7 +271,7 @@ class Checkpoint:
         if all(w.empty and not w.failures for w in windows):
             return
         started = time.perf_counter()
-        self.producers.flush()
+        self._flush({record[0] for w in windows for record in w.sent})
         self.metrics.flush_seconds.observe(time.perf_counter() - started)
         ready: list[CommitWindow] = []
         for i, closed in enumerate(windows):
@@ -357,8 +361,33 @@ class Checkpoint:
             sent = [*step.retry, *(stub for stub, _ in step.dead_letter)]
             for record in sent:
                 self.produce_waiting(record)
-            self.producers.flush()
+            self._flush({record[0] for record in sent})
         return True
+
+    def _flush(self, topics: set[str]) -> None:
+        """Flush until every record produced is acknowledged or failed (at-least-once).
+
+        A destination deleted under the worker is usually reported as a failed delivery (then ``redelivery``
+        creates it again). But while the broker's metadata still flips between the old topic and none, librdkafka
+        may instead keep retrying the records until ``message.timeout.ms`` (5 minutes by default), and the flush
+        waits as long. So every ``FLUSH_CHECK_SECONDS`` the destinations of ``topics`` are checked and missing
+        ones created again, which lets those retries land."""
+        waited = 0.0
+        while (queued := self.producers.flush(FLUSH_CHECK_SECONDS)) > 0:
+            waited += FLUSH_CHECK_SECONDS
+            log.warning(
+                "flush still waiting for delivery reports; checking that the destinations exist",
+                extra={"fields": {"queued": queued, "waited_seconds": waited}},
+            )
+            if self.repair_topics is None:
+                continue
+            try:
+                self.repair_topics(topics)
+            except (
+                KafkaException,
+                TimeoutError,
+            ) as exc:  # the broker may be what is slow: wait on regardless
+                log.warning("destinations not checked", extra={"fields": {"error": str(exc)}})
 
     def _commit_transaction(self, offsets: list[TopicPartition], window: CommitWindow) -> None:
         try:

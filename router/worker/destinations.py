@@ -76,7 +76,9 @@ class Destinations:
         if self._admin is None:
             raise RuntimeError("the worker's destinations are closed")
         sizes = sized_by(existing_topics(self._admin))
-        ensure_topics(self._admin, app_topics(config, self._prefix, sizes, self._policy))
+        created = ensure_topics(self._admin, app_topics(config, self._prefix, sizes, self._policy))
+        if created:
+            log.info("destination topics created", extra={"fields": {"topics": sorted(created)}})
 
     def close(self) -> None:
         """Let the admin client go (it has no close of its own): it is destroyed with its last reference, and
