@@ -271,7 +271,7 @@ class Checkpoint:
         if all(w.empty and not w.failures for w in windows):
             return
         started = time.perf_counter()
-        self._flush({record[0] for w in windows for record in w.sent})
+        self._flush([w.sent for w in windows])
         self.metrics.flush_seconds.observe(time.perf_counter() - started)
         ready: list[CommitWindow] = []
         for i, closed in enumerate(windows):
@@ -361,17 +361,17 @@ class Checkpoint:
             sent = [*step.retry, *(stub for stub, _ in step.dead_letter)]
             for record in sent:
                 self.produce_waiting(record)
-            self._flush({record[0] for record in sent})
+            self._flush([sent])
         return True
 
-    def _flush(self, topics: set[str]) -> None:
+    def _flush(self, produced: list[list[OutRecord]]) -> None:
         """Flush until every record produced is acknowledged or failed (at-least-once).
 
         A destination deleted under the worker is usually reported as a failed delivery (then ``redelivery``
         creates it again). But while the broker's metadata still flips between the old topic and none, librdkafka
         may instead keep retrying the records until ``message.timeout.ms`` (5 minutes by default), and the flush
-        waits as long. So every ``FLUSH_CHECK_SECONDS`` the destinations of ``topics`` are checked and missing
-        ones created again, which lets those retries land."""
+        waits as long. So every ``FLUSH_CHECK_SECONDS`` the destinations of the ``produced`` records are checked
+        and missing ones created again, which lets those retries land."""
         waited = 0.0
         while (queued := self.producers.flush(FLUSH_CHECK_SECONDS)) > 0:
             waited += FLUSH_CHECK_SECONDS
@@ -381,12 +381,10 @@ class Checkpoint:
             )
             if self.repair_topics is None:
                 continue
+            # The broker may be what is slow: if the check fails, the flush waits on regardless.
             try:
-                self.repair_topics(topics)
-            except (
-                KafkaException,
-                TimeoutError,
-            ) as exc:  # the broker may be what is slow: wait on regardless
+                self.repair_topics({record[0] for records in produced for record in records})
+            except (KafkaException, TimeoutError) as exc:
                 log.warning("destinations not checked", extra={"fields": {"error": str(exc)}})
 
     def _commit_transaction(self, offsets: list[TopicPartition], window: CommitWindow) -> None:
