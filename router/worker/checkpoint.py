@@ -372,12 +372,11 @@ class Checkpoint:
         may instead keep retrying the records until ``message.timeout.ms`` (5 minutes by default), and the flush
         waits as long. So every ``FLUSH_CHECK_SECONDS`` the destinations of the ``produced`` records are checked
         and missing ones created again, which lets those retries land."""
-        waited = 0.0
+        started = time.monotonic()
         while (queued := self.producers.flush(FLUSH_CHECK_SECONDS)) > 0:
-            waited += FLUSH_CHECK_SECONDS
             log.warning(
                 "flush still waiting for delivery reports; checking that the destinations exist",
-                extra={"fields": {"queued": queued, "waited_seconds": waited}},
+                extra={"fields": {"queued": queued, "waited_seconds": round(time.monotonic() - started, 1)}},
             )
             if self.repair_topics is None:
                 continue
