@@ -463,6 +463,18 @@ def run_in_thread(fn: Callable[[], Any]) -> threading.Thread:
 # --- reporting ---------------------------------------------------------------------------------------------------
 
 
+def process_cpu_seconds(pid: int | None) -> float | None:
+    """User and system CPU seconds process ``pid`` has used (Linux's /proc); None where that cannot be read."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

@@ -101,18 +101,6 @@ class Profile:
     broker_cpu: float | None = None
 
 
-def process_cpu_seconds(pid: int | None) -> float | None:
-    """User and system CPU seconds process ``pid`` has used (Linux's /proc); None where that cannot be read."""
-    if pid is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def timed(profile: Profile, part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         began = time.perf_counter()
@@ -145,7 +133,7 @@ class ProfiledWorker(perfkit.TimedWorker):
 
     def _process_batch(self, table: RoutingTable, batch: list[Message]) -> BatchTally:
         if self.profile.started is None:  # the poll loop's thread: this one
-            self.profile.started = (time.thread_time(), process_cpu_seconds(self.broker_pid))
+            self.profile.started = (time.thread_time(), perfkit.process_cpu_seconds(self.broker_pid))
         return super()._process_batch(table, batch)
 
     def _close(self) -> None:
@@ -153,7 +141,7 @@ class ProfiledWorker(perfkit.TimedWorker):
         if self.profile.started is not None:
             loop, broker = self.profile.started
             self.profile.loop_cpu = time.thread_time() - loop
-            now = process_cpu_seconds(self.broker_pid)
+            now = perfkit.process_cpu_seconds(self.broker_pid)
             self.profile.broker_cpu = now - broker if now is not None and broker is not None else None
 
     def _open_clients(self) -> None:
