@@ -68,6 +68,8 @@ lint: $(STAMP)
 	# and the PyO3 module (python*.rs, boundary.rs), which only the extension-module feature compiles
 	cargo clippy --quiet --manifest-path router/routing/native/Cargo.toml --features extension-module -- -D warnings
 	cargo test --quiet --manifest-path router/routing/native/Cargo.toml
+	# the benchmark's native pipe: its format only (clippy would build librdkafka, minutes, for a bench tool)
+	cargo fmt --check --manifest-path tests/perf/native_pipe/Cargo.toml
 
 # mypy cannot follow the editable install's import hook for the `subroute` package (pyproject.toml), so it checks
 # a tree of links with the wheel's layout: subroute/ = router/'s entries plus expressions/, schemas/, spark/.

@@ -22,7 +22,8 @@ python pipe.
 
 The Rust pipe is built on first use with ``cargo build --release`` (crates.io; rdkafka-sys compiles its bundled
 librdkafka, about 2 minutes) into ``.cache/native_pipe``. Its librdkafka is the crate's bundled one (2.12), not
-confluent-kafka's (2.16): the client versions differ, the protocol and settings do not.
+confluent-kafka's (2.16): the client versions differ, the protocol and settings do not. ``make lint`` checks its
+format; ``cargo clippy`` on it is run by hand (it would build librdkafka in every ``make test``).
 """
 
 from __future__ import annotations
