@@ -18,7 +18,9 @@ rotation that starts at another one each repetition. Printed per run and as medi
 record to the last commit, and CPU µs per record of the loop's thread (everything the loop does in the client's
 calls and, for Python, the interpreter), of the client's whole process (librdkafka's own threads too; for the
 worker from its first batch, so without building its table) and of the broker's process. The ratios are to the
-python pipe.
+python pipe. Where each count starts differs a little: the native pipe's CPU from its first record, the Python
+pipes' from the call (their consumer's start, group join and close included), which if anything counts more
+against Python; the broker's from the start of each run for all of them.
 
 The Rust pipe is built on first use with ``cargo build --release`` (crates.io; rdkafka-sys compiles its bundled
 librdkafka, about 2 minutes) into ``.cache/native_pipe``. Its librdkafka is the crate's bundled one (2.12), not
