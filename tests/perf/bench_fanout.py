@@ -1,5 +1,5 @@
 """The worker against its own Kafka I/O ceiling: ``python tests/perf/bench_fanout.py [--sizes 10,1000,10000]
-[--messages N] [--repeat R] [--python-routing]``.
+[--messages N] [--repeat R] [--unkeyed] [--python-routing]``.
 
 One local broker (Apache Kafka by default, Tansu with ``SUBROUTE_TEST_BROKER=tansu``), one pre-loaded input
 topic of ``--partitions`` partitions (200-byte values, five headers), 10 apps x 10 consumer groups: 100 group
@@ -175,7 +175,7 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
         base = perfkit.settings(b.bootstrap_servers)
         topic = f"{base.topic_prefix}-orders"
         perfkit.create_topic(base, topic, args.partitions)
-        perfkit.produce_input(base, topic, perfkit.message_headers(args.messages))
+        perfkit.produce_input(base, topic, perfkit.message_headers(args.messages), keyed=not args.unkeyed)
         runs = variants(args.sizes)
         warmup = config_of(runs[0], topic, args.partitions)
         # each run, pipe or worker, writes these 110 destinations (and the worker its pending topics)
@@ -235,6 +235,12 @@ def main() -> None:
         type=lambda text: [int(size) for size in text.split(",")],
         default=[10, 1_000, 10_000],
         help="subscriptions of the disjoint-filter runs, comma-separated (10,1000,10000)",
+    )
+    parser.add_argument(
+        "--unkeyed",
+        action="store_true",
+        help="input records without keys: every producer's records then go through librdkafka's sticky "
+        "partitioner (one partition per topic at a time), as routed records of unkeyed input do",
     )
     perfkit.python_routing_argument(parser)
     args = parser.parse_args()

@@ -1,5 +1,5 @@
 """What the Kafka data plane costs in Python (issue 26): ``python tests/perf/bench_native_pipe.py [--messages N]
-[--repeat R] [--size 10000]``.
+[--repeat R] [--size 10000] [--unkeyed]``.
 
 The windowed fan-out pipe (``bench_fanout.fanout_pipe``: the ceiling issue 26's fan-out target names) against
 the same pipe on librdkafka with no Python in its loop (``tests/perf/native_pipe``, Rust, the ``rdkafka`` crate),
@@ -169,7 +169,7 @@ def one_run(binary: Path, args: argparse.Namespace, rep: int, results: dict[str,
         s = perfkit.settings(b.bootstrap_servers)
         source = f"{s.topic_prefix}-orders"
         perfkit.create_topic(s, source, PARTITIONS)
-        perfkit.produce_input(s, source, perfkit.message_headers(args.messages))
+        perfkit.produce_input(s, source, perfkit.message_headers(args.messages), keyed=not args.unkeyed)
         config = config_of(Variant(args.size), source, PARTITIONS)
         sinks = perfkit.write_destinations(s, config, source, args.messages, PARTITIONS).sinks
         n, pid = args.messages, b.pid
@@ -200,6 +200,11 @@ def main() -> None:
     )
     perfkit.common_arguments(parser, messages=100_000, repeat=3)
     parser.add_argument("--size", type=int, default=10_000, help="the worker's subscriptions (10000)")
+    parser.add_argument(
+        "--unkeyed",
+        action="store_true",
+        help="input records without keys (librdkafka's sticky partitioner for every producer's records)",
+    )
     args = parser.parse_args()
     binary = build_native_pipe()
     results: dict[str, list[Figures]] = {}

@@ -190,14 +190,20 @@ def create_topic(s: Settings, topic: str, partitions: int) -> None:
 
 
 def produce_input(
-    s: Settings, topic: str, headers: Sequence[Headers], start: int = 0, stamp: bool = False
+    s: Settings,
+    topic: str,
+    headers: Sequence[Headers],
+    start: int = 0,
+    stamp: bool = False,
+    keyed: bool = True,
 ) -> float:
-    """Produce one record per header list (200-byte values, keys ``k<i>``); seconds it took."""
+    """Produce one record per header list (200-byte values, keys ``k<i>``, or none if not ``keyed``); seconds
+    it took."""
     producer = Producer(s.client_config({"linger.ms": 5, "enable.idempotence": True, "acks": "all"}))
     value = b"v" * VALUE_BYTES
     began = time.perf_counter()
     for i, h in enumerate(headers):
-        key = f"k{start + i}".encode()
+        key = f"k{start + i}".encode() if keyed else None
         while True:
             try:
                 producer.produce(topic, value=value, key=key, headers=h)
