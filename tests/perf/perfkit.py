@@ -194,7 +194,6 @@ def produce_input(
     topic: str,
     headers: Sequence[Headers],
     start: int = 0,
-    stamp: bool = False,
     keyed: bool = True,
 ) -> float:
     """Produce one record per header list (200-byte values, keys ``k<i>``, or none if not ``keyed``); seconds
