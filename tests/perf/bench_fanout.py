@@ -236,12 +236,7 @@ def main() -> None:
         default=[10, 1_000, 10_000],
         help="subscriptions of the disjoint-filter runs, comma-separated (10,1000,10000)",
     )
-    parser.add_argument(
-        "--unkeyed",
-        action="store_true",
-        help="input records without keys: every producer's records then go through librdkafka's sticky "
-        "partitioner (one partition per topic at a time), as routed records of unkeyed input do",
-    )
+    perfkit.unkeyed_argument(parser)
     perfkit.python_routing_argument(parser)
     args = parser.parse_args()
     if args.python_routing:

@@ -200,11 +200,7 @@ def main() -> None:
     )
     perfkit.common_arguments(parser, messages=100_000, repeat=3)
     parser.add_argument("--size", type=int, default=10_000, help="the worker's subscriptions (10000)")
-    parser.add_argument(
-        "--unkeyed",
-        action="store_true",
-        help="input records without keys (librdkafka's sticky partitioner for every producer's records)",
-    )
+    perfkit.unkeyed_argument(parser)
     args = parser.parse_args()
     binary = build_native_pipe()
     results: dict[str, list[Figures]] = {}

@@ -503,6 +503,15 @@ def python_routing_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def unkeyed_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--unkeyed",
+        action="store_true",
+        help="input records without keys: every producer's records then go through librdkafka's sticky "
+        "partitioner (one partition per topic at a time), as routed records of unkeyed input do",
+    )
+
+
 def use_python_routing() -> None:
     """From now on, tables are built without the native plan, so every record takes ``Router.route`` (the
     Python plans), as before the worker used the native plan (issue 13): the "before" of a comparison run on
