@@ -1,5 +1,5 @@
 """The worker against its own Kafka I/O ceiling: ``python tests/perf/bench_fanout.py [--sizes 10,1000,10000]
-[--messages N] [--repeat R] [--unkeyed] [--python-routing]``.
+[--messages N] [--repeat R] [--guarantee at-least-once|exactly-once] [--unkeyed] [--python-routing]``.
 
 One local broker (Apache Kafka by default, Tansu with ``SUBROUTE_TEST_BROKER=tansu``), one pre-loaded input
 topic of ``--partitions`` partitions (200-byte values, five headers), 10 apps x 10 consumer groups: 100 group
@@ -19,6 +19,11 @@ per second from its first batch until its last records are acknowledged and comm
 * the worker at 1,000 with a commit per batch (``--commit-interval-records 1``: the stop-and-wait loop the
   window replaced), with ``--batch-size 10000``, and with its destinations shared among 4 producers
   (``--producers 4``).
+
+With ``--guarantee exactly-once`` the workers route exactly-once and both fan-out pipes commit as the worker
+then does: the input offsets sent to a transaction of one producer, which then commits (``fanout_pipe(...,
+transactional=True)``); the variants with 4 producers are left out (a transaction belongs to one producer, and the
+worker refuses more than one exactly-once). The plain pipe stays as it is, the same reference in both.
 
 Prints each figure and its ratio to the fan-out pipe, to the windowed fan-out pipe (the same commit cadence as
 the worker: the ceiling with no routing work) and to the pipe, all of the same run. A worker routes the whole
@@ -43,6 +48,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from subroute import wire
 from subroute.config.model import Config
 from subroute.ops.settings import Settings
+from subroute.worker.checkpoint import AT_LEAST_ONCE, EXACTLY_ONCE
 from subroute.worker.producers import Producers
 from subroute.worker.window import CommitInterval
 
@@ -60,12 +66,17 @@ def fanout_pipe(
     batch_size: int = 2000,
     producers: int = 1,
     every_report: bool = False,
+    transactional: bool = False,
 ) -> perfkit.Run:
     """Consume, produce each record to ``sinks[i % len(sinks)]`` with the routing headers, commit: after every
     batch (``window`` None: flush and a synchronous commit), or once ``window`` records are produced or a poll
     comes back short (one flush, then the commit). Each sink goes through one of ``producers`` producers, shared
     out as the worker shares its topics (router/worker/producers.py). Only failed deliveries are reported, unless
-    ``every_report``: then each record's report is counted, as the worker counts its windows' reports."""
+    ``every_report``: then each record's report is counted, as the worker counts its windows' reports.
+
+    ``transactional``: the exactly-once form of the same loop, as the worker commits exactly-once
+    (worker/checkpoint.py): one producer with a transactional id; each commit is the input offsets sent to the
+    open transaction and the transaction committed (which waits for its records, as the flush does)."""
     # a group of its own: each pipe reads the whole input
     consumer = Consumer(perfkit.consumer_config(s, f"{s.topic_prefix}.fanout.{uuid.uuid4().hex[:8]}"))
     reported = [0]
@@ -73,8 +84,15 @@ def fanout_pipe(
     def count(error: object, message: object) -> None:
         reported[0] += 1
 
-    only_errors = {"delivery.report.only.error": not every_report}
-    pool = Producers(lambda _: Producer({**perfkit.producer_config(s), **only_errors}), producers)
+    settings: dict[str, object] = {"delivery.report.only.error": not every_report}
+    if transactional:
+        if producers != 1:
+            raise ValueError("a transaction belongs to one producer")
+        settings["transactional.id"] = f"{s.topic_prefix}.fanout.{uuid.uuid4().hex[:8]}"
+    pool = Producers(lambda _: Producer({**perfkit.producer_config(s), **settings}), producers)
+    if transactional:
+        pool.first.init_transactions(30)
+    in_transaction = False
     consumer.subscribe([source])
     run = perfkit.Run()
     offsets: dict[tuple[str, int], int] = {}
@@ -86,6 +104,9 @@ def fanout_pipe(
             if not batch:
                 continue
             run.first = run.first or time.perf_counter()
+            if transactional and not in_transaction:
+                pool.first.begin_transaction()
+                in_transaction = True
             for i, m in enumerate(batch, start=run.messages):
                 topic, partition, offset = m.topic(), m.partition(), m.offset()
                 headers = [
@@ -111,10 +132,14 @@ def fanout_pipe(
             run.messages += len(batch)
             pending += len(batch)
             if window is None or pending >= window or len(batch) < batch_size or run.messages >= expected:
-                pool.flush()
-                consumer.commit(
-                    offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
-                )
+                positions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+                if transactional:
+                    pool.first.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+                    pool.first.commit_transaction(30)
+                    in_transaction = False
+                else:
+                    pool.flush()
+                    consumer.commit(offsets=positions, asynchronous=False)
                 pending = 0
             run.last = time.perf_counter()
     finally:
@@ -149,13 +174,14 @@ class Variant:
         return label
 
 
-def variants(sizes: Sequence[int]) -> list[Variant]:
+def variants(sizes: Sequence[int], guarantee: str) -> list[Variant]:
+    shared = [Variant(FANOUT_SIZE, producers=SHARED_PRODUCERS)] if guarantee == AT_LEAST_ONCE else []
     return [
         *(Variant(size) for size in sizes),
         Variant(FANOUT_SIZE, fanout=3),
         Variant(FANOUT_SIZE, commit_per_batch=True),
         Variant(FANOUT_SIZE, batch_size=10_000),
-        Variant(FANOUT_SIZE, producers=SHARED_PRODUCERS),
+        *shared,  # exactly-once routes through one producer: a transaction belongs to one
     ]
 
 
@@ -176,7 +202,8 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
         topic = f"{base.topic_prefix}-orders"
         perfkit.create_topic(base, topic, args.partitions)
         perfkit.produce_input(base, topic, perfkit.message_headers(args.messages), keyed=not args.unkeyed)
-        runs = variants(args.sizes)
+        runs = variants(args.sizes, args.guarantee)
+        transactional = args.guarantee == EXACTLY_ONCE
         warmup = config_of(runs[0], topic, args.partitions)
         # each run, pipe or worker, writes these 110 destinations (and the worker its pending topics)
         written = perfkit.write_destinations(base, warmup, topic, args.messages, args.partitions)
@@ -185,12 +212,17 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
             "pipe": perfkit.run_pipe(
                 perfkit.settings(b.bootstrap_servers), topic, f"{topic}-copy", args.messages
             ).rate,
-            "fan-out pipe": fanout_pipe(base, topic, sinks, args.messages, window=None).rate,
+            "fan-out pipe": fanout_pipe(
+                base, topic, sinks, args.messages, window=None, transactional=transactional
+            ).rate,
         }
-        figures["fan-out pipe, windowed"] = fanout_pipe(base, topic, sinks, args.messages, window=20_000).rate
-        figures[f"fan-out pipe, windowed, {SHARED_PRODUCERS} producers"] = fanout_pipe(
-            base, topic, sinks, args.messages, window=20_000, producers=SHARED_PRODUCERS
+        figures["fan-out pipe, windowed"] = fanout_pipe(
+            base, topic, sinks, args.messages, window=20_000, transactional=transactional
         ).rate
+        if not transactional:
+            figures[f"fan-out pipe, windowed, {SHARED_PRODUCERS} producers"] = fanout_pipe(
+                base, topic, sinks, args.messages, window=20_000, producers=SHARED_PRODUCERS
+            ).rate
         shift = rep % len(runs)
         for variant in runs[shift:] + runs[:shift]:
             config = config_of(variant, topic, args.partitions)
@@ -202,6 +234,7 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
                 args.messages,
                 batch_size=variant.batch_size,
                 producers=variant.producers,
+                guarantee=args.guarantee,
                 commit_interval=CommitInterval(1, 0) if variant.commit_per_batch else CommitInterval(),
             )
             perfkit.rewind_worker(base, topic, args.partitions)
@@ -209,7 +242,7 @@ def one_run(args: argparse.Namespace, rep: int, results: dict[str, list[float]])
             if variant.fanout == 1 and timing.produced != timing.messages:
                 raise SystemExit(f"{variant.label}: {timing.produced} records routed for {timing.messages}")
             figures[variant.label] = timing.produced_rate if variant.fanout > 1 else timing.rate
-        print(f"({len(sinks)} destinations of {args.partitions} partitions)")
+        print(f"({len(sinks)} destinations of {args.partitions} partitions, {args.guarantee})")
         print_ratios(figures)
         for name, rate in figures.items():
             results.setdefault(name, []).append(rate)
@@ -236,6 +269,12 @@ def main() -> None:
         default=[10, 1_000, 10_000],
         help="subscriptions of the disjoint-filter runs, comma-separated (10,1000,10000)",
     )
+    parser.add_argument(
+        "--guarantee",
+        choices=(AT_LEAST_ONCE, EXACTLY_ONCE),
+        default=AT_LEAST_ONCE,
+        help="the workers' guarantee, and the fan-out pipes' commits: offsets, or transactions (at-least-once)",
+    )
     perfkit.unkeyed_argument(parser)
     perfkit.python_routing_argument(parser)
     args = parser.parse_args()
@@ -252,7 +291,7 @@ def main() -> None:
     target = perfkit.median(results[Variant(big).label]) / perfkit.median(results["fan-out pipe, windowed"])
     if big >= 10_000:
         print(
-            f"router / windowed fan-out pipe at {big:,} subscriptions: {target:.2f} (target >= 0.85: "
+            f"router / windowed fan-out pipe at {big:,} subscriptions, {args.guarantee}: {target:.2f} (target >= 0.85: "
             f"{perfkit.verdict(target >= 0.85)})"
         )
 
