@@ -1,9 +1,10 @@
 """Instruction counts of the native decision path, load-independent: ``valgrind --tool=callgrind
---instr-atstart=no [--cache-sim=yes] python tests/perf/profile_decision_path.py --size N``.
+--instr-atstart=no [--cache-sim=yes] python tests/perf/profile_decision_path.py --size N [--workload peer]``.
 
 The table is built with valgrind's instrumentation off (the build of 100,000 subscriptions would take an hour
 instrumented); then this script turns it on with ``callgrind_control -i on`` for ``--passes`` passes of
-``Router.route_batch`` over the bench's records (``bench_decision_path.py``'s workload), and off again.
+``Router.route_batch`` over the bench's records (``bench_decision_path.py``'s workloads: perfkit's by default,
+``--workload peer`` the one in which every record matches one subscription at every size), and off again.
 ``callgrind_annotate`` on the output then gives the instructions (and with ``--cache-sim=yes`` the simulated
 cache misses) per function; divide by ``passes × messages`` for a record's share. Run outside valgrind it
 just times the same passes.
@@ -18,7 +19,7 @@ import shutil
 import subprocess
 import time
 
-import perfkit
+from bench_decision_path import workload_config, workload_headers
 
 from subroute.routing.decisions import MessageView, Router
 from subroute.routing.native_routing import build_table
@@ -37,9 +38,10 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=10_000, help="subscriptions (10,000)")
     parser.add_argument("--messages", type=int, default=2_000, help="records per pass (2,000)")
     parser.add_argument("--passes", type=int, default=3, help="instrumented passes (3)")
+    parser.add_argument("--workload", choices=("perfkit", "peer"), default="perfkit", help="(perfkit)")
     args = parser.parse_args()
-    views = [MessageView("orders", h, 0) for h in perfkit.message_headers(args.messages, seed=5)]
-    table = build_table(perfkit.subscription_config(args.size, "orders"))
+    views = [MessageView("orders", h, 0) for h in workload_headers(args.workload, args.messages)]
+    table = build_table(workload_config(args.workload, args.size))
     gc.freeze()
     Router().route_batch(table, views, {}, 0)  # routes registered, caches warm: as in the bench's passes
     instrument(True)
