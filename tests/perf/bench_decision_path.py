@@ -82,12 +82,7 @@ def main() -> None:
         "--messages", type=int, default=2_000, help="records per pass (2,000: a worker batch)"
     )
     parser.add_argument("--repeat", type=int, default=5, help="passes per figure, median reported (5)")
-    parser.add_argument(
-        "--workload",
-        choices=("perfkit", "peer"),
-        default="perfkit",
-        help="perfkit's (the target's; matches grow with the size) or the peer's (one match per record)",
-    )
+    workload_argument(parser)
     parser.add_argument(
         "--python-collector",
         action="store_true",
@@ -107,6 +102,15 @@ class Prepared:
     matches: float
     listed: float
     evaluated: float
+
+
+def workload_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workload",
+        choices=("perfkit", "peer"),
+        default="perfkit",
+        help="perfkit's (the target's; matches grow with the size) or the peer's (one match per record)",
+    )
 
 
 def workload_config(workload: str, size: int) -> Config:

@@ -92,7 +92,6 @@ def fanout_pipe(
     pool = Producers(lambda _: Producer({**perfkit.producer_config(s), **settings}), producers)
     if transactional:
         pool.first.init_transactions(30)
-    in_transaction = False
     consumer.subscribe([source])
     run = perfkit.Run()
     offsets: dict[tuple[str, int], int] = {}
@@ -104,9 +103,8 @@ def fanout_pipe(
             if not batch:
                 continue
             run.first = run.first or time.perf_counter()
-            if transactional and not in_transaction:
+            if transactional and pending == 0:  # a window's first batch: its transaction opens
                 pool.first.begin_transaction()
-                in_transaction = True
             for i, m in enumerate(batch, start=run.messages):
                 topic, partition, offset = m.topic(), m.partition(), m.offset()
                 headers = [
@@ -136,7 +134,6 @@ def fanout_pipe(
                 if transactional:
                     pool.first.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
                     pool.first.commit_transaction(30)
-                    in_transaction = False
                 else:
                     pool.flush()
                     consumer.commit(offsets=positions, asynchronous=False)

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import time
 
-from bench_decision_path import workload_config, workload_headers
+from bench_decision_path import workload_argument, workload_config, workload_headers
 
 from subroute.routing.decisions import MessageView, Router
 from subroute.routing.native_routing import build_table
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=10_000, help="subscriptions (10,000)")
     parser.add_argument("--messages", type=int, default=2_000, help="records per pass (2,000)")
     parser.add_argument("--passes", type=int, default=3, help="instrumented passes (3)")
-    parser.add_argument("--workload", choices=("perfkit", "peer"), default="perfkit", help="(perfkit)")
+    workload_argument(parser)
     args = parser.parse_args()
     views = [MessageView("orders", h, 0) for h in workload_headers(args.workload, args.messages)]
     table = build_table(workload_config(args.workload, args.size))
